@@ -1,0 +1,61 @@
+"""The interpreter the ranks run under: this one, or ``--python PATH``.
+
+Checked before any rank starts, without importing torch there (find_spec only), so a
+wrong path or a venv without torch is a one-line error, not a crash of every rank.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from .errors import UsageError
+
+_PROBE = (
+    "import importlib.util, json, platform, sys\n"
+    "spec = importlib.util.find_spec('torch')\n"
+    "print(json.dumps({'python': platform.python_version(), 'executable': sys.executable,"
+    " 'torch': spec.origin if spec else None}))\n"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Interpreter:
+    path: str
+    python_version: str
+    torch_location: str
+
+
+def install_hint(path):
+    return "install it with: %s -m pip install torch" % path
+
+
+def resolve(python=None):
+    path = python or sys.executable
+    if python:
+        if os.sep not in python and not os.path.exists(python):
+            found = shutil.which(python)
+            if found is None:
+                raise UsageError("--python %s: not found on PATH" % python)
+            path = found
+        if not os.path.exists(path):
+            raise UsageError("--python %s: no such file" % python)
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            raise UsageError("--python %s: not an executable file (give the interpreter, "
+                             "e.g. /path/to/venv/bin/python)" % python)
+    try:
+        proc = subprocess.run([path, "-c", _PROBE], capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError("--python %s: cannot run it (%s)" % (path, exc)) from None
+    try:
+        info = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise UsageError("%s does not behave like a Python 3 interpreter (exit %d)"
+                         % (path, proc.returncode)) from None
+    if not info["torch"]:
+        raise UsageError("torch is not installed for %s (Python %s); %s"
+                         % (path, info["python"], install_hint(path)))
+    return Interpreter(path, info["python"], info["torch"])

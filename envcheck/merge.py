@@ -1,0 +1,274 @@
+"""Per-rank records of every attempt → one ``CheckResult`` per check.
+
+A check's outcome is the worst outcome of any rank (see ``outcomes.SEVERITY``); its
+detail, advice and error come from the root-cause rank: the rank the supervisor blamed
+for a hang or crash, otherwise the rank whose failure was recorded first. Setup is
+reported as the pseudo-probe ``setup`` (``import_torch``, ``init_process_group``); a
+probe that produced no check at all (never reached, or stuck outside any check) is
+reported as its ``run`` check.
+"""
+
+from .outcomes import SEVERITY, Outcome, worst
+from .report import CheckResult
+
+SETUP = "setup"
+
+
+def _rank_entry(rec):
+    return {
+        "outcome": rec["outcome"],
+        "seconds": rec.get("seconds"),
+        "detail": rec.get("detail") or "",
+        "advice": rec.get("advice"),
+        "error": rec.get("error"),
+        "data": rec.get("data") or {},
+        "time": rec.get("time"),
+    }
+
+
+def _abort_entry(abort, rank, info, timeout):
+    kind = abort.kind
+    entry = {"outcome": kind if kind in ("hang", "crash") else "skipped", "seconds": None,
+             "detail": "", "advice": None, "error": None, "data": {},
+             "exit_code": info.get("exit_code"), "signal": info.get("signal"),
+             "stderr_tail": info.get("stderr_tail"), "stack": info.get("stack"),
+             "last_record": info.get("last_record")}
+    where = info.get("check") or info.get("phase")
+    if kind == "hang":
+        if rank == abort.root_rank:
+            entry["seconds"] = abort.waited_s
+            entry["detail"] = "no progress for %.1f s (timeout %g s) in %s" % (
+                abort.waited_s or 0, timeout, where)
+        else:
+            entry["detail"] = "stopped by envcheck while in %s after rank %d hung" % (
+                where, abort.root_rank)
+    elif kind == "crash":
+        if rank == abort.root_rank:
+            how = ("killed by %s" % info["signal"]) if info.get("signal") else \
+                ("exited with code %s" % info.get("exit_code"))
+            entry["detail"] = "rank %d %s in %s" % (rank, how, where)
+        else:
+            entry["detail"] = "stopped by envcheck while in %s after rank %d crashed" % (
+                where, abort.root_rank)
+    elif kind == "interrupted":
+        entry["detail"] = "interrupted (%s) while in %s" % (abort_signal(abort), where)
+    else:  # setup_failed: ranks still waiting for the one whose setup failed
+        entry["detail"] = "stopped by envcheck after rank %d failed to set up" % (
+            abort.root_rank)
+    return entry
+
+
+def abort_signal(abort):
+    import signal
+    return signal.Signals(abort.signum).name if abort.signum else "signal"
+
+
+def _merge(probe, check, ranks, root_rank=None):
+    outcome = worst(e["outcome"] for e in ranks.values())
+    if root_rank is None or root_rank not in ranks \
+            or ranks[root_rank]["outcome"] != outcome.value:
+        candidates = [r for r, e in ranks.items() if e["outcome"] == outcome.value]
+        root_rank = min(candidates, key=lambda r: (ranks[r].get("time") or 0, r))
+    root = ranks[root_rank]
+    detail = root["detail"]
+    differing = sorted(r for r, e in ranks.items() if e["outcome"] != outcome.value)
+    if outcome.is_bad and len(ranks) > 1:
+        bad = sorted(r for r, e in ranks.items() if e["outcome"] == outcome.value)
+        if differing:
+            detail = "rank %s: %s" % (",".join(map(str, bad)), detail)
+    seconds = [e["seconds"] for e in ranks.values() if e.get("seconds") is not None]
+    return CheckResult(
+        probe=probe, check=check, outcome=outcome.value,
+        seconds=round(max(seconds), 6) if seconds else None, detail=detail,
+        # Advice is for the user to act on: only carried where something went wrong.
+        advice=root.get("advice") if outcome.is_bad else None, error=root.get("error"),
+        root_rank=root_rank if outcome.is_bad else None,
+        ranks={str(r): e for r, e in sorted(ranks.items())})
+
+
+class _Collector:
+    def __init__(self, timeout):
+        self.timeout = timeout
+        self.order = []
+        self.per_check = {}  # (probe, check) -> {rank: entry}
+        self.roots = {}
+
+    def add(self, probe, check, rank, entry):
+        key = (probe, check)
+        if key not in self.per_check:
+            self.order.append(key)
+            self.per_check[key] = {}
+        self.per_check[key][rank] = entry
+
+    def has_probe(self, probe):
+        return any(p == probe for p, _ in self.order)
+
+    def results(self):
+        return [_merge(p, c, self.per_check[(p, c)], self.roots.get((p, c)))
+                for p, c in self.order]
+
+
+def _setup_checks(col, attempt, nproc):
+    abort = attempt.abort
+    for rank in range(nproc):
+        recs = attempt.records.get(rank, [])
+        hello = next((r for r in recs if r["t"] == "hello"), None)
+        setup = next((r for r in recs if r["t"] == "setup"), None)
+        info = abort.ranks.get(rank, {}) if abort else {}
+        if hello:
+            col.add(SETUP, "import_torch", rank, {
+                "outcome": "passed", "seconds": hello.get("torch_import_s"),
+                "detail": "%.2f s" % hello.get("torch_import_s", 0), "advice": None,
+                "error": None, "data": {}, "time": hello["time"]})
+        elif abort:
+            col.add(SETUP, "import_torch", rank, _import_failure(abort, rank, info, col))
+        if setup:
+            entry = _rank_entry(setup)
+            if setup["outcome"] == "passed":
+                entry["detail"] = "%s in %.3f s" % (setup.get("backend"), setup["seconds"])
+            else:
+                err = setup.get("error") or {}
+                entry["detail"] = "%s: %s" % (err.get("type"), _first_line(err.get("message")))
+                entry["advice"] = _setup_advice(err)
+            col.add(SETUP, "init_process_group", rank, entry)
+        elif hello and abort and info.get("phase") in ("setup", "startup"):
+            col.add(SETUP, "init_process_group", rank,
+                    _abort_entry(abort, rank, info, col.timeout))
+    if abort and abort.phase in ("startup", "setup"):
+        col.roots[(SETUP, "import_torch" if abort.phase == "startup"
+                   else "init_process_group")] = abort.root_rank
+
+
+def _import_failure(abort, rank, info, col):
+    entry = _abort_entry(abort, rank, info, col.timeout)
+    tail = (info.get("stderr_tail") or "").strip()
+    if abort.kind == "crash" and rank == abort.root_rank and tail:
+        last = tail.splitlines()[-1]
+        entry["detail"] = "rank %d could not start: %s" % (rank, last[:200])
+        entry["error"] = {"type": last.split(":")[0], "message": last, "traceback": tail}
+        entry["advice"] = "the interpreter's torch does not import; reinstall it"
+    return entry
+
+
+def _setup_advice(err):
+    text = "%s %s" % (err.get("type"), err.get("message"))
+    if "Address already in use" in text:
+        return "the rendezvous port is taken: set MASTER_PORT to a free port"
+    if "NCCL" in text:
+        return ("NCCL could not initialise: check the driver with nvidia-smi and rerun "
+                "with NCCL_DEBUG=INFO, or try --backend gloo to separate NCCL from the rest")
+    return ("init_process_group failed: check MASTER_ADDR/MASTER_PORT reachability "
+            "and that every rank uses the same WORLD_SIZE")
+
+
+def _first_line(text):
+    text = (text or "").strip()
+    return text.splitlines()[0][:200] if text else ""
+
+
+def _probe_checks(col, attempt):
+    abort = attempt.abort
+    for entry in attempt.probes:
+        probe = entry["name"]
+        started = {}  # rank -> set of started checks
+        for rank, recs in sorted(attempt.records.items()):
+            for rec in recs:
+                if rec.get("probe") != probe:
+                    continue
+                if rec["t"] == "check":
+                    col.add(probe, rec["check"], rank, _rank_entry(rec))
+                elif rec["t"] == "check_start":
+                    started.setdefault(rank, set()).add(rec["check"])
+        if not abort or abort.phase != "probe:" + probe:
+            continue
+        in_probe = {r: i for r, i in abort.ranks.items() if i.get("phase") == "probe:" + probe}
+        for rank, info in in_probe.items():
+            check = info.get("check") or "run"
+            col.add(probe, check, rank, _abort_entry(abort, rank, info, col.timeout))
+            if rank == abort.root_rank:
+                col.roots[(probe, check)] = rank
+        if abort.root_rank not in in_probe:
+            col.roots[(probe, "run")] = abort.root_rank
+
+
+def _not_run_reason(attempts):
+    last = attempts[-1].abort if attempts else None
+    if last is None:
+        return "not run"
+    if last.kind == "interrupted":
+        return "not run: envcheck was interrupted (%s)" % abort_signal(last)
+    if last.phase == "startup":
+        return "not run: the ranks did not start (see setup.import_torch)"
+    return "not run: the process group could not be set up (see setup.init_process_group)"
+
+
+def merge(attempts, planned, nproc, timeout):
+    """Check results, in the order the ranks ran them, for the planned probe names."""
+    col = _Collector(timeout)
+    if attempts:
+        _setup_checks(col, attempts[0], nproc)
+    for i, attempt in enumerate(attempts):
+        if i > 0:
+            restarted_setup = _restart_setup_failure(attempt)
+            if restarted_setup:
+                for entry in attempt.probes:
+                    for rank in range(nproc):
+                        col.add(entry["name"], "run", rank, dict(restarted_setup))
+                continue
+        _probe_checks(col, attempt)
+    reason = _not_run_reason(attempts)
+    for name in planned:
+        if not col.has_probe(name):
+            for rank in range(nproc):
+                col.add(name, "run", rank, {"outcome": "skipped", "seconds": None,
+                                            "detail": reason, "advice": None, "error": None,
+                                            "data": {}})
+    return col.results()
+
+
+def _restart_setup_failure(attempt):
+    """After a hang/crash, fresh ranks must set up again; say so if they could not."""
+    abort = attempt.abort
+    if abort is None or abort.phase.startswith("probe:"):
+        return None
+    return {"outcome": "failed" if abort.kind != "interrupted" else "skipped",
+            "seconds": None,
+            "detail": "not run: ranks restarted after an earlier hang or crash could not "
+                      "%s (%s on rank %d)" % ("start" if abort.phase == "startup"
+                                              else "set up the process group",
+                                              abort.kind, abort.root_rank),
+            "advice": None, "error": None, "data": {}}
+
+
+def environment(attempts):
+    """Rank 0's environment and every rank's identity, from the first attempt."""
+    env, ranks = {}, []
+    for attempt in attempts:
+        for rank, recs in sorted(attempt.records.items()):
+            rec = next((r for r in recs if r["t"] == "env"), None)
+            if rec is None:
+                continue
+            if rec.get("environment") and not env:
+                env = rec["environment"]
+            if len(ranks) <= rank:
+                ranks.append({k: rec.get(k) for k in ("host", "pid", "local_rank", "device",
+                                                       "backend", "cuda_visible_devices")}
+                             | {"rank": rank})
+        if env:
+            break
+    return env, ranks
+
+
+def attempts_summary(attempts):
+    out = []
+    for a in attempts:
+        item = {"probes": [p["name"] for p in a.probes], "port": a.port,
+                "seconds": round(a.seconds, 3), "abort": None}
+        if a.abort:
+            item["abort"] = {"kind": a.abort.kind, "root_rank": a.abort.root_rank,
+                             "phase": a.abort.phase}
+        out.append(item)
+    return out
+
+
+__all__ = ["merge", "environment", "attempts_summary", "SEVERITY", "Outcome"]

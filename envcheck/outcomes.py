@@ -1,0 +1,56 @@
+"""Outcomes (what happened), verdicts (outcome against the matrix) and exit codes.
+
+An outcome is a small closed set; whether it was *expected* is a separate step applied
+afterwards by the matrix (like pytest's xfail), so probes never need to know the matrix.
+"""
+
+import enum
+
+
+class Outcome(str, enum.Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    HANG = "hang"
+    CRASH = "crash"
+    SKIPPED = "skipped"
+
+    @property
+    def is_bad(self):
+        return self in (Outcome.FAILED, Outcome.HANG, Outcome.CRASH)
+
+
+# Merging ranks: the worst outcome of any rank is the check's outcome. A check skipped
+# on some ranks and passed on the others passed.
+SEVERITY = {Outcome.SKIPPED: 0, Outcome.PASSED: 1, Outcome.FAILED: 2, Outcome.HANG: 3,
+            Outcome.CRASH: 4}
+
+GLYPH = {Outcome.PASSED: "✓", Outcome.FAILED: "✗", Outcome.HANG: "⧗", Outcome.CRASH: "✗",
+         Outcome.SKIPPED: "-"}
+
+
+def worst(outcomes):
+    outcomes = [Outcome(o) for o in outcomes]
+    return max(outcomes, key=SEVERITY.__getitem__) if outcomes else Outcome.SKIPPED
+
+
+class Verdict(str, enum.Enum):
+    """An outcome judged against the matrix (see shared/DESIGN.md's verdict table)."""
+
+    OK = "ok"  # passed, and passing was expected
+    NEW = "new"  # passed, and the matrix has no expectation for it
+    KNOWN = "known"  # failed/hung/crashed as the matrix expects: known issue + advice
+    FIXED = "fixed"  # the matrix expects a failure, but it passed: stale matrix?
+    UNEXPECTED = "unexpected"  # expected to pass (or to fail differently), but did not
+    FAILURE = "failure"  # failed/hung/crashed and the matrix has no expectation
+
+    @property
+    def is_bad(self):
+        return self in (Verdict.UNEXPECTED, Verdict.FAILURE)
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    FAILED = 1
+    USAGE = 2
+    INTERRUPTED = 130  # SIGINT, as shells report it
+    TERMINATED = 143  # SIGTERM

@@ -1,0 +1,96 @@
+"""The doctor-style screen: environment header, a line per check, then what to do."""
+
+import textwrap
+
+from tabulate import tabulate
+
+from .outcomes import GLYPH, Outcome
+
+VERDICT_LABEL = {"ok": "ok", "known": "known issue", "unexpected": "UNEXPECTED",
+                 "fixed": "fixed?", "failure": "FAILURE", "new": "ok (no data)"}
+
+
+def _fmt_seconds(s):
+    if s is None:
+        return ""
+    return "%.2fs" % s if s < 100 else "%.0fs" % s
+
+
+def environment_lines(report):
+    env = report.environment or {}
+    plan = report.plan or {}
+    gpus = env.get("gpus") or []
+    gpu_text = ", ".join("%s (sm_%s)" % (g["name"], g["capability"].replace(".", ""))
+                         for g in gpus) or "none visible to torch"
+    hosts = sorted({r.get("host") for r in report.ranks if r.get("host")})
+    rows = [
+        ("torch", "%s%s" % (env.get("torch", "?"),
+                            " (git %s)" % env["torch_git"][:10] if env.get("torch_git") else "")),
+        ("CUDA / cuDNN / NCCL", "%s / %s / %s" % (env.get("cuda") or "none",
+                                                  env.get("cudnn") or "-",
+                                                  env.get("nccl") or "-")),
+        ("driver", env.get("driver") or "no nvidia-smi"),
+        ("GPUs", gpu_text),
+        ("Python", "%s (%s)" % (env.get("python", plan.get("python_version", "?")),
+                                plan.get("python", "?"))),
+        ("OS / glibc", "%s / %s" % (env.get("os", "?"), env.get("glibc") or "-")),
+        ("numpy", env.get("numpy") or "not installed"),
+        ("ranks", "%s on %s, backend %s" % (plan.get("nproc", "?"),
+                                              ", ".join(hosts) or "?",
+                                              (report.ranks[0].get("backend")
+                                               if report.ranks else plan.get("backend")))),
+    ]
+    return tabulate(rows, tablefmt="plain")
+
+
+def _outcome_cell(check):
+    o = Outcome(check.outcome)
+    return "%s %s" % (GLYPH[o], o.value)
+
+
+def render(report, width=100):
+    has_verdicts = any(c.verdict for c in report.checks)
+    headers = ["probe", "check", "outcome"] + (["verdict"] if has_verdicts else []) + \
+        ["time", "detail"]
+    rows = []
+    for c in report.checks:
+        row = [c.probe, c.check, _outcome_cell(c)]
+        if has_verdicts:
+            row.append(VERDICT_LABEL.get(c.verdict, c.verdict or ""))
+        detail = c.detail or ""
+        row += [_fmt_seconds(c.seconds), textwrap.shorten(detail, 60, placeholder="…")
+                if detail else ""]
+        rows.append(row)
+    out = ["envcheck %s · %s" % (report.envcheck_version, report.created), "",
+           environment_lines(report), "", tabulate(rows, headers=headers), ""]
+    todo = [c for c in report.checks
+            if Outcome(c.outcome).is_bad or c.verdict in ("known", "fixed")]
+    if todo:
+        out.append("What to do:")
+        for c in todo:
+            label = VERDICT_LABEL.get(c.verdict, c.outcome) if c.verdict else c.outcome
+            out.append("  %s %s (%s): %s" % (GLYPH[Outcome(c.outcome)], c.id, label,
+                                             c.detail or ""))
+            if c.error and c.error.get("message") and c.error["message"] not in (c.detail or ""):
+                out.append(textwrap.indent(textwrap.shorten(
+                    "%s: %s" % (c.error.get("type"), c.error["message"]), width - 6,
+                    placeholder="…"), "      "))
+            if c.advice:
+                out.extend(textwrap.wrap(c.advice, width - 6, initial_indent="    → ",
+                                         subsequent_indent="      "))
+            if c.expectation and c.expectation.get("source"):
+                out.append("      source: %s" % c.expectation["source"])
+            if c.outcome == "hang":
+                out.append("      each rank's Python stack is in the JSON report "
+                           "(--json PATH): checks[].ranks[].stack")
+        out.append("")
+    s = report.summary()
+    parts = ["%d %s" % (s[k], k) for k in ("passed", "failed", "hang", "crash", "skipped")
+             if s[k]]
+    tail = "%s in %.1f s" % (", ".join(parts), report.duration_s)
+    if report.interrupted:
+        tail += " — INTERRUPTED by %s, report is partial" % report.interrupted
+    for note in (report.plan or {}).get("notes") or []:
+        out.append("note: %s" % note)
+    out.append(tail)
+    return "\n".join(out) + "\n"

@@ -1,0 +1,149 @@
+"""The report: pure data, built once by a run, read by every renderer.
+
+It round-trips through JSON (``to_dict`` / ``from_dict``), so ``envcheck report FILE``
+renders a saved report exactly as the run did. The JSON layout is versioned by
+``SCHEMA_VERSION`` and described by ``schema/report.schema.json``.
+"""
+
+import dataclasses
+import json
+import os
+import tempfile
+
+from .errors import UsageError
+from .outcomes import Outcome
+
+SCHEMA_VERSION = 1
+SCHEMA_PATH = os.path.join(os.path.dirname(__file__), "schema", "report.schema.json")
+
+
+@dataclasses.dataclass
+class CheckResult:
+    probe: str
+    check: str
+    outcome: str
+    seconds: float = None
+    detail: str = ""
+    advice: str = None
+    error: dict = None  # {type, message, traceback} from the root-cause rank
+    root_rank: int = None
+    ranks: dict = dataclasses.field(default_factory=dict)  # "rank" -> per-rank detail
+    verdict: str = None  # set by the matrix (envcheck.verdicts)
+    expectation: dict = None  # the matrix entry the verdict came from
+
+    @property
+    def id(self):
+        return "%s.%s" % (self.probe, self.check)
+
+    def to_dict(self):
+        d = dataclasses.asdict(self)
+        d["id"] = self.id
+        return d
+
+
+@dataclasses.dataclass
+class Report:
+    envcheck_version: str
+    created: str
+    plan: dict
+    environment: dict
+    ranks: list
+    checks: list
+    duration_s: float
+    interrupted: str = None  # SIGINT / SIGTERM when the run was cut short
+    attempts: list = dataclasses.field(default_factory=list)
+    matrix: dict = None  # which matrix files judged this report
+    schema_version: int = SCHEMA_VERSION
+
+    def summary(self):
+        counts = {o.value: 0 for o in Outcome}
+        for c in self.checks:
+            counts[c.outcome] += 1
+        return counts
+
+    def to_dict(self):
+        d = dataclasses.asdict(self)
+        d["checks"] = [c.to_dict() for c in self.checks]
+        d["summary"] = self.summary()
+        return d
+
+    @classmethod
+    def from_dict(cls, data):
+        """Rebuild a report from its JSON; ValueError names what is wrong."""
+        if not isinstance(data, dict):
+            raise ValueError("top level is %s, not an object" % type(data).__name__)
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ValueError("schema_version is %r; this envcheck reads version %d"
+                             % (version, SCHEMA_VERSION))
+        fields = {f.name for f in dataclasses.fields(cls)}
+        required = {f.name for f in dataclasses.fields(cls)
+                    if f.default is dataclasses.MISSING
+                    and f.default_factory is dataclasses.MISSING}
+        missing = sorted(required - set(data))
+        if missing:
+            raise ValueError("missing %s" % ", ".join(missing))
+        if not isinstance(data["checks"], list):
+            raise ValueError("checks is not a list")
+        check_fields = {f.name for f in dataclasses.fields(CheckResult)}
+        checks = []
+        for i, c in enumerate(data["checks"]):
+            if not isinstance(c, dict) or not {"probe", "check", "outcome"} <= set(c):
+                raise ValueError("checks[%d] lacks probe, check or outcome" % i)
+            if c["outcome"] not in {o.value for o in Outcome}:
+                raise ValueError("checks[%d] has unknown outcome %r" % (i, c["outcome"]))
+            checks.append(CheckResult(**{k: v for k, v in c.items() if k in check_fields}))
+        kwargs = {k: v for k, v in data.items() if k in fields}
+        kwargs["checks"] = checks
+        return cls(**kwargs)
+
+
+def dumps(report):
+    return json.dumps(report.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def check_writable(path):
+    """Fail before the run, not after it, when PATH cannot be written."""
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    if os.path.isdir(path):
+        raise UsageError("%s is a directory; give a file name" % path)
+    if not os.path.isdir(directory):
+        raise UsageError("cannot write %s: directory %s does not exist" % (path, directory))
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise UsageError("cannot write %s: directory %s is not writable" % (path, directory))
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise UsageError("cannot write %s: the file is read-only" % path)
+
+
+def write_atomic(path, text):
+    """Write the whole file or nothing: a temp file beside it, then rename."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".envcheck-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise UsageError("%s: no such file" % path) from None
+    except IsADirectoryError:
+        raise UsageError("%s is a directory, not a report" % path) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError("%s is not a JSON report: %s" % (path, exc)) from None
+    try:
+        return Report.from_dict(data)
+    except (ValueError, TypeError) as exc:
+        raise UsageError("%s is not an envcheck report: %s" % (path, exc)) from None

@@ -1,0 +1,105 @@
+"""``envcheck run`` as a library call: options in, ``Report`` out, nothing printed."""
+
+import dataclasses
+import datetime
+import time
+
+from . import __version__, catalog, interpreter, merge, nvidia_smi
+from .errors import UsageError
+from .outcomes import ExitCode, Outcome, Verdict
+from .report import Report
+from .supervisor import supervise
+
+BACKENDS = ("auto", "gloo", "nccl")
+DEFAULT_TIMEOUT = 60.0
+
+
+@dataclasses.dataclass
+class RunOptions:
+    nproc: int = None  # None: one rank per local GPU, else 2
+    backend: str = "auto"
+    probes: tuple = ()
+    skip: tuple = ()
+    timeout: float = DEFAULT_TIMEOUT
+    python: str = None
+    probe_paths: tuple = ()
+    model: str = None
+    startup_timeout: float = None
+
+
+@dataclasses.dataclass
+class Plan:
+    nproc: int
+    backend: str
+    probes: list  # catalog.ProbeSpec
+    timeout: float
+    interpreter: interpreter.Interpreter
+    options: dict
+    notes: list
+
+    def to_dict(self):
+        return {"nproc": self.nproc, "backend": self.backend,
+                "probes": [p.name for p in self.probes], "timeout": self.timeout,
+                "python": self.interpreter.path,
+                "python_version": self.interpreter.python_version,
+                "options": self.options, "notes": self.notes}
+
+
+def make_plan(opts):
+    """Validate everything the user gave before a single rank starts."""
+    if opts.backend not in BACKENDS:
+        raise UsageError("--backend %r: choose one of %s" % (opts.backend, ", ".join(BACKENDS)))
+    if opts.nproc is not None and opts.nproc < 1:
+        raise UsageError("--nproc %d: need at least 1 rank" % opts.nproc)
+    if not opts.timeout > 0:
+        raise UsageError("--timeout %g: must be a positive number of seconds" % opts.timeout)
+    notes = []
+    try:
+        gpus = nvidia_smi.query()
+    except nvidia_smi.NvidiaSmiError as exc:
+        gpus = []
+        notes.append("%s; counting 0 GPUs" % exc)
+    if opts.backend == "nccl" and not gpus:
+        raise UsageError("--backend nccl needs NVIDIA GPUs, and nvidia-smi shows none here; "
+                         "use --backend gloo (or auto)")
+    nproc = opts.nproc or (len(gpus) if gpus else 2)
+    specs = catalog.select(catalog.all_probes(opts.probe_paths), opts.probes, opts.skip)
+    options = {}
+    if opts.model:
+        from .model_spec import check_model_spec
+        options["model"] = check_model_spec(opts.model)
+    interp = interpreter.resolve(opts.python)
+    return Plan(nproc, opts.backend, specs, float(opts.timeout), interp, options, notes)
+
+
+def execute(plan, on_event=None, startup_timeout=None):
+    started = time.monotonic()
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    attempts = supervise(plan.interpreter.path, [p.plan_entry() for p in plan.probes],
+                         plan.nproc, plan.backend, plan.timeout, plan.options,
+                         on_event=on_event, startup_timeout=startup_timeout)
+    checks = merge.merge(attempts, [p.name for p in plan.probes], plan.nproc, plan.timeout)
+    env, ranks = merge.environment(attempts)
+    last = attempts[-1].abort if attempts else None
+    interrupted = None
+    if last and last.kind == "interrupted":
+        interrupted = merge.abort_signal(last)
+    return Report(envcheck_version=__version__, created=created, plan=plan.to_dict(),
+                  environment=env, ranks=ranks, checks=checks,
+                  duration_s=round(time.monotonic() - started, 3), interrupted=interrupted,
+                  attempts=merge.attempts_summary(attempts))
+
+
+def exit_code(report, strict=False):
+    """0 when nothing unexpected, 1 otherwise; 130/143 when interrupted."""
+    if report.interrupted == "SIGINT":
+        return ExitCode.INTERRUPTED
+    if report.interrupted == "SIGTERM":
+        return ExitCode.TERMINATED
+    for c in report.checks:
+        if c.verdict is not None:
+            if Verdict(c.verdict).is_bad or (strict and c.verdict == Verdict.KNOWN):
+                return ExitCode.FAILED
+        elif Outcome(c.outcome).is_bad:
+            return ExitCode.FAILED
+    return ExitCode.OK

@@ -1,0 +1,120 @@
+"""What this rank sees: torch build, CUDA, NCCL, GPUs, driver, Python, OS, env vars.
+
+Rank 0 collects the full picture once; every rank reports its own host, device and
+CUDA_VISIBLE_DEVICES so that the supervisor can show per-rank differences. Values that
+this torch build cannot give are ``None``, never an exception: a CPU wheel has no NCCL.
+"""
+
+import importlib.metadata
+import os
+import platform
+import re
+import subprocess
+import sys
+
+_ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "MASTER_", "SLURM_", "OMP_", "GLOO_",
+                 "PYTORCH_", "NVIDIA_")
+_ENV_NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+              "LD_LIBRARY_PATH", "PYTHONPATH")
+_SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
+
+
+def relevant_env(environ=None):
+    environ = os.environ if environ is None else environ
+    out = {}
+    for name in sorted(environ):
+        if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
+            out[name] = "<redacted>" if _SECRET.search(name) else environ[name]
+    return out
+
+
+def _safe(fn):
+    try:
+        return fn()
+    except Exception:
+        return None
+
+
+def _glibc():
+    try:
+        return os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
+    except (ValueError, OSError, AttributeError, IndexError):
+        lib, version = platform.libc_ver()
+        return version if lib == "glibc" else None
+
+
+def _driver_version():
+    try:
+        proc = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+    return lines[0] if proc.returncode == 0 and lines else None
+
+
+def _gpus(torch):
+    if not torch.cuda.is_available():
+        return []
+    gpus = []
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        gpus.append({
+            "index": i,
+            "name": p.name,
+            "capability": "%d.%d" % (p.major, p.minor),
+            "memory_gib": round(p.total_memory / 2**30, 1),
+        })
+    return gpus
+
+
+def _arch_list(torch):
+    archs = _safe(torch.cuda.get_arch_list) or []
+    if not archs:
+        # Before 2.14 get_arch_list() answers [] without a GPU; the compiled flags do not.
+        flags = _safe(lambda: torch._C._cuda_getArchFlags())
+        archs = flags.split() if flags else []
+    return archs
+
+
+def _nccl_version(torch):
+    def read():
+        v = torch.cuda.nccl.version()
+        return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    return _safe(read) if getattr(torch.version, "cuda", None) else None
+
+
+def _numpy():
+    try:
+        return importlib.metadata.version("numpy")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def collect(torch):
+    """The full environment, collected on rank 0."""
+    cuda = getattr(torch.version, "cuda", None)
+    return {
+        "torch": torch.__version__,
+        "torch_git": getattr(torch.version, "git_version", None),
+        "torch_path": os.path.dirname(torch.__file__),
+        "cuda": cuda,
+        "hip": getattr(torch.version, "hip", None),
+        "cudnn": _safe(lambda: torch.backends.cudnn.version()) if cuda else None,
+        "nccl": _nccl_version(torch),
+        "arch_list": _arch_list(torch) if cuda else [],
+        "cuda_available": bool(_safe(torch.cuda.is_available)),
+        "gpus": _safe(lambda: _gpus(torch)) or [],
+        "driver": _driver_version(),
+        "distributed_available": bool(_safe(torch.distributed.is_available)),
+        "gloo_available": bool(_safe(torch.distributed.is_gloo_available)),
+        "nccl_available": bool(_safe(torch.distributed.is_nccl_available)),
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "glibc": _glibc(),
+        "numpy": _numpy(),
+        "env": relevant_env(),
+    }
