@@ -139,6 +139,18 @@ def _setup_checks(col, attempt, nproc):
                    else "init_process_group")] = abort.root_rank
 
 
+def _outside_probes(col, attempt):
+    """A hang or crash after the last probe (final barrier) or between two probes."""
+    abort = attempt.abort
+    if not abort or abort.phase not in ("teardown", "between"):
+        return
+    check = "final_barrier" if abort.phase == "teardown" else "between_probes"
+    for rank, info in abort.ranks.items():
+        if info.get("phase") in ("teardown", "between"):
+            col.add(SETUP, check, rank, _abort_entry(abort, rank, info, col.timeout))
+    col.roots[(SETUP, check)] = abort.root_rank
+
+
 def _import_failure(abort, rank, info, col):
     entry = _abort_entry(abort, rank, info, col.timeout)
     tail = (info.get("stderr_tail") or "").strip()
@@ -216,6 +228,8 @@ def merge(attempts, planned, nproc, timeout):
                         col.add(entry["name"], "run", rank, dict(restarted_setup))
                 continue
         _probe_checks(col, attempt)
+    if attempts:
+        _outside_probes(col, attempts[-1])
     reason = _not_run_reason(attempts)
     for name in planned:
         if not col.has_probe(name):

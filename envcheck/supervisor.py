@@ -49,7 +49,7 @@ class RankState:
     rank: int
     proc: subprocess.Popen
     records: list
-    phase: str = "startup"  # startup, setup, probe:<name>, done
+    phase: str = "startup"  # startup, setup, probe:<name>, between, teardown, done
     check: str = None
     phase_started: float = 0.0
     offset: int = 0
@@ -196,6 +196,10 @@ class _AttemptRun:
             st.check = rec["check"]
         elif kind == "check":
             st.check = None
+        elif kind == "probe_end":
+            st.phase, st.phase_started, st.check = "between", now, None
+        elif kind == "teardown_start":
+            st.phase, st.phase_started = "teardown", now
         elif kind == "bye":
             st.phase = "done"
         if self.on_event:

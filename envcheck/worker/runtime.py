@@ -1,0 +1,169 @@
+"""One rank's life: start, set up the process group, run the planned probes, tear down.
+
+Used by ``python -m envcheck.worker`` (ranks started by ``envcheck run``). Reads
+torchrun-style env (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT), imports torch once, initialises the process group, runs the planned probes
+one after another and streams records (see ``records.py``). SIGUSR1 makes it dump every
+thread's Python stack to ``stacks-rank{RANK}.txt``: that is how the supervisor learns
+where a hung rank is stuck, even inside a C++ collective.
+"""
+
+import datetime
+import faulthandler
+import importlib
+import importlib.util
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+
+from .context import Context
+from .records import RecordWriter, records_path, stacks_path
+
+# Exit code of a rank whose process group could not be set up; the reason is in its
+# records, so the supervisor reports it as a failed setup, not as a crash.
+EXIT_SETUP_FAILED = 3
+
+
+def _int_env(name, default=None):
+    value = os.environ.get(name)
+    if value is None or value == "":
+        if default is None:
+            raise SystemExit("envcheck worker: %s is not set" % name)
+        return default
+    return int(value)
+
+
+def load_probe(entry):
+    """The probe function named by a plan entry: a module name or a file path."""
+    if entry.get("path"):
+        name = "envcheck_user_probes_%x" % (hash(entry["path"]) & 0xFFFFFFFF)
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, entry["path"])
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(entry["module"])
+    return getattr(module, entry["function"])
+
+
+def _resolve_backend(torch, requested, local_rank):
+    if requested != "auto":
+        return requested
+    if (torch.cuda.is_available() and local_rank < torch.cuda.device_count()
+            and torch.distributed.is_nccl_available()):
+        return "nccl"
+    return "gloo"
+
+
+def _error(exc):
+    return {"type": type(exc).__name__, "message": str(exc),
+            "traceback": traceback.format_exc()}
+
+
+def read_identity():
+    """(rank, local rank, world size, local world size) from torchrun-style env."""
+    rank = _int_env("RANK")
+    world_size = _int_env("WORLD_SIZE")
+    return (rank, _int_env("LOCAL_RANK", rank), world_size,
+            _int_env("LOCAL_WORLD_SIZE", world_size))
+
+
+def start(plan, out_dir, identity):
+    """Stack dumps on SIGUSR1, the record stream, ``import torch``: before any probe."""
+    rank, local_rank, _, _ = identity
+    # Segfaults print the Python stack to stderr, which the supervisor keeps the tail of.
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    stacks = open(stacks_path(out_dir, rank), "w", encoding="utf-8")
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    records = RecordWriter(records_path(out_dir, rank), rank)
+    host = socket.gethostname()
+    t0 = time.monotonic()
+    import torch
+    records.write("hello", pid=os.getpid(), host=host, python=sys.executable,
+                  torch_import_s=round(time.monotonic() - t0, 3))
+    return records, host
+
+
+def setup(plan, records, host, identity):
+    """init_process_group; returns the Context, or None after recording the failure."""
+    import torch
+    import torch.distributed as dist
+
+    from . import environment
+
+    rank, local_rank, world_size, local_world_size = identity
+    backend = _resolve_backend(torch, plan["backend"], local_rank)
+    device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+    mine = {"host": host, "pid": os.getpid(), "local_rank": local_rank, "device": str(device),
+            "backend": backend,
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    if rank == 0:
+        mine["environment"] = environment.collect(torch)
+    records.write("env", **mine)
+
+    timeout = float(plan["timeout"])
+    records.write("setup_start", backend=backend)
+    t0 = time.monotonic()
+    try:
+        if backend == "nccl":
+            torch.cuda.set_device(device)
+        dist.init_process_group(backend=backend, init_method="env://", rank=rank,
+                                world_size=world_size,
+                                timeout=datetime.timedelta(seconds=timeout))
+    except Exception as exc:
+        records.write("setup", outcome="failed", backend=backend,
+                      seconds=round(time.monotonic() - t0, 6), error=_error(exc))
+        return None
+    ctx = Context(records, rank, local_rank, world_size, local_world_size, backend, device,
+                  timeout, plan.get("options", {}), host)
+    ctx.init_seconds = time.monotonic() - t0
+    records.write("setup", outcome="passed", backend=backend,
+                  seconds=round(ctx.init_seconds, 6))
+    return ctx
+
+
+def run_probes(ctx, entries):
+    for entry in entries:
+        ctx.probe = entry["name"]
+        ctx._records.write("probe_start", probe=entry["name"])
+        p0 = time.monotonic()
+        try:
+            load_probe(entry)(ctx)
+        except Exception as exc:
+            # Outside any ctx.check(): the probe itself broke (or its file did not load).
+            ctx._records.write("check", probe=entry["name"], check="run", outcome="failed",
+                               seconds=round(time.monotonic() - p0, 6),
+                               detail="%s: %s" % (type(exc).__name__, str(exc)[:200]),
+                               error=_error(exc), advice=None, data={})
+        ctx._records.write("probe_end", probe=entry["name"],
+                           seconds=round(time.monotonic() - p0, 6))
+    ctx.probe = None
+
+
+def teardown(ctx):
+    """Wait for every rank, then leave without destroy_process_group().
+
+    destroy_process_group() is not what envcheck tests, and it can hang: on torch 2.1.2
+    with gloo, the last rank sometimes blocks in it for the whole store timeout once its
+    peer (the store's host) has exited (seen in 2 of 9 runs). After a final barrier no
+    rank needs the group any more.
+    """
+    import torch.distributed as dist
+
+    ctx._records.write("teardown_start")
+    dist.barrier()
+    ctx._records.write("bye")
+
+
+def finish(records, code=0):
+    records.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: torch's atexit hooks and thread joins can take seconds,
+    # and everything this rank had to say is already on disk.
+    os._exit(code)
