@@ -53,10 +53,10 @@ def user_model(ctx):
     kwargs = _factory_kwargs(spec, factory, ctx)
     try:
         model = factory(**kwargs)
-    except Exception as exc:
-        raise _user_error("--model %s: %s(%s) raised %s: %s"
+    except (Exception, SystemExit) as exc:
+        raise _user_error("--model %s: %s(%s) raised %s: %s%s"
                           % (spec["spec"], spec["factory"], _show_kwargs(kwargs),
-                             type(exc).__name__, exc), exc) from exc
+                             type(exc).__name__, exc, _exit_hint(exc)), exc) from exc
     if not isinstance(model, torch.nn.Module):
         raise UserModelError("--model %s: %s() returned %s, not a torch.nn.Module"
                              % (spec["spec"], spec["factory"], _describe(model)))
@@ -76,10 +76,12 @@ def describe_model(model):
 def _load_factory(spec):
     try:
         module = _import_path(spec["path"]) if spec.get("path") else _import_module(spec["module"])
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
+        # SystemExit too: a training script that parses sys.argv at import time exits.
         where = spec.get("path") or spec["module"]
-        raise _user_error("--model %s: importing %s failed with %s: %s"
-                          % (spec["spec"], where, type(exc).__name__, exc), exc) from exc
+        raise _user_error("--model %s: importing %s failed with %s: %s%s"
+                          % (spec["spec"], where, type(exc).__name__, exc,
+                             _exit_hint(exc)), exc) from exc
     factory = getattr(module, spec["factory"], None)
     if factory is None:
         raise UserModelError("--model %s: %s has no attribute %r"
@@ -151,6 +153,13 @@ def _factory_kwargs(spec, factory, ctx):
 def _user_error(message, exc):
     return UserModelError(message, "".join(
         traceback.format_exception(type(exc), exc, exc.__traceback__)))
+
+
+def _exit_hint(exc):
+    if isinstance(exc, SystemExit):
+        return (" (it called sys.exit: does it parse command-line arguments at import "
+                "time? point --model at a module that only defines the model)")
+    return ""
 
 
 def _show_kwargs(kwargs):

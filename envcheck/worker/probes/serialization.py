@@ -1,0 +1,276 @@
+"""serialization: can the objects of a distributed job be pickled, deep-copied and saved?
+
+Real failure: training scripts that build their EMA model with ``ema = deepcopy(model)``
+died at start-up with ``TypeError: cannot pickle 'torch._C._distributed_c10d.ProcessGroup'
+object`` (Open-Sora issues #28, #33 and #49, torch 2.1.2): a layer of the model kept its
+sequence-parallel process group as an attribute, and a process group, a handle to live
+connections, cannot be pickled or copied. The fixes are to build the EMA model fresh and
+load the parameters into it (``load_state_dict``), or to deepcopy a model that holds no
+group; the best practice is to keep communication objects out of anything that gets
+copied or saved.
+
+These checks do each of those operations for real in every rank of the job's process
+group and report what this torch does, failures included with the real exception: the
+version matrix, not this probe, says which failures are expected. With ``--model`` the
+DDP checks run on the user's model instead of the built-in toy.
+"""
+
+_GROUP_ADVICE = (
+    "a process group cannot be pickled or copied: keep it out of objects you copy, save or "
+    "send to other processes; pass ranks (or look the group up where it is used) instead")
+_COPY_ADVICE = (
+    "do not deepcopy a model that stores a process group: build the EMA model fresh and "
+    "copy the weights (ema = build_model(); ema.load_state_dict(model.state_dict())), or "
+    "look the group up at call time instead of storing it on the module")
+_DDP_COPY_ADVICE = (
+    "copy the wrapped model, not the DDP wrapper: ema = build_model(); "
+    "ema.load_state_dict(ddp.module.state_dict())")
+_SAVE_ADVICE = (
+    "save weights, not modules: torch.save(model.state_dict(), path), and keep process "
+    "groups out of anything you save")
+_MISMATCH_ADVICE = (
+    "the copy does not match the original: after building the copy, load the weights "
+    "explicitly (ema.load_state_dict(model.state_dict())) and verify before training")
+
+
+def probe_serialization(ctx):
+    """pickle/deepcopy of process groups, modules holding one and DDP; fresh+load_state_dict fix; torch.save"""
+    import copy
+    import os
+    import pickle
+
+    import torch
+    import torch.distributed as dist
+
+    from .. import toy
+    from ..gather import all_gather_ints
+    from ..model import describe_model, model_spec, user_model
+
+    # --- what torch does with process groups (always on built-in objects) ---
+
+    with ctx.check("pickle_default_group") as c:
+        c.advice = _GROUP_ADVICE
+        world_group = dist.group.WORLD
+        pickle.loads(pickle.dumps(world_group))
+        c.detail = "%s pickled and unpickled" % type(world_group).__name__
+
+    subgroup = None
+    with ctx.check("pickle_subgroup") as c:
+        c.advice = _GROUP_ADVICE
+        # Every rank must call new_group, members or not; all ranks are members so
+        # that every rank pickles a real group, not the non-member placeholder.
+        subgroup = dist.new_group(ranks=list(range(ctx.world_size)))
+        pickle.loads(pickle.dumps(subgroup))
+        c.detail = "new_group of %d ranks pickled and unpickled" % ctx.world_size
+
+    with ctx.check("deepcopy_module_with_group") as c:
+        c.advice = _COPY_ADVICE
+        torch.manual_seed(0)
+        holder = toy.GroupHoldingNet(subgroup or dist.group.WORLD).to(ctx.device)
+        clone = copy.deepcopy(holder)
+        _verify_copy(c, clone, holder, torch)
+        c.detail = "module with .group: " + c.detail
+
+    # --- the model under test (the user's with --model), wrapped in DDP ---
+
+    spec = model_spec(ctx)
+    model = None
+    if spec:
+        with ctx.check("model") as c:
+            c.advice = ("make %s import and return a torch.nn.Module in every rank, called "
+                        "with no arguments or with rank=/device= (see the traceback)"
+                        % spec["spec"])
+            model = user_model(ctx)
+            c.detail = "%s: %s on %s" % (spec["spec"], describe_model(model), ctx.device)
+            c.data = {"class": "%s.%s" % (type(model).__module__, type(model).__qualname__),
+                      "parameters": sum(p.numel() for p in model.parameters())}
+        skip_reason = _disagree(ctx, model is not None, all_gather_ints,
+                                "the model did not load (see serialization.model)")
+
+        def build_fresh(seed):
+            return user_model(ctx)
+    else:
+        model = toy.build_toy(ctx.rank, ctx.device)
+        skip_reason = None
+
+        def build_fresh(seed):
+            return toy.build_toy(seed, ctx.device)
+    label = spec["spec"] if spec else "toy model"
+
+    ddp = None
+    with ctx.check("ddp_wrap") as c:
+        if skip_reason:
+            c.skip(skip_reason)
+        c.advice = ("DistributedDataParallel(model) failed before any copy was made: every "
+                    "rank must build the same model, with parameters that require grad")
+        ddp = _wrap_ddp(ctx, model, torch)
+        c.detail = "DistributedDataParallel(%s)" % label
+    if not skip_reason:
+        skip_reason = _disagree(ctx, ddp is not None, all_gather_ints,
+                                "DistributedDataParallel(model) failed (see serialization.ddp_wrap)")
+
+    with ctx.check("deepcopy_ddp") as c:
+        if skip_reason:
+            c.skip(skip_reason)
+        c.advice = _DDP_COPY_ADVICE
+        clone = copy.deepcopy(ddp)
+        _verify_copy(c, clone.module, ddp.module, torch, runner=clone)
+        c.detail = "%s: %s" % (label, c.detail)
+
+    ema = None
+    with ctx.check("deepcopy_ddp_module") as c:
+        if skip_reason:
+            c.skip(skip_reason)
+        c.advice = _COPY_ADVICE
+        ema = copy.deepcopy(ddp.module)
+        _verify_copy(c, ema, ddp.module, torch)
+        c.detail = "%s: %s" % (label, c.detail)
+
+    with ctx.check("fresh_load_state_dict") as c:
+        if skip_reason:
+            c.skip(skip_reason)
+        c.advice = ("building a fresh copy and loading the weights failed: fix this before "
+                    "relying on it for an EMA model")
+        # A rank-dependent seed makes fresh copies differ until the weights are loaded.
+        fresh, error = None, None
+        try:
+            fresh = build_fresh(1000 + ctx.rank)
+            fresh.load_state_dict(ddp.module.state_dict())
+        except Exception as exc:
+            error = exc
+        # Collective outside the failure path, so one failing rank cannot hang the others.
+        digests = _gather_digest(ctx, fresh if error is None else None, torch)
+        if error is not None:
+            raise error
+        _verify_copy(c, fresh, ddp.module, torch)
+        if ema is not None:
+            _verify_copy(c, fresh, ema, torch)
+            versus = "equals original and deepcopy"
+        else:
+            versus = "equals original (where deepcopy failed)"
+        missing = [r for r, d in enumerate(digests) if d != d]
+        if missing:
+            c.fail("rank(s) %s could not build the fresh copy" % ", ".join(map(str, missing)))
+        if len(set(digests)) != 1:
+            c.fail("the fresh copies differ between ranks: %s" % digests,
+                   advice=_MISMATCH_ADVICE)
+        c.detail = "%s: %s on all %d ranks" % (label, versus, ctx.world_size)
+
+    with ctx.check("pickle_ddp") as c:
+        if skip_reason:
+            c.skip(skip_reason)
+        c.advice = ("pickle or save the weights, not the DDP wrapper: "
+                    "torch.save(ddp.module.state_dict(), path)")
+        loaded = pickle.loads(pickle.dumps(ddp))
+        _verify_copy(c, loaded.module, ddp.module, torch)
+        c.detail = "%s: %s" % (label, c.detail)
+
+    with ctx.check("save_module_with_group") as c:
+        c.advice = _SAVE_ADVICE
+        torch.manual_seed(0)
+        holder = toy.GroupHoldingNet(subgroup or dist.group.WORLD).to(ctx.device)
+        with ctx.private_tmpdir() as tmp:
+            path = os.path.join(tmp, "module.pt")
+            torch.save(holder, path)
+            loaded = torch.load(path, weights_only=False)
+        _verify_copy(c, loaded, holder, torch)
+        c.detail = "module with .group: " + c.detail
+
+
+def _wrap_ddp(ctx, model, torch):
+    from torch.nn.parallel import DistributedDataParallel
+
+    if ctx.device.type == "cuda":
+        return DistributedDataParallel(model, device_ids=[ctx.device.index])
+    return DistributedDataParallel(model)
+
+
+def _disagree(ctx, ok, all_gather_ints, reason):
+    """A skip reason unless every rank is ``ok``: a collective (DDP) with a rank missing would hang."""
+    flags = [f[0] for f in all_gather_ints(ctx, [1 if ok else 0])]
+    bad = [r for r, f in enumerate(flags) if not f]
+    if not bad:
+        return None
+    return "%s on rank(s) %s" % (reason, ", ".join(map(str, bad)))
+
+
+def _verify_copy(c, clone, original, torch, runner=None):
+    """Fail ``c`` unless ``clone`` has the original's weights in its own memory and runs."""
+    theirs = original.state_dict()
+    mine = clone.state_dict()
+    if set(mine) != set(theirs):
+        c.fail("the copy has different entries: missing %s, extra %s"
+               % (sorted(set(theirs) - set(mine))[:5], sorted(set(mine) - set(theirs))[:5]),
+               advice=_MISMATCH_ADVICE)
+    differ = [k for k in theirs if not torch.equal(mine[k].cpu(), theirs[k].cpu())]
+    if differ:
+        c.fail("%d of %d tensors differ from the original: %s"
+               % (len(differ), len(theirs), ", ".join(differ[:5])), advice=_MISMATCH_ADVICE)
+    originals = {p.data_ptr() for p in original.parameters() if p.numel()}
+    shared = [n for n, p in clone.named_parameters() if p.numel() and p.data_ptr() in originals]
+    if shared:
+        c.fail("the copy shares memory with the original for %s: updating one changes "
+               "the other" % ", ".join(shared[:5]), advice=_MISMATCH_ADVICE)
+    c.detail = "%d tensors equal, own memory" % len(theirs)
+    c.detail += _forward(c, runner or clone, original, torch)
+
+
+def _forward(c, runner, original, torch):
+    inputs = _example_inputs(original, torch)
+    if inputs is None:
+        return ", no forward (no example_inputs)"
+    modes = (runner.training, original.training)
+    runner.eval()
+    original.eval()
+    try:
+        with torch.no_grad():
+            want = original(*inputs)
+            got = runner(*inputs)
+    finally:
+        runner.train(modes[0])
+        original.train(modes[1])
+    if not _same(got, want, torch):
+        c.fail("the copy's forward pass gives a different output from the original's",
+               advice=_MISMATCH_ADVICE)
+    return ", same output"
+
+
+def _example_inputs(model, torch):
+    inputs = getattr(model, "example_inputs", None)
+    if inputs is None:
+        return None
+    if callable(inputs):
+        inputs = inputs()
+    if not isinstance(inputs, tuple):
+        inputs = (inputs,)
+    device = next((p.device for p in model.parameters()), None)
+    if device is None:
+        return inputs
+    return tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs)
+
+
+def _same(a, b, torch):
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and torch.equal(a.cpu(), b.cpu())
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y, torch) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k], torch) for k in a)
+    try:
+        return bool(a == b)
+    except Exception:
+        return True  # not comparable (custom output types): the forward pass ran
+
+
+def _gather_digest(ctx, model, torch):
+    """Each rank's sum of its model's weights (NaN where it has none), via all_gather."""
+    import torch.distributed as dist
+
+    value = float("nan")
+    if model is not None:
+        value = sum(float(t.detach().double().sum()) for t in model.state_dict().values()
+                    if t.is_floating_point())
+    buf = torch.tensor([value], dtype=torch.float64, device=ctx.device)
+    out = [torch.zeros_like(buf) for _ in range(ctx.world_size)]
+    dist.all_gather(out, buf)
+    return [round(float(t.item()), 9) for t in out]
