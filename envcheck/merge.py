@@ -280,7 +280,8 @@ def attempts_summary(attempts):
                 "seconds": round(a.seconds, 3), "abort": None}
         if a.abort:
             item["abort"] = {"kind": a.abort.kind, "root_rank": a.abort.root_rank,
-                             "phase": a.abort.phase}
+                             "phase": a.abort.phase, "waited_s": a.abort.waited_s,
+                             "stop_s": a.abort.stop_s}
         out.append(item)
     return out
 

@@ -24,6 +24,7 @@ class RunOptions:
     python: str = None
     probe_paths: tuple = ()
     model: str = None
+    master_port: int = None  # None: a free port
     startup_timeout: float = None
 
 
@@ -36,6 +37,7 @@ class Plan:
     interpreter: interpreter.Interpreter
     options: dict
     notes: list
+    master_port: int = None
 
     def to_dict(self):
         return {"nproc": self.nproc, "backend": self.backend,
@@ -51,6 +53,8 @@ def make_plan(opts):
         raise UsageError("--backend %r: choose one of %s" % (opts.backend, ", ".join(BACKENDS)))
     if opts.nproc is not None and opts.nproc < 1:
         raise UsageError("--nproc %d: need at least 1 rank" % opts.nproc)
+    if opts.master_port is not None and not 1 <= opts.master_port <= 65535:
+        raise UsageError("--master-port %d: not a TCP port (1-65535)" % opts.master_port)
     if not opts.timeout > 0:
         raise UsageError("--timeout %g: must be a positive number of seconds" % opts.timeout)
     notes = []
@@ -69,7 +73,8 @@ def make_plan(opts):
         from .model_spec import check_model_spec
         options["model"] = check_model_spec(opts.model)
     interp = interpreter.resolve(opts.python)
-    return Plan(nproc, opts.backend, specs, float(opts.timeout), interp, options, notes)
+    return Plan(nproc, opts.backend, specs, float(opts.timeout), interp, options, notes,
+                opts.master_port)
 
 
 def execute(plan, on_event=None, startup_timeout=None):
@@ -77,7 +82,8 @@ def execute(plan, on_event=None, startup_timeout=None):
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     attempts = supervise(plan.interpreter.path, [p.plan_entry() for p in plan.probes],
                          plan.nproc, plan.backend, plan.timeout, plan.options,
-                         on_event=on_event, startup_timeout=startup_timeout)
+                         on_event=on_event, startup_timeout=startup_timeout,
+                         master_port=plan.master_port, notes=plan.notes)
     checks = merge.merge(attempts, [p.name for p in plan.probes], plan.nproc, plan.timeout)
     env, ranks = merge.environment(attempts)
     last = attempts[-1].abort if attempts else None

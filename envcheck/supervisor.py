@@ -69,6 +69,7 @@ class Abort:
     ranks: dict  # rank -> {exit_code, signal, stderr_tail, stack, last_record, phase, check}
     signum: int = None
     waited_s: float = None
+    stop_s: float = None  # collecting stacks and killing the ranks
 
 
 @dataclasses.dataclass
@@ -145,6 +146,7 @@ class _AttemptRun:
         plan_path = os.path.join(self.dir, "plan.json")
         with open(plan_path, "w", encoding="utf-8") as f:
             json.dump({"backend": self.backend, "timeout": self.timeout,
+                       "group_timeout": 2 * self.timeout + 10,
                        "probes": self.probes, "options": self.options}, f)
         base = dict(os.environ)
         base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(self.port),
@@ -241,6 +243,7 @@ class _AttemptRun:
             time.sleep(POLL_S)
 
     def stop(self, kind, root, stacks, waited_s=None, signum=None):
+        t0 = time.monotonic()
         alive = [st for st in self.ranks if st.proc.poll() is None]
         if stacks and alive:
             self._collect_stacks(alive)
@@ -261,7 +264,8 @@ class _AttemptRun:
                 "check": st.check,
                 "killed_by_envcheck": st in alive,
             }
-        return Abort(kind, root.rank, root.phase, ranks, signum=signum, waited_s=waited_s)
+        return Abort(kind, root.rank, root.phase, ranks, signum=signum, waited_s=waited_s,
+                     stop_s=time.monotonic() - t0)
 
     def _collect_stacks(self, alive):
         for st in alive:
@@ -311,12 +315,14 @@ def _is_port_collision(error):
 
 
 def supervise(interpreter, probes, nproc, backend, timeout, options=None, on_event=None,
-              startup_timeout=None):
+              startup_timeout=None, master_port=None, notes=None):
     """Run the probes (plan entries) over ``nproc`` ranks; returns the list of attempts.
 
     Never raises for anything a rank does. ``Interrupted`` is not raised either: an
     interrupted run returns its attempts with the last one's abort kind ``interrupted``.
+    A rendezvous port found taken is retried on a free one, with a line in ``notes``.
     """
+    notes = [] if notes is None else notes
     startup_timeout = startup_timeout or max(120.0, timeout)
     workdir = tempfile.mkdtemp(prefix="envcheck-run-")
     os.chmod(workdir, 0o700)
@@ -330,12 +336,13 @@ def supervise(interpreter, probes, nproc, backend, timeout, options=None, on_eve
     run = None
     try:
         while True:
-            n = len(attempts)
+            n = len(attempts) + port_tries
             adir = os.path.join(workdir, "attempt%d" % n)
             os.makedirs(adir)
+            port = master_port if (master_port and not attempts and not port_tries) \
+                else free_port()
             run = _AttemptRun(interpreter, remaining, nproc, backend, timeout,
-                              options or {}, adir, shim, free_port(), on_event,
-                              startup_timeout)
+                              options or {}, adir, shim, port, on_event, startup_timeout)
             t0 = time.monotonic()
             run.start()
             abort = run.watch()
@@ -345,8 +352,11 @@ def supervise(interpreter, probes, nproc, backend, timeout, options=None, on_eve
             run = None
             if abort and abort.kind == "setup_failed" and \
                     _is_port_collision(attempt.setup_error()) and port_tries < PORT_RETRIES:
+                # Taken by someone else (or between our free-port probe and the bind).
                 port_tries += 1
-                continue  # someone took the port between our probe and the bind
+                notes.append("port %d was taken at rendezvous; retried on a free port"
+                             % attempt.port)
+                continue
             attempts.append(attempt)
             if abort is None or not abort.phase.startswith("probe:"):
                 break

@@ -107,6 +107,10 @@ def setup(plan, records, host, identity):
     records.write("env", **mine)
 
     timeout = float(plan["timeout"])
+    # The group's own timeout may be longer than the probe timeout: under envcheck run
+    # the supervisor must be the one to notice a hang, while ranks are still inside the
+    # collective, so that their stacks show where they were stuck.
+    group_timeout = float(plan.get("group_timeout") or timeout)
     records.write("setup_start", backend=backend)
     t0 = time.monotonic()
     try:
@@ -114,7 +118,7 @@ def setup(plan, records, host, identity):
             torch.cuda.set_device(device)
         dist.init_process_group(backend=backend, init_method="env://", rank=rank,
                                 world_size=world_size,
-                                timeout=datetime.timedelta(seconds=timeout))
+                                timeout=datetime.timedelta(seconds=group_timeout))
     except Exception as exc:
         records.write("setup", outcome="failed", backend=backend,
                       seconds=round(time.monotonic() - t0, 6), error=_error(exc))
