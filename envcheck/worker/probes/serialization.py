@@ -23,8 +23,8 @@ _COPY_ADVICE = (
     "copy the weights (ema = build_model(); ema.load_state_dict(model.state_dict())), or "
     "look the group up at call time instead of storing it on the module")
 _DDP_COPY_ADVICE = (
-    "copy the wrapped model, not the DDP wrapper: ema = build_model(); "
-    "ema.load_state_dict(ddp.module.state_dict())")
+    "do not deepcopy the DDP wrapper: build the copy fresh and load the weights "
+    "(ema = build_model(); ema.load_state_dict(ddp.module.state_dict()))")
 _SAVE_ADVICE = (
     "save weights, not modules: torch.save(model.state_dict(), path), and keep process "
     "groups out of anything you save")

@@ -1,0 +1,210 @@
+"""``envcheck run --model``: the serialization checks on the user's own model.
+
+Every case is one real 2-rank run (module-scoped), with the user's code written to a
+temporary directory; what the user's code does wrong must come back as a failed
+``serialization.model`` check with their traceback, never as a crash of envcheck.
+"""
+
+import textwrap
+
+import pytest
+
+from conftest import checks_by_id, load_report, run_cli
+
+DDP_CHECKS = ("ddp_wrap", "deepcopy_ddp", "deepcopy_ddp_module", "fresh_load_state_dict",
+              "pickle_ddp")
+
+# The Open-Sora shape: attention layers keep the sequence-parallel group as an attribute.
+OPEN_SORA_LIKE = '''
+import torch
+import torch.distributed as dist
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, dim, sp_group):
+        super().__init__()
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.proj = torch.nn.Linear(dim, dim)
+        self.sp_group = sp_group
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return self.proj(torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v)
+
+
+class TinySTDiT(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        sp_group = dist.new_group(ranks=list(range(dist.get_world_size())))
+        self.blocks = torch.nn.ModuleList(Attention(8, sp_group) for _ in range(2))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = x + block(x)
+        return x
+
+    def example_inputs(self):
+        return torch.ones(2, 3, 8)
+
+
+def build_model():
+    return TinySTDiT()
+'''
+
+GOOD = '''
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(),
+                                        torch.nn.Linear(8, 2))
+        self.norm = torch.nn.BatchNorm1d(2)
+        self.example_inputs = (torch.arange(12.0).reshape(3, 4),)
+
+    def forward(self, x):
+        return self.norm(self.body(x))
+
+
+def make(rank, *, device):
+    assert isinstance(device, torch.device) and isinstance(rank, int)
+    return Net()
+'''
+
+RAISES = '''
+def build():
+    config = {}
+    return config["hidden_size"]  # the user's bug
+'''
+
+# Rank 0 gets a module, rank 1 something else: the other checks must skip, not hang.
+NOT_A_MODULE = '''
+import torch
+
+
+def build(rank):
+    if rank == 0:
+        return torch.nn.Linear(2, 2)
+    return {"weights": torch.zeros(2)}
+'''
+
+IMPORT_ERROR = '''
+import torch
+import not_a_real_module_envcheck
+'''
+
+
+def _run(tmp_path_factory, name, source, spec, cwd_is_dir=False):
+    folder = tmp_path_factory.mktemp(name)
+    target = folder / source[0]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(textwrap.dedent(source[1]))
+    report = folder / "report.json"
+    model = spec if cwd_is_dir else "%s:%s" % (target, spec)
+    result = run_cli("run", "-p", "serialization", "--json", str(report), "-q",
+                     "--model", model, cwd=str(folder))
+    assert result.code in (0, 1), result.stderr
+    assert "Traceback" not in result.stderr
+    return result, checks_by_id(load_report(str(report)))
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    return _run(tmp_path_factory, "good", ("net.py", GOOD), "make")
+
+
+@pytest.fixture(scope="module")
+def open_sora(tmp_path_factory):
+    # MODULE:FACTORY form, importable from the cwd the way `python -m` would find it.
+    return _run(tmp_path_factory, "opensora", ("mymodels/stdit.py", OPEN_SORA_LIKE),
+                "mymodels.stdit:build_model", cwd_is_dir=True)
+
+
+def test_user_model_loads_with_rank_and_device(good):
+    model = good[1]["serialization.model"]
+    assert model["outcome"] == "passed", model
+    assert "Net, 62 parameters on cpu" in model["detail"]
+    assert model["ranks"]["0"]["data"]["parameters"] == 62
+
+
+@pytest.mark.parametrize("name", DDP_CHECKS)
+def test_user_model_copies_match(good, name):
+    check = good[1]["serialization." + name]
+    assert check["outcome"] == "passed", check
+    assert "net.py:make" in check["detail"]
+
+
+def test_user_model_forward_pass_uses_its_example_inputs(good):
+    # BatchNorm buffers count too: 4 linear tensors + 5 norm tensors.
+    detail = good[1]["serialization.deepcopy_ddp_module"]["detail"]
+    assert "9 tensors equal, own memory, same output" in detail
+
+
+def test_open_sora_shape_deepcopy_fails_with_pickle_error_and_advice(open_sora):
+    result, checks = open_sora
+    assert checks["serialization.model"]["outcome"] == "passed"
+    assert checks["serialization.ddp_wrap"]["outcome"] == "passed"
+    for name in ("deepcopy_ddp_module", "deepcopy_ddp", "pickle_ddp"):
+        check = checks["serialization." + name]
+        assert check["outcome"] == "failed", check
+        assert check["error"]["type"] == "TypeError"
+        assert "cannot pickle 'torch._C._distributed_c10d.ProcessGroup' object" \
+            in check["error"]["message"]
+    ema = checks["serialization.deepcopy_ddp_module"]
+    assert "load_state_dict" in ema["advice"]
+    assert "load_state_dict" in result.stdout
+
+
+def test_open_sora_shape_fresh_build_is_the_fix_that_works(open_sora):
+    check = open_sora[1]["serialization.fresh_load_state_dict"]
+    assert check["outcome"] == "passed", check
+    assert "equals original (where deepcopy failed) on all 2 ranks" in check["detail"]
+
+
+def test_factory_that_raises_is_a_failed_check_with_the_users_traceback(tmp_path_factory):
+    result, checks = _run(tmp_path_factory, "raises", ("broken.py", RAISES), "build")
+    model = checks["serialization.model"]
+    assert model["outcome"] == "failed"
+    assert model["error"]["type"].endswith("UserModelError")
+    assert "build() raised KeyError: 'hidden_size'" in model["error"]["message"]
+    assert 'return config["hidden_size"]  # the user\'s bug' in model["error"]["traceback"]
+    assert "broken.py" in model["error"]["traceback"]
+    assert model["advice"]
+    for name in DDP_CHECKS:
+        check = checks["serialization." + name]
+        assert check["outcome"] == "skipped"
+        assert "serialization.model" in check["detail"]
+    # Checks that do not need the model still ran.
+    assert checks["serialization.pickle_default_group"]["outcome"] == "failed"
+    assert "serialization.model" in result.stdout
+
+
+def test_non_module_on_one_rank_fails_there_and_nothing_hangs(tmp_path_factory):
+    _, checks = _run(tmp_path_factory, "notmodule", ("weird.py", NOT_A_MODULE), "build")
+    model = checks["serialization.model"]
+    assert model["outcome"] == "failed"
+    assert model["root_rank"] == 1
+    assert "returned dict" in model["error"]["message"]
+    assert "not a torch.nn.Module" in model["error"]["message"]
+    assert model["ranks"]["0"]["outcome"] == "passed"
+    for name in DDP_CHECKS:
+        check = checks["serialization." + name]
+        assert check["outcome"] == "skipped", check
+        assert "rank(s) 1" in check["detail"]
+
+
+def test_import_error_is_a_failed_check(tmp_path_factory):
+    _, checks = _run(tmp_path_factory, "importerror", ("needs.py", IMPORT_ERROR), "build")
+    model = checks["serialization.model"]
+    assert model["outcome"] == "failed"
+    assert "importing" in model["error"]["message"]
+    assert "No module named 'not_a_real_module_envcheck'" in model["error"]["message"]
+    assert "needs.py" in model["error"]["traceback"]
+
+
+def test_malformed_model_option_is_a_usage_error(tmp_path):
+    result = run_cli("run", "-p", "serialization", "--model", "no-colon-here", cwd=str(tmp_path))
+    assert result.code == 2
+    assert "--model" in result.stderr
+    assert "Traceback" not in result.stderr
