@@ -36,6 +36,34 @@ def main(version: bool = typer.Option(False, "--version", callback=_version,
     pass
 
 
+FORMATS = ("table", "json", "markdown")
+
+
+def _check_format(fmt):
+    if fmt not in FORMATS:
+        raise UsageError("--format %r: choose %s" % (fmt, ", ".join(FORMATS)))
+
+
+def _emit(report, fmt, json_path=None, junit_path=None, strict=False):
+    """Write the report files asked for (each atomically), then print it in FMT."""
+    from . import report as report_mod
+
+    text = report_mod.dumps(report)
+    if json_path:
+        report_mod.write_atomic(json_path, text)
+    if junit_path:
+        from .render_junit import render as render_junit
+        report_mod.write_atomic(junit_path, render_junit(report, strict=strict))
+    if fmt == "json":
+        sys.stdout.write(text)
+    elif fmt == "markdown":
+        from .render_markdown import render as render_markdown
+        sys.stdout.write(render_markdown(report, strict=strict))
+    else:
+        from .render_table import render as render_table
+        sys.stdout.write(render_table(report))
+
+
 @app.command()
 def run(
     nproc: Optional[int] = typer.Option(None, "--nproc", "-n",
@@ -58,45 +86,48 @@ def run(
                                              "pkg.module:factory or path/to/file.py:factory."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
                                             help="Also write the JSON report here (atomically)."),
-    fmt: str = typer.Option("table", "--format", help="What to print: table or json."),
+    junit_path: Optional[str] = typer.Option(None, "--junit", metavar="PATH",
+                                             help="Also write JUnit XML here (atomically): a "
+                                                  "testcase per check, for CI test tabs."),
+    fmt: str = typer.Option("table", "--format",
+                            help="What to print: table, json or markdown (for "
+                                 "$GITHUB_STEP_SUMMARY)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress on stderr."),
 ):
     """Run the probes on this machine and report what works."""
     from . import report as report_mod
     from . import runner
     from .progress import Progress
-    from .render_table import render
 
-    if fmt not in ("table", "json"):
-        raise UsageError("--format %r: choose table or json" % fmt)
-    if json_path:
-        report_mod.check_writable(json_path)
+    _check_format(fmt)
+    for path in (json_path, junit_path):
+        if path:
+            report_mod.check_writable(path)
     plan = runner.make_plan(runner.RunOptions(
         nproc=nproc, backend=backend, probes=tuple(probe), skip=tuple(skip),
         timeout=timeout, python=python, probe_paths=tuple(probe_path), model=model))
     with Progress(enabled=not quiet) as progress:
         report = runner.execute(plan, on_event=progress)
-    text = report_mod.dumps(report)
-    if json_path:
-        report_mod.write_atomic(json_path, text)
-    sys.stdout.write(text if fmt == "json" else render(report))
+    _emit(report, fmt, json_path, junit_path)
     raise typer.Exit(int(runner.exit_code(report)))
 
 
 @app.command()
 def report(
     path: str = typer.Argument(..., metavar="FILE.json", help="A report saved with --json."),
-    fmt: str = typer.Option("table", "--format", help="table or json."),
+    fmt: str = typer.Option("table", "--format", help="table, json or markdown."),
+    junit_path: Optional[str] = typer.Option(None, "--junit", metavar="PATH",
+                                             help="Also write JUnit XML here (atomically)."),
 ):
     """Render a saved JSON report again, without running anything."""
     from . import report as report_mod
     from . import runner
-    from .render_table import render
 
-    if fmt not in ("table", "json"):
-        raise UsageError("--format %r: choose table or json" % fmt)
+    _check_format(fmt)
+    if junit_path:
+        report_mod.check_writable(junit_path)
     saved = report_mod.load(path)
-    sys.stdout.write(report_mod.dumps(saved) if fmt == "json" else render(saved))
+    _emit(saved, fmt, None, junit_path)
     raise typer.Exit(int(runner.exit_code(saved)))
 
 

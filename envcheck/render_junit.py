@@ -1,0 +1,179 @@
+"""JUnit XML for CI test tabs: one ``<testcase>`` per check.
+
+The shape is the de-facto JUnit schema that Jenkins, GitLab, GitHub test-report actions
+and pytest's ``--junitxml`` share: ``<testsuites>`` > ``<testsuite>`` (tests, failures,
+errors, skipped, time, timestamp, hostname) > ``<properties>`` and ``<testcase
+classname name time>``, a testcase holding at most one of ``<failure message type>`` or
+``<skipped message>``, then ``<system-out>``.
+
+- classname is the probe, name is the check;
+- ``failed``, ``hang`` and ``crash`` are ``<failure type="OUTCOME">``: message is the
+  check's detail, the text is the error traceback, or the ranks' stacks and stderr for a
+  hang or crash, with the failing ranks and their hosts listed first;
+- ``skipped`` is ``<skipped message=REASON>``;
+- a *known issue* (the matrix expected this failure, verdict ``known``) is
+  ``<skipped message="known issue: ...">`` with the advice and source as its text, so it
+  shows in the test tab without failing the pipeline — the same rule as the exit code.
+  With ``strict`` (``--strict``) it is a ``<failure>`` like any other;
+- a check the matrix expected to fail but which passed (verdict ``fixed``) passes, with a
+  note in ``<system-out>``.
+
+Everything the environment header of the table shows goes in ``<properties>``.
+"""
+
+import datetime
+import re
+import xml.etree.ElementTree as ET
+
+from .outcomes import Outcome
+
+# XML 1.0 forbids most control characters; tracebacks and stderr tails can hold them
+# (ANSI colours, NUL from a crashed rank), and one would make the whole file unreadable.
+_INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _clean(text):
+    return _INVALID_XML.sub("", str(text)) if text is not None else ""
+
+
+def _seconds(value):
+    return "%.3f" % value if value is not None else "0.000"
+
+
+def _timestamp(created):
+    """ISO 8601 without a zone: the JUnit schema's timestamp has none, so UTC."""
+    try:
+        when = datetime.datetime.fromisoformat(created)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is not None:
+        when = when.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return when.isoformat(timespec="seconds")
+
+
+def hosts_of(report):
+    return {r.get("rank"): r.get("host") for r in report.ranks or []}
+
+
+def rank_lines(report, check):
+    """'rank 3 on node-b: hang — detail' for every rank whose outcome was bad."""
+    hosts = hosts_of(report)
+    lines = []
+    for key, entry in sorted((check.ranks or {}).items(), key=lambda kv: int(kv[0])):
+        if not Outcome(entry.get("outcome", "skipped")).is_bad:
+            continue
+        rank = int(key)
+        host = hosts.get(rank)
+        lines.append("rank %d%s: %s — %s" % (rank, " on %s" % host if host else "",
+                                               entry["outcome"], entry.get("detail") or ""))
+    return lines
+
+
+def failure_text(report, check):
+    """What a CI log should show under a failed check: where, why, and the evidence."""
+    parts = ["\n".join(rank_lines(report, check))]
+    if check.advice:
+        parts.append("advice: %s" % check.advice)
+    if check.error and check.error.get("traceback"):
+        parts.append(check.error["traceback"].rstrip())
+    elif check.error and check.error.get("message"):
+        parts.append("%s: %s" % (check.error.get("type"), check.error["message"]))
+    for key, entry in sorted((check.ranks or {}).items(), key=lambda kv: int(kv[0])):
+        for field, title in (("stack", "Python stacks"), ("stderr_tail", "stderr (tail)")):
+            text = (entry.get(field) or "").strip()
+            if text:
+                parts.append("--- rank %s %s ---\n%s" % (key, title, text))
+    return "\n\n".join(p for p in parts if p)
+
+
+def properties(report):
+    env = report.environment or {}
+    plan = report.plan or {}
+    hosts = sorted({r.get("host") for r in report.ranks or [] if r.get("host")})
+    backends = sorted({r.get("backend") for r in report.ranks or [] if r.get("backend")})
+    props = [
+        ("envcheck_version", report.envcheck_version),
+        ("created", report.created),
+        ("torch", env.get("torch")),
+        ("cuda", env.get("cuda")),
+        ("cudnn", env.get("cudnn")),
+        ("nccl", env.get("nccl")),
+        ("driver", env.get("driver")),
+        ("gpus", "; ".join("%s (%s)" % (g.get("name"), g.get("capability"))
+                           for g in env.get("gpus") or [])),
+        ("python", env.get("python") or plan.get("python_version")),
+        ("python_executable", plan.get("python")),
+        ("os", env.get("os")),
+        ("glibc", env.get("glibc")),
+        ("numpy", env.get("numpy")),
+        ("world_size", plan.get("nproc")),
+        ("hosts", ",".join(hosts)),
+        ("backend", ",".join(backends) or plan.get("backend")),
+        ("timeout_s", plan.get("timeout")),
+        ("interrupted", report.interrupted),
+    ]
+    # Secrets are already redacted when the environment is collected.
+    props += [("env.%s" % k, v) for k, v in sorted((env.get("env") or {}).items())]
+    return [(k, "" if v is None else str(v)) for k, v in props]
+
+
+def _testcase(report, check, strict):
+    case = ET.Element("testcase", classname=check.probe, name=check.check,
+                      time=_seconds(check.seconds))
+    outcome = Outcome(check.outcome)
+    kind = None
+    if outcome.is_bad and check.verdict == "known" and not strict:
+        kind = "skipped"
+        el = ET.SubElement(case, "skipped", message=_clean(
+            "known issue: %s" % (check.detail or check.outcome)))
+        notes = [check.advice and "advice: %s" % check.advice]
+        source = (check.expectation or {}).get("source")
+        notes.append(source and "source: %s" % source)
+        notes.append(failure_text(report, check))
+        el.text = _clean("\n\n".join(n for n in notes if n))
+    elif outcome.is_bad:
+        kind = "failure"
+        label = check.outcome if check.verdict != "known" else "%s (known issue, --strict)" \
+            % check.outcome
+        el = ET.SubElement(case, "failure", message=_clean(check.detail or check.outcome),
+                           type=label)
+        el.text = _clean(failure_text(report, check))
+    elif outcome is Outcome.SKIPPED:
+        kind = "skipped"
+        ET.SubElement(case, "skipped", message=_clean(check.detail or "skipped"))
+    out = []
+    if check.verdict == "fixed":
+        out.append("the matrix expects this check to fail here, but it passed: "
+                   "the matrix may be stale")
+    if check.detail and kind != "failure":
+        out.append(check.detail)
+    if out:
+        ET.SubElement(case, "system-out").text = _clean("\n".join(out))
+    return case, kind
+
+
+def render(report, strict=False):
+    """The JUnit XML document for ``report``, as text."""
+    cases = [_testcase(report, c, strict) for c in report.checks]
+    failures = sum(1 for _, kind in cases if kind == "failure")
+    skipped = sum(1 for _, kind in cases if kind == "skipped")
+    hosts = sorted({r.get("host") for r in report.ranks or [] if r.get("host")})
+    total = _seconds(report.duration_s)
+    counts = dict(tests=str(len(cases)), failures=str(failures), errors="0",
+                  skipped=str(skipped), time=total)
+    root = ET.Element("testsuites", name="envcheck", **counts)
+    suite_attrs = dict(name="envcheck", **counts)
+    stamp = _timestamp(report.created)
+    if stamp:
+        suite_attrs["timestamp"] = stamp
+    if hosts:
+        suite_attrs["hostname"] = ",".join(hosts)
+    suite = ET.SubElement(root, "testsuite", **suite_attrs)
+    props = ET.SubElement(suite, "properties")
+    for name, value in properties(report):
+        ET.SubElement(props, "property", name=name, value=_clean(value))
+    for case, _ in cases:
+        suite.append(case)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + \
+        ET.tostring(root, encoding="unicode") + "\n"

@@ -1,0 +1,125 @@
+"""Markdown for ``$GITHUB_STEP_SUMMARY`` (and any other place that renders GFM).
+
+Same content as the table: a headline, the environment, a table row per check, then
+what to do. Cells are escaped (``|`` would split a row, a newline would end the table,
+``<`` would open an HTML tag).
+"""
+
+from .outcomes import Outcome
+from .render_junit import rank_lines
+from .render_table import VERDICT_LABEL
+
+ICON = {"passed": "✅", "failed": "❌", "hang": "⏳", "crash": "💥", "skipped": "⏭️"}
+KNOWN_ICON = "⚠️"
+
+
+def cell(text):
+    text = "" if text is None else str(text)
+    text = text.replace("\\", "\\\\").replace("|", "\\|")
+    text = text.replace("<", "&lt;").replace(">", "&gt;")
+    return " ".join(text.split())
+
+
+def _short(text, limit=120):
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _icon(check, strict):
+    if check.verdict == "known" and not strict and Outcome(check.outcome).is_bad:
+        return KNOWN_ICON
+    return ICON[check.outcome]
+
+
+def _headline(report, strict):
+    s = report.summary()
+    bad = [c for c in report.checks if Outcome(c.outcome).is_bad]
+    known = [c for c in bad if c.verdict == "known" and not strict]
+    failing = len(bad) - len(known)
+    if report.interrupted:
+        state = "⚠️ interrupted by %s, partial report" % report.interrupted
+    elif failing:
+        state = "❌ %d check%s failed" % (failing, "" if failing == 1 else "s")
+    else:
+        state = "✅ distributed PyTorch works here"
+    parts = ["%d %s" % (s[k], k) for k in ("passed", "failed", "hang", "crash", "skipped")
+             if s[k]]
+    if known:
+        parts.append("%d known issue%s" % (len(known), "" if len(known) == 1 else "s"))
+    return "## envcheck: %s\n\n%s in %.1f s" % (state, ", ".join(parts), report.duration_s)
+
+
+def _environment(report):
+    env = report.environment or {}
+    plan = report.plan or {}
+    hosts = sorted({r.get("host") for r in report.ranks or [] if r.get("host")})
+    backend = report.ranks[0].get("backend") if report.ranks else plan.get("backend")
+    gpus = ", ".join("%s (sm_%s)" % (g.get("name"), str(g.get("capability", "")).replace(
+        ".", "")) for g in env.get("gpus") or []) or "none visible to torch"
+    rows = [
+        ("torch", env.get("torch") or "?"),
+        ("CUDA / cuDNN / NCCL", "%s / %s / %s" % (env.get("cuda") or "none",
+                                                  env.get("cudnn") or "-",
+                                                  env.get("nccl") or "-")),
+        ("driver", env.get("driver") or "no nvidia-smi"),
+        ("GPUs", gpus),
+        ("Python", env.get("python") or plan.get("python_version") or "?"),
+        ("OS / glibc", "%s / %s" % (env.get("os") or "?", env.get("glibc") or "-")),
+        ("ranks", "%s on %s, backend %s" % (plan.get("nproc", "?"), ", ".join(hosts) or "?",
+                                              backend)),
+        ("envcheck", "%s · %s" % (report.envcheck_version, report.created)),
+    ]
+    lines = ["| | |", "|---|---|"]
+    lines += ["| **%s** | %s |" % (cell(k), cell(v)) for k, v in rows]
+    return "\n".join(lines)
+
+
+def _table(report, strict):
+    has_verdicts = any(c.verdict for c in report.checks)
+    head = ["", "probe", "check", "outcome"] + (["verdict"] if has_verdicts else []) + \
+        ["time", "detail"]
+    lines = ["| %s |" % " | ".join(head), "|%s|" % "|".join("---" for _ in head)]
+    for c in report.checks:
+        row = [_icon(c, strict), c.probe, c.check, c.outcome]
+        if has_verdicts:
+            row.append(VERDICT_LABEL.get(c.verdict, c.verdict or ""))
+        row += ["%.2f s" % c.seconds if c.seconds is not None else "", _short(c.detail)]
+        lines.append("| %s |" % " | ".join(cell(v) for v in row))
+    return "\n".join(lines)
+
+
+def _todo(report, strict):
+    todo = [c for c in report.checks
+            if Outcome(c.outcome).is_bad or c.verdict in ("known", "fixed")]
+    if not todo:
+        return None
+    out = ["### What to do", ""]
+    for c in todo:
+        label = VERDICT_LABEL.get(c.verdict, c.outcome) if c.verdict else c.outcome
+        out.append("- %s **%s** (%s): %s" % (_icon(c, strict), cell(c.id), cell(label),
+                                             cell(c.detail)))
+        for line in rank_lines(report, c):
+            out.append("  - %s" % cell(line))
+        if c.error and c.error.get("message") and c.error["message"] not in (c.detail or ""):
+            out.append("  - error: %s" % cell(_short("%s: %s" % (c.error.get("type"),
+                                                                 c.error["message"]), 200)))
+        if c.advice:
+            out.append("  - → %s" % cell(c.advice))
+        source = (c.expectation or {}).get("source")
+        if source:
+            out.append("  - source: %s" % cell(source))
+        if c.outcome == "hang":
+            out.append("  - each rank's Python stack is in the JSON report: "
+                       "`checks[].ranks[].stack`")
+    return "\n".join(out)
+
+
+def render(report, strict=False):
+    parts = [_headline(report, strict), _environment(report), _table(report, strict)]
+    todo = _todo(report, strict)
+    if todo:
+        parts.append(todo)
+    notes = (report.plan or {}).get("notes") or []
+    if notes:
+        parts.append("\n".join("> note: %s" % cell(n) for n in notes))
+    return "\n\n".join(parts) + "\n"
