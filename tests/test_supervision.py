@@ -1,0 +1,258 @@
+"""Real faults injected through custom probes (--probe-path): hangs, crashes, signals.
+
+For each: the outcome envcheck reports, that the probes after the faulty one still ran,
+stacks in the JSON for hangs, the exit code, a complete JSON report, and no process of
+the run left behind (found by a marker in the environment every child inherits).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from conftest import ROOT, checks_by_id, load_report, run_cli
+
+FAULTS = '''
+import os
+import time
+
+
+def probe_raise_one(ctx):
+    """an exception in one rank only"""
+    with ctx.check("boom") as c:
+        if ctx.rank == 1:
+            raise ValueError("rank one broke")
+        c.detail = "fine here"
+
+
+def probe_hang_one(ctx):
+    """rank 1 never joins the all_reduce"""
+    import torch
+    import torch.distributed as dist
+    with ctx.check("stuck") as c:
+        if ctx.rank == 1:
+            time.sleep(3600)
+        dist.all_reduce(torch.ones(1))
+
+
+def probe_hang_all(ctx):
+    """every rank sleeps"""
+    with ctx.check("sleeping") as c:
+        marker = os.environ.get("ENVCHECK_TEST_STARTED")
+        if marker and ctx.rank == 0:
+            open(marker, "w").close()
+        time.sleep(3600)
+
+
+def probe_segfault(ctx):
+    """rank 1 dereferences NULL"""
+    with ctx.check("segv") as c:
+        if ctx.rank == 1:
+            import ctypes
+            ctypes.string_at(0)
+        time.sleep(3600)
+
+
+def probe_exit_one(ctx):
+    """rank 1 calls os._exit(3)"""
+    with ctx.check("gone") as c:
+        if ctx.rank == 1:
+            os._exit(3)
+        import torch
+        import torch.distributed as dist
+        dist.all_reduce(torch.ones(1))
+
+
+def probe_wait_for_kill(ctx):
+    """rank 1 publishes its pid and waits to be killed"""
+    with ctx.check("victim") as c:
+        if ctx.rank == 1:
+            path = os.environ["ENVCHECK_TEST_PIDFILE"]
+            with open(path + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename(path + ".tmp", path)
+        time.sleep(3600)
+
+
+def probe_after(ctx):
+    """runs after the faulty probe: the run must go on"""
+    import torch.distributed as dist
+    with ctx.check("ran") as c:
+        dist.barrier()
+        c.detail = "fresh ranks after the fault"
+'''
+
+
+def leftovers(marker):
+    """PIDs of live processes that inherited this run's marker."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = f.read()
+            with open("/proc/%s/stat" % pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if ("ENVCHECK_TEST_MARKER=%s" % marker).encode() in env.split(b"\0") and state != "Z":
+            found.append(int(pid))
+    return found
+
+
+@pytest.fixture
+def faults(write_probes):
+    return write_probes(FAULTS, name="faults.py")
+
+
+def run_faults(faults, tmp_path, *probes, timeout=4, extra_env=None):
+    marker = uuid.uuid4().hex
+    report = tmp_path / "report.json"
+    args = ["run", "--probe-path", faults, "--timeout", str(timeout), "--json", str(report),
+            "-q"]
+    for p in probes:
+        args += ["-p", p]
+    t0 = time.monotonic()
+    result = run_cli(*args, env=dict(extra_env or {}, ENVCHECK_TEST_MARKER=marker))
+    wall = time.monotonic() - t0
+    assert report.exists(), result.stderr
+    data = load_report(report)
+    assert leftovers(marker) == [], "processes left behind"
+    return result, data, wall
+
+
+def test_exception_in_one_rank_and_hang_in_a_collective(faults, tmp_path):
+    result, data, wall = run_faults(faults, tmp_path, "raise-one", "hang-one", "after")
+    checks = checks_by_id(data)
+    assert result.code == 1
+
+    boom = checks["raise-one.boom"]
+    assert boom["outcome"] == "failed"
+    assert boom["root_rank"] == 1
+    assert boom["ranks"]["0"]["outcome"] == "passed"
+    assert boom["error"]["type"] == "ValueError"
+    assert "rank one broke" in boom["error"]["message"]
+    assert boom["detail"].startswith("rank 1:")
+
+    stuck = checks["hang-one.stuck"]
+    assert stuck["outcome"] == "hang"
+    assert stuck["root_rank"] in (0, 1)
+    # Rank 1 sat in time.sleep inside the probe; rank 0 waited in the all_reduce.
+    assert "probe_hang_one" in stuck["ranks"]["1"]["stack"]
+    assert "all_reduce" in stuck["ranks"]["0"]["stack"]
+    assert "timeout 4 s" in stuck["detail"]
+
+    assert checks["after.ran"]["outcome"] == "passed"
+    assert [a["abort"]["kind"] if a["abort"] else None for a in data["attempts"]] == \
+        ["hang", None]
+    assert "⧗ hang" in result.stdout and "stack" in result.stdout
+
+
+def test_hang_everywhere_is_bounded_by_the_timeout(faults, tmp_path):
+    result, data, wall = run_faults(faults, tmp_path, "hang-all", "after", timeout=3)
+    checks = checks_by_id(data)
+    assert result.code == 1
+    hang = checks["hang-all.sleeping"]
+    assert hang["outcome"] == "hang"
+    for rank in ("0", "1"):
+        assert "probe_hang_all" in hang["ranks"][rank]["stack"]
+    assert checks["after.ran"]["outcome"] == "passed"
+    abort = data["attempts"][0]["abort"]
+    # Stacks and kill after the deadline take seconds, not another timeout.
+    assert abort["stop_s"] < 4
+    assert 3 <= abort["waited_s"] < 5
+    # Two attempts of ~3 s startup each, plus the 3 s timeout: nowhere near 2x timeout
+    # per rank or an unbounded wait.
+    assert wall < 3 + 30
+
+
+def test_segfault_in_one_rank_is_a_crash_with_its_signal(faults, tmp_path):
+    result, data, _ = run_faults(faults, tmp_path, "segfault", "after")
+    checks = checks_by_id(data)
+    assert result.code == 1
+    segv = checks["segfault.segv"]
+    assert segv["outcome"] == "crash"
+    assert segv["root_rank"] == 1
+    assert segv["ranks"]["1"]["signal"] == "SIGSEGV"
+    assert "Segmentation fault" in segv["ranks"]["1"]["stderr_tail"]
+    assert "killed by SIGSEGV" in segv["detail"]
+    assert checks["after.ran"]["outcome"] == "passed"
+
+
+def test_os_exit_in_one_rank_is_a_crash_with_its_exit_code(faults, tmp_path):
+    result, data, _ = run_faults(faults, tmp_path, "exit-one", "after")
+    checks = checks_by_id(data)
+    gone = checks["exit-one.gone"]
+    assert gone["outcome"] == "crash"
+    assert gone["root_rank"] == 1
+    assert gone["ranks"]["1"]["exit_code"] == 3
+    assert "exited with code 3" in gone["detail"]
+    assert checks["after.ran"]["outcome"] == "passed"
+    assert result.code == 1
+
+
+def _start_envcheck(faults, tmp_path, probes, marker, extra_env):
+    report = tmp_path / "report.json"
+    args = [sys.executable, "-m", "envcheck", "run", "--probe-path", faults, "--timeout",
+            "60", "--json", str(report), "-q"]
+    for p in probes:
+        args += ["-p", p]
+    env = dict(os.environ, ENVCHECK_TEST_MARKER=marker, **extra_env)
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    return proc, report
+
+
+def _wait_for(path, proc, limit=60):
+    deadline = time.monotonic() + limit
+    while not os.path.exists(path):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the probe never started"
+        time.sleep(0.05)
+
+
+def test_sigkill_of_a_rank_from_outside(faults, tmp_path):
+    marker, pidfile = uuid.uuid4().hex, str(tmp_path / "rank1.pid")
+    proc, report = _start_envcheck(faults, tmp_path, ["wait-for-kill", "after"], marker,
+                                   {"ENVCHECK_TEST_PIDFILE": pidfile})
+    _wait_for(pidfile, proc)
+    os.kill(int(open(pidfile).read()), signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    data = load_report(report)
+    checks = checks_by_id(data)
+    victim = checks["wait-for-kill.victim"]
+    assert victim["outcome"] == "crash"
+    assert victim["root_rank"] == 1
+    assert victim["ranks"]["1"]["signal"] == "SIGKILL"
+    assert checks["after.ran"]["outcome"] == "passed"
+    assert proc.returncode == 1
+    assert leftovers(marker) == []
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_to_envcheck_writes_a_partial_report(faults, tmp_path, sig, code):
+    marker, started = uuid.uuid4().hex, str(tmp_path / "started")
+    proc, report = _start_envcheck(faults, tmp_path, ["launch", "hang-all", "after"], marker,
+                                   {"ENVCHECK_TEST_STARTED": started})
+    _wait_for(started, proc)
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 10
+    assert proc.returncode == code, err
+    assert "Traceback" not in err
+    data = load_report(report)
+    assert data["interrupted"] == signal.Signals(sig).name
+    checks = checks_by_id(data)
+    assert checks["launch.env"]["outcome"] == "passed"  # what ran before is kept
+    assert checks["hang-all.sleeping"]["outcome"] == "skipped"
+    assert "interrupted" in checks["hang-all.sleeping"]["detail"]
+    assert "interrupted" in checks["after.run"]["detail"]
+    assert "INTERRUPTED" in out
+    assert leftovers(marker) == []
