@@ -1,0 +1,96 @@
+"""The boundary that makes envcheck work where torch is absent or elsewhere.
+
+- Supervisor side (everything outside envcheck/worker/) never imports torch: with a
+  ``torch`` on the path that explodes on import, the commands that do not start ranks
+  still work.
+- Worker side (envcheck/worker/) imports only the stdlib, torch and itself, so ranks run
+  under an interpreter that has torch and nothing of envcheck's dependencies.
+"""
+
+import ast
+import os
+import sys
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+WORKER = os.path.join(ROOT, "envcheck", "worker")
+
+
+@pytest.fixture
+def exploding_torch(tmp_path):
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "raise ImportError('the supervisor side imported torch')\n")
+    return {"PYTHONPATH": str(tmp_path / "fake")}
+
+
+def test_supervisor_modules_do_not_import_torch(exploding_torch):
+    code = (
+        "import pkgutil, importlib, sys, envcheck\n"
+        "for m in pkgutil.walk_packages(envcheck.__path__, 'envcheck.'):\n"
+        "    if m.name.startswith('envcheck.worker') or m.name == 'envcheck.__main__':\n"
+        "        continue\n"
+        "    importlib.import_module(m.name)\n"
+        "assert 'torch' not in sys.modules\n"
+        "print('ok')\n")
+    import subprocess
+    env = dict(os.environ, **exploding_torch)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("args", [["--help"], ["run", "--help"], ["probes"], ["--version"]])
+def test_commands_without_ranks_work_without_torch(exploding_torch, args):
+    result = run_cli(*args, env=exploding_torch)
+    assert result.code == 0, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def _imports(path):
+    tree = ast.parse(open(path, encoding="utf-8").read(), filename=path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            yield node, ("." * node.level) + (node.module or "")
+
+
+def _worker_files():
+    for root, _, files in os.walk(WORKER):
+        for name in files:
+            if name.endswith(".py"):
+                yield os.path.join(root, name)
+
+
+@pytest.mark.parametrize("path", sorted(_worker_files()),
+                         ids=lambda p: os.path.relpath(p, ROOT))
+def test_worker_imports_only_stdlib_and_torch(path):
+    allowed_stdlib = set(sys.stdlib_module_names)
+    bad = []
+    for node, name in _imports(path):
+        top = name.split(".")[0]
+        if name.startswith(".") or top == "torch" or name.startswith("envcheck.worker") \
+                or top in allowed_stdlib:
+            continue
+        bad.append("line %d: %s" % (node.lineno, name))
+    assert not bad, "worker side must import only the stdlib and torch: %s" % bad
+
+
+def test_probe_modules_import_torch_only_inside_functions():
+    probes = os.path.join(WORKER, "probes")
+    for name in os.listdir(probes):
+        if not name.endswith(".py"):
+            continue
+        tree = ast.parse(open(os.path.join(probes, name), encoding="utf-8").read())
+        for node in tree.body:  # module level only
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) \
+                    else [node.module or ""]
+                assert not any(n.split(".")[0] == "torch" for n in names), \
+                    "%s imports torch at module level: the supervisor reads it" % name
