@@ -92,6 +92,9 @@ def run(
     fmt: str = typer.Option("table", "--format",
                             help="What to print: table, json or markdown (for "
                                  "$GITHUB_STEP_SUMMARY)."),
+    master_port: Optional[int] = typer.Option(None, "--master-port", metavar="PORT",
+                                              help="Rendezvous port to try first [default: a free one]; "
+                                                   "if it is taken, a free one is used."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress on stderr."),
 ):
     """Run the probes on this machine and report what works."""
@@ -105,7 +108,8 @@ def run(
             report_mod.check_writable(path)
     plan = runner.make_plan(runner.RunOptions(
         nproc=nproc, backend=backend, probes=tuple(probe), skip=tuple(skip),
-        timeout=timeout, python=python, probe_paths=tuple(probe_path), model=model))
+        timeout=timeout, python=python, probe_paths=tuple(probe_path), model=model,
+        master_port=master_port))
     with Progress(enabled=not quiet) as progress:
         report = runner.execute(plan, on_event=progress)
     _emit(report, fmt, json_path, junit_path)
@@ -166,6 +170,10 @@ def entry(argv=None):
         sys.exit(exc.exit_code)
     except typer.Abort:
         print("envcheck: aborted", file=sys.stderr)
+        sys.exit(ExitCode.INTERRUPTED)
+    except KeyboardInterrupt:
+        # Ctrl-C outside a run (while planning or rendering): nothing was started.
+        print("envcheck: interrupted", file=sys.stderr)
         sys.exit(ExitCode.INTERRUPTED)
     except BrokenPipeError:
         sys.exit(0)
