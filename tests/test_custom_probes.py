@@ -92,3 +92,18 @@ def test_entry_point_probes_of_an_installed_package(tmp_path):
     assert result.code == 0, result.stderr
     assert checks_by_id(load_report(report))["acme.hello"]["detail"] == \
         "from an installed package"
+
+
+def test_readme_probe_example_runs(tmp_path):
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "README.md"),
+                  encoding="utf-8").read()
+    block = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "readme_probe.py"
+    path.write_text(block)
+    report = tmp_path / "r.json"
+    result = run_cli("run", "--probe-path", str(path), "-p", "my-setup", "--json",
+                     str(report), "-q")
+    assert result.code == 0, result.stdout
+    check = checks_by_id(load_report(report))["my-setup.same_cpu_count"]
+    assert check["outcome"] == "passed"
+    assert check["detail"] == "%d CPUs on each of 2 ranks" % os.cpu_count()
