@@ -256,3 +256,21 @@ def test_signal_to_envcheck_writes_a_partial_report(faults, tmp_path, sig, code)
     assert "interrupted" in checks["after.run"]["detail"]
     assert "INTERRUPTED" in out
     assert leftovers(marker) == []
+
+
+def test_taken_rendezvous_port_is_retried_on_a_free_one(tmp_path):
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(8)  # answers connects but never speaks the store protocol
+        port = taken.getsockname()[1]
+        report = tmp_path / "r.json"
+        result = run_cli("run", "-p", "launch", "--master-port", str(port), "--json",
+                         str(report), "-q")
+    assert result.code == 0, result.stdout
+    data = load_report(report)
+    assert data["plan"]["notes"] == ["port %d was taken at rendezvous; retried on a free "
+                                     "port" % port]
+    assert data["attempts"][0]["port"] != port
+    assert checks_by_id(data)["setup.init_process_group"]["outcome"] == "passed"
+    assert "note: port %d was taken" % port in result.stdout
