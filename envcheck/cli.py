@@ -37,6 +37,9 @@ def main(version: bool = typer.Option(False, "--version", callback=_version,
 
 
 FORMATS = ("table", "json", "markdown")
+MATRIX_HELP = ("Also read the matrix files in DIR (repeatable); a file named like a "
+               "built-in one replaces it. See docs/matrix.md.")
+STRICT_HELP = "Known issues fail too (exit 1), not only unexpected results."
 
 
 def _check_format(fmt):
@@ -95,9 +98,12 @@ def run(
     master_port: Optional[int] = typer.Option(None, "--master-port", metavar="PORT",
                                               help="Rendezvous port to try first [default: a free one]; "
                                                    "if it is taken, a free one is used."),
+    matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
+    strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress on stderr."),
 ):
     """Run the probes on this machine and report what works."""
+    from . import matrix_load, verdicts
     from . import report as report_mod
     from . import runner
     from .progress import Progress
@@ -106,14 +112,16 @@ def run(
     for path in (json_path, junit_path):
         if path:
             report_mod.check_writable(path)
+    matrix = matrix_load.load(tuple(matrix_dir), tuple(probe_path))
     plan = runner.make_plan(runner.RunOptions(
         nproc=nproc, backend=backend, probes=tuple(probe), skip=tuple(skip),
         timeout=timeout, python=python, probe_paths=tuple(probe_path), model=model,
         master_port=master_port))
     with Progress(enabled=not quiet) as progress:
         report = runner.execute(plan, on_event=progress)
-    _emit(report, fmt, json_path, junit_path)
-    raise typer.Exit(int(runner.exit_code(report)))
+    verdicts.apply(report, matrix)
+    _emit(report, fmt, json_path, junit_path, strict=strict)
+    raise typer.Exit(int(runner.exit_code(report, strict)))
 
 
 @app.command()
@@ -122,8 +130,11 @@ def report(
     fmt: str = typer.Option("table", "--format", help="table, json or markdown."),
     junit_path: Optional[str] = typer.Option(None, "--junit", metavar="PATH",
                                              help="Also write JUnit XML here (atomically)."),
+    matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
+    strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ):
-    """Render a saved JSON report again, without running anything."""
+    """Render a saved JSON report again, judged by the current matrix; runs nothing."""
+    from . import matrix_load, verdicts
     from . import report as report_mod
     from . import runner
 
@@ -131,8 +142,9 @@ def report(
     if junit_path:
         report_mod.check_writable(junit_path)
     saved = report_mod.load(path)
-    _emit(saved, fmt, None, junit_path)
-    raise typer.Exit(int(runner.exit_code(saved)))
+    verdicts.apply(saved, matrix_load.load(tuple(matrix_dir)))
+    _emit(saved, fmt, None, junit_path, strict=strict)
+    raise typer.Exit(int(runner.exit_code(saved, strict)))
 
 
 @app.command()
@@ -148,6 +160,60 @@ def probes(
     rows = [(s.name, "built-in" if s.builtin else (s.path or s.module), s.summary)
             for s in all_probes(tuple(probe_path))]
     print(tabulate(rows, headers=["probe", "from", "what it proves"]))
+
+
+@app.command()
+def check(
+    requirement: Optional[str] = typer.Argument(None, metavar="[REQUIREMENT]",
+                                                help="torch==2.4.1+cu124, or torch==2.4.1 for "
+                                                     "the default PyPI build."),
+    requirements_file: Optional[str] = typer.Option(None, "-r", "--requirement",
+                                                    metavar="FILE",
+                                                    help="Read the torch pin (and index URL) "
+                                                         "from a requirements file."),
+    cuda: Optional[str] = typer.Option(None, "--cuda", metavar="X.Y",
+                                       help="The CUDA variant (12.4 means +cu124; cpu)."),
+    driver: Optional[str] = typer.Option(None, "--driver", metavar="VERSION",
+                                         help="Plan for this NVIDIA driver instead of this node's."),
+    gpu: List[str] = typer.Option([], "--gpu", metavar="sm_XY",
+                                  help="Plan for this GPU (repeatable) instead of this node's."),
+    python_version: Optional[str] = typer.Option(None, "--python-version", metavar="X.Y",
+                                                 help="Plan for this Python (3.13t: free-threaded)."),
+    suggest: bool = typer.Option(False, "--suggest",
+                                 help="List the newest torch builds that will work here, with "
+                                      "the pip command."),
+    as_json: bool = typer.Option(False, "--json", help="Print the answer as JSON."),
+    matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
+):
+    """Will this torch wheel work on this node? Instant, from the matrix; no torch needed."""
+    from . import check_command, render_check
+
+    result = check_command.run(requirement, requirements_file, cuda, driver, tuple(gpu),
+                               python_version, suggest, tuple(matrix_dir))
+    sys.stdout.write(render_check.to_json(result) if as_json else render_check.render(result))
+    raise typer.Exit(int(result.exit_code))
+
+
+@app.command("matrix")
+def matrix_cmd(
+    torch: Optional[str] = typer.Option(None, "--torch", metavar="VERSION",
+                                        help="Only this torch release (2.4, 2.4.1+cu124)."),
+    cuda: Optional[str] = typer.Option(None, "--cuda", metavar="X.Y",
+                                       help="Only this CUDA variant (12.4, cpu)."),
+    check_id: Optional[str] = typer.Option(None, "--check", metavar="ID",
+                                           help="Only expectations for this check (or probe)."),
+    validate: bool = typer.Option(False, "--validate",
+                                  help="Only validate the matrix: exit 0 if valid, 2 with "
+                                       "every error listed."),
+    matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
+    probe_path: List[str] = typer.Option([], "--probe-path", metavar="FILE.py",
+                                         help="Also accept the checks of the probes in this file."),
+):
+    """Show the version matrix: releases, CUDA drivers, and expected outcomes per check."""
+    from . import matrix_command
+
+    sys.stdout.write(matrix_command.run(torch, cuda, check_id, validate, tuple(matrix_dir),
+                                        tuple(probe_path)))
 
 
 def entry(argv=None):

@@ -1,0 +1,61 @@
+"""``envcheck check`` as a library call: options in, ``Result`` out, nothing printed."""
+
+import dataclasses
+import time
+from typing import Optional
+
+from . import __version__, matrix_load, node as node_mod, precheck, torch_pin
+from .errors import UsageError
+from .outcomes import ExitCode
+
+
+@dataclasses.dataclass
+class Result:
+    requirement: Optional[str]
+    node: node_mod.Node
+    answer: Optional[precheck.Answer]
+    alternatives: list
+    suggestions: Optional[list]
+    matrix_files: list
+    exit_code: ExitCode
+    seconds: float
+    envcheck_version: str = __version__
+
+
+def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(),
+        python_version=None, suggest=False, matrix_dirs=()):
+    started = time.monotonic()
+    if requirement and requirements_file:
+        raise UsageError("give a requirement or -r FILE, not both")
+    if not (requirement or requirements_file or suggest):
+        raise UsageError("say what to check: a requirement (torch==2.4.1+cu124), "
+                         "-r requirements.txt, or --suggest")
+    pin = None
+    if requirement:
+        pin = torch_pin.parse(requirement)
+    elif requirements_file:
+        pin = torch_pin.from_file(requirements_file)
+    matrix = matrix_load.load(matrix_dirs)
+    if pin is not None:
+        # Resolve before touching nvidia-smi: an unknown version is the user's to fix.
+        release, build, notes = precheck.resolve(matrix, pin, cuda)
+    elif cuda is not None:
+        raise UsageError("--cuda needs a requirement to apply to")
+    node = node_mod.read(python_version, driver, gpus)
+    answer, alternatives, suggestions = None, [], None
+    code = ExitCode.OK
+    if pin is not None:
+        if pin.where:
+            notes = ["%s: %s" % (pin.where, pin.text)] + notes
+        answer = precheck.evaluate(matrix, release, build, node, notes)
+        if not answer.works:
+            code = ExitCode.FAILED
+            alternatives = precheck.working_builds(matrix, release, build.torch, node,
+                                                   exclude=build.variant)
+    if suggest:
+        suggestions = precheck.suggest(matrix, node)
+        if pin is None and not suggestions:
+            code = ExitCode.FAILED
+    return Result(pin.text if pin else None, node, answer, alternatives, suggestions,
+                  [f.path for f in matrix.files if not f.builtin], code,
+                  round(time.monotonic() - started, 3))

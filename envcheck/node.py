@@ -1,0 +1,128 @@
+"""This node, as a pre-install check sees it: Python, glibc, OS/arch, driver and GPUs.
+
+Read without torch (nvidia-smi's CSV query, ``os.confstr``, ``platform``), each value
+overridable (``--python-version``, ``--driver``, ``--gpu``) to plan for another node.
+nvidia-smi is not run at all when both the driver and the GPUs are given.
+"""
+
+import dataclasses
+import os
+import platform
+import re
+import sys
+import sysconfig
+from typing import Optional, Tuple
+
+from . import nvidia_smi, versions
+from .errors import UsageError
+
+_SM = re.compile(r"^(?:sm_?)?(\d{1,2})(\d)([af]?)$|^(\d{1,2})\.(\d)$", re.I)
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeGpu:
+    index: int
+    name: str
+    sm: str  # "sm_80"
+
+    @property
+    def capability(self):
+        return sm_tuple(self.sm)
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    python: str  # "3.11", or "3.13t" for a free-threaded build
+    python_full: str  # "3.11.7"; equals python when given with --python-version
+    system: str  # platform.system(): "Linux"
+    machine: str  # "x86_64"
+    glibc: Optional[str]
+    driver: Optional[str]
+    gpus: Tuple[NodeGpu, ...]
+    given: Tuple[str, ...] = ()  # which values came from flags: "python", "driver", "gpus"
+    notes: Tuple[str, ...] = ()
+
+    @property
+    def platform(self):
+        return {"Linux": "linux", "Darwin": "darwin", "Windows": "win32"}.get(self.system)
+
+    @property
+    def is_linux_x86_64(self):
+        return self.system == "Linux" and self.machine in ("x86_64", "AMD64")
+
+    def to_dict(self):
+        d = dataclasses.asdict(self)
+        d["gpus"] = [dataclasses.asdict(g) for g in self.gpus]
+        return d
+
+
+def sm_tuple(sm):
+    """'sm_86' → (8, 6); 'sm_100' → (10, 0); 'compute_90' → (9, 0)."""
+    digits = re.sub(r"[^0-9]", "", sm.split("_", 1)[-1])
+    return int(digits[:-1]), int(digits[-1])
+
+
+def parse_gpu(text):
+    """'sm_80', 'sm80', '80' or '8.0' → 'sm_80'; UsageError otherwise."""
+    m = _SM.match(str(text).strip())
+    if not m:
+        raise UsageError("--gpu %r: give a compute capability like sm_80 or 8.0" % text)
+    if m.group(1):
+        return "sm_%s%s%s" % (int(m.group(1)), m.group(2), m.group(3).lower())
+    return "sm_%d%s" % (int(m.group(4)), m.group(5))
+
+
+def _glibc():
+    try:
+        return os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
+    except (ValueError, OSError, AttributeError, IndexError):
+        lib, version = platform.libc_ver()
+        return version if lib == "glibc" and version else None
+
+
+def _this_python():
+    v = sys.version_info
+    free = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    return "%d.%d%s" % (v.major, v.minor, "t" if free else ""), platform.python_version()
+
+
+def read(python_version=None, driver=None, gpus=(), nvidia_smi_exe="nvidia-smi"):
+    """This node with the given overrides; UsageError when nvidia-smi is broken."""
+    given, notes = [], []
+    if python_version:
+        try:
+            python = python_full = versions.python_series(python_version)
+        except ValueError as exc:
+            raise UsageError("--python-version: %s" % exc) from None
+        given.append("python")
+    else:
+        python, python_full = _this_python()
+    if driver:
+        try:
+            versions.driver_tuple(driver)
+        except ValueError as exc:
+            raise UsageError("--driver: %s" % exc) from None
+        given.append("driver")
+    node_gpus = tuple(NodeGpu(i, "--gpu", parse_gpu(g)) for i, g in enumerate(gpus))
+    if gpus:
+        given.append("gpus")
+    if not (driver and gpus):
+        try:
+            found = nvidia_smi.query(nvidia_smi_exe)
+        except nvidia_smi.NvidiaSmiError as exc:
+            raise UsageError("%s. Fix the driver install, or plan without it: "
+                             "--driver VERSION --gpu sm_XY" % exc) from None
+        if not found:
+            notes.append("no nvidia-smi on PATH: no NVIDIA GPU" if not
+                         _which(nvidia_smi_exe) else "nvidia-smi lists no GPU")
+        if not gpus:
+            node_gpus = tuple(NodeGpu(g.index, g.name, g.sm) for g in found)
+        if not driver:
+            driver = found[0].driver if found else None
+    return Node(python, python_full, platform.system(), platform.machine(), _glibc(),
+                driver, node_gpus, tuple(given), tuple(notes))
+
+
+def _which(exe):
+    import shutil
+    return shutil.which(exe)

@@ -1,0 +1,305 @@
+"""``envcheck check``: will this torch wheel work on this node? Answered from the matrix.
+
+Criteria, each ✓/✗ with the numbers: a wheel exists for this Python (and platform);
+the driver meets the CUDA variant's floor; every GPU's compute capability is compiled
+in (or reachable by same-major binary compatibility or PTX JIT, said as such); glibc
+meets the wheel's floor; and the known distributed-training issues of that build. Pure
+functions over a ``Matrix`` and a ``node.Node``: nothing here imports torch or prints.
+"""
+
+import dataclasses
+from typing import List, Optional, Tuple
+
+from packaging.version import Version
+
+from . import versions
+from .errors import UsageError
+from .matrix import Target
+from .node import sm_tuple
+
+OK, FAIL, WARN, SKIP, UNKNOWN = "ok", "fail", "warn", "skip", "unknown"
+INDEX_URL = "https://download.pytorch.org/whl/%s"
+
+
+@dataclasses.dataclass(frozen=True)
+class Criterion:
+    id: str  # wheel, driver, gpu, glibc, known_issues
+    status: str  # ok, fail, warn, skip, unknown
+    message: str
+    numbers: dict = dataclasses.field(default_factory=dict)
+    unconfirmed: Tuple[str, ...] = ()  # matrix facts it rests on that are UNCONFIRMED
+
+
+@dataclasses.dataclass(frozen=True)
+class Build:
+    torch: str  # "2.4.1"
+    variant: str  # "cu124"
+    default: bool  # the build `pip install torch==X` gets from PyPI
+
+    @property
+    def name(self):
+        return "%s+%s" % (self.torch, self.variant)
+
+    @property
+    def pip(self):
+        if self.default:
+            return "pip install torch==%s" % self.torch
+        return "pip install torch==%s --index-url %s" % (self.torch, INDEX_URL % self.variant)
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    build: Build
+    criteria: Tuple[Criterion, ...]
+    known_issues: tuple  # matrix Expectations
+    notes: Tuple[str, ...] = ()
+
+    @property
+    def works(self):
+        return not any(c.status == FAIL for c in self.criteria)
+
+    @property
+    def failed(self):
+        return [c for c in self.criteria if c.status == FAIL]
+
+
+def resolve(matrix, pin, cuda=None):
+    """(release, Build, notes) for a Pin; UsageError for what the matrix does not know."""
+    notes = []
+    exact = pin.exact
+    if exact:
+        version = versions.parse_version(exact)
+    else:
+        candidates = [Version(p) for p in matrix.known_patches()
+                      if versions.torch_in(pin.specifier, p)]
+        if not candidates:
+            raise UsageError("no torch release the matrix knows satisfies %r (it knows %s)"
+                             % (pin.text, _known_summary(matrix)))
+        version = max(candidates)
+        notes.append("%s resolves to %s, the newest release the matrix knows in that range"
+                     % (pin.text, version))
+    release = matrix.release(version)
+    public = Version(version.public)
+    if release is None:
+        raise UsageError("torch %s is not in the matrix, which knows releases %s. If it "
+                         "exists, add a [[release]] entry for %s (see docs/matrix.md: "
+                         "'Adding a release'), in matrix/releases.toml or a file of your "
+                         "own passed with --matrix DIR"
+                         % (public, _known_summary(matrix), versions.series(public)))
+    base = public.base_version if public.is_prerelease else str(public)
+    if base not in release.patches:
+        raise UsageError("torch %s is not in the matrix: of the %s series it knows %s. If "
+                         "%s exists, add it to that release's patches (see docs/matrix.md: "
+                         "'Adding a release')" % (public, release.series,
+                                                  ", ".join(release.patches), base))
+    if public.is_prerelease:
+        notes.append("%s is a pre-release: judged by the facts of the %s release; nightly "
+                     "wheels come from %s and may differ"
+                     % (public, base, INDEX_URL % "nightly/VARIANT"))
+    variant = pin.variant
+    if cuda is not None:
+        try:
+            wanted = versions.variant_for_cuda(cuda)
+        except ValueError as exc:
+            raise UsageError("--cuda: %s" % exc) from None
+        if variant and variant != wanted:
+            raise UsageError("%s asks for +%s but --cuda %s means %s"
+                             % (pin.text, variant, cuda, wanted))
+        variant = wanted
+    variant = variant or release.default_variant
+    return release, Build(str(public), variant, variant == release.default_variant), notes
+
+
+def _known_summary(matrix):
+    series = [r.series for r in matrix.releases]
+    return "%s … %s" % (series[0], series[-1]) if len(series) > 2 else ", ".join(series)
+
+
+def _range(items):
+    items = list(items)
+    return "%s–%s" % (items[0], items[-1]) if len(items) > 2 else ", ".join(items)
+
+
+def _wheel(release, build, variant, node):
+    numbers = {"python": node.python, "wheel_pythons": list(release.python),
+               "variants": [v.name for v in release.variants]}
+    if variant is None:
+        return Criterion("wheel", FAIL, "torch %s has no %s build (the matrix knows %s)"
+                         % (build.torch, build.variant,
+                            ", ".join(v.name for v in release.variants)), numbers)
+    unconfirmed = ("variant exists",) if variant.is_unconfirmed("exists") else ()
+    if node.python not in release.python:
+        return Criterion("wheel", FAIL, "torch %s has wheels for Python %s; this node runs %s"
+                         % (build.torch, ", ".join(release.python), node.python), numbers,
+                         unconfirmed)
+    if not node.is_linux_x86_64:
+        return Criterion("wheel", UNKNOWN, "the matrix covers Linux x86_64 wheels; this node "
+                         "is %s %s" % (node.system, node.machine), numbers, unconfirmed)
+    tag = "cp" + node.python.replace(".", "")
+    return Criterion("wheel", OK, "%s has a %s wheel (Python %s)"
+                     % (build.name, tag, _range(p for p in release.python if "t" not in p)),
+                     numbers, unconfirmed)
+
+
+def _driver(matrix, build, variant, node):
+    if variant is None:
+        return Criterion("driver", SKIP, "no such build")
+    if not variant.cuda:
+        return Criterion("driver", SKIP, "%s build: no NVIDIA driver needed" % build.variant)
+    toolkit = matrix.toolkit(variant.cuda)
+    floor = toolkit.compat_driver
+    full = toolkit.min_driver
+    numbers = {"needs": floor, "cuda": variant.cuda, "full_feature_driver": full,
+               "found": node.driver}
+    if not node.driver and "gpus" in node.given:
+        return Criterion("driver", UNKNOWN, "driver unknown: add --driver VERSION to check "
+                         "it against %s's floor (%s)" % (build.variant, floor), numbers)
+    if not node.driver:
+        return Criterion("driver", WARN if not node.gpus else FAIL,
+                         "no NVIDIA driver found (%s): the %s build would run on CPU only"
+                         % (node.notes[0] if node.notes else "nvidia-smi shows none",
+                            build.variant), numbers)
+    found = versions.driver_tuple(node.driver)
+    major = variant.cuda.split(".")[0]
+    if found < versions.driver_tuple(floor):
+        return Criterion("driver", FAIL, "%s needs driver ≥ %s (CUDA %s.x minor-version "
+                         "compatibility), found %s" % (build.variant, floor, major, node.driver),
+                         numbers)
+    unconfirmed = ("CUDA %s driver" % variant.cuda,) if "min_driver" in toolkit.unconfirmed else ()
+    if full and found < versions.driver_tuple(full):
+        return Criterion("driver", OK, "%s needs driver ≥ %s, found %s (below %s, CUDA %s's "
+                         "own driver: runs under minor-version compatibility; PTX newer than "
+                         "the driver cannot be JIT-compiled)"
+                         % (build.variant, floor, node.driver, full, variant.cuda),
+                         numbers, unconfirmed)
+    return Criterion("driver", OK, "%s needs driver ≥ %s, found %s"
+                     % (build.variant, floor, node.driver), numbers, unconfirmed)
+
+
+def reach(sm, archs, ptx):
+    """How a GPU runs this build: ('compiled'|'binary'|'ptx'|None, the arch used)."""
+    if sm in archs:
+        return "compiled", sm
+    major, minor = sm_tuple(sm)
+    # Same-major binary compatibility: an sm_XY cubin runs on sm_XZ for Z >= Y; the
+    # arch-specific "a"/"f" targets are excluded, they do not carry forward.
+    same = [a for a in archs if a[-1].isdigit() and sm_tuple(a)[0] == major
+            and sm_tuple(a)[1] <= minor]
+    if same:
+        return "binary", max(same, key=sm_tuple)
+    jit = [p for p in ptx if p[-1].isdigit() and sm_tuple(p) <= (major, minor)]
+    if jit:
+        return "ptx", max(jit, key=sm_tuple)
+    return None, None
+
+
+def _gpus(build, variant, node):
+    if not node.gpus:
+        return Criterion("gpu", SKIP, "no GPU to check")
+    by_sm = {}
+    for g in node.gpus:
+        by_sm.setdefault(g.sm, []).append(g)
+    numbers = {"gpus": sorted(by_sm), "archs": [], "ptx": []}
+    if variant is None:
+        return Criterion("gpu", SKIP, "no such build", numbers)
+    if not variant.cuda:
+        return Criterion("gpu", WARN, "the %s build cannot use the GPUs here (%s): pick a "
+                         "CUDA build" % (build.variant, ", ".join(sorted(by_sm))), numbers)
+    archs = sorted(variant.archs, key=sm_tuple)
+    numbers.update(archs=archs, ptx=list(variant.ptx))
+    unconfirmed = tuple(f for f in ("archs", "ptx") if variant.is_unconfirmed(f))
+    parts, status = [], OK
+    for sm in sorted(by_sm, key=sm_tuple):
+        gpus = by_sm[sm]
+        who = "GPU %s" % ",".join(str(g.index) for g in gpus)
+        how, used = reach(sm, variant.archs, variant.ptx)
+        if how == "compiled":
+            parts.append("%s (%s) is compiled in" % (sm, who))
+        elif how == "binary":
+            parts.append("%s (%s) runs the %s code (same-major binary compatibility)"
+                         % (sm, who, used))
+        elif how == "ptx":
+            parts.append("%s (%s) is reachable only by PTX JIT from %s (slow first start; "
+                         "needs a driver that knows that PTX)" % (sm, who, used))
+        else:
+            status = FAIL
+            parts.append("%s (%s) is not in %s's arch list and no PTX reaches it"
+                         % (sm, who, build.name))
+    text = "; ".join(parts) + " — %s has %s%s" % (
+        build.name, " ".join(archs) or "no arch list",
+        " +PTX " + " ".join(variant.ptx) if variant.ptx else "")
+    return Criterion("gpu", status, text, numbers, unconfirmed)
+
+
+def _glibc(release, variant, node):
+    floor = release.glibc_for(variant) if variant else release.glibc
+    numbers = {"needs": floor, "found": node.glibc}
+    if node.system != "Linux":
+        return Criterion("glibc", SKIP, "not Linux: no glibc floor", numbers)
+    if not node.glibc:
+        return Criterion("glibc", FAIL, "no glibc found (musl?): manylinux wheels need glibc "
+                         "≥ %s" % floor, numbers)
+    if versions.driver_tuple(node.glibc) < versions.driver_tuple(floor):
+        return Criterion("glibc", FAIL, "needs glibc ≥ %s (manylinux), found %s"
+                         % (floor, node.glibc), numbers)
+    return Criterion("glibc", OK, "needs glibc ≥ %s, found %s" % (floor, node.glibc), numbers)
+
+
+def _issues(matrix, build, node):
+    # The backend envcheck would pick here: nccl when a CUDA build meets GPUs.
+    backend = "nccl" if node.gpus and build.variant.startswith("cu") else "gloo"
+    target = Target(Version(build.torch), build.variant, node.python.rstrip("t"),
+                    node.platform, backend)
+    issues = matrix.known_issues(target)
+    if not issues:
+        return Criterion("known_issues", OK, "no known distributed-training issue of %s in "
+                         "the matrix" % build.name), ()
+    checks = sorted({c for e in issues for c in e.checks})
+    return Criterion("known_issues", WARN, "%d known distributed-training issue%s of %s "
+                     "(see below): %s" % (len(issues), "" if len(issues) == 1 else "s",
+                                          build.name, ", ".join(checks)),
+                     {"count": len(issues)}), tuple(issues)
+
+
+def evaluate(matrix, release, build, node, notes=()):
+    variant = release.variant(build.variant)
+    issues_criterion, issues = _issues(matrix, build, node)
+    criteria = (_wheel(release, build, variant, node), _driver(matrix, build, variant, node),
+                _gpus(build, variant, node), _glibc(release, variant, node),
+                issues_criterion)
+    return Answer(build, criteria, issues, tuple(notes))
+
+
+def _candidate_variants(release):
+    def order(v):
+        if v.name == release.default_variant:
+            return (0, 0)
+        if v.cuda:
+            return (1, -Version(v.cuda).release[0] * 100 - Version(v.cuda).release[1])
+        return (2, 0)
+    return [v for v in sorted(release.variants, key=order) if not v.is_unconfirmed("exists")]
+
+
+def working_builds(matrix, release, patch, node, exclude=None):
+    """Builds of one torch version that pass every criterion here, best first."""
+    out = []
+    for v in _candidate_variants(release):
+        if v.name == exclude or (node.gpus and not v.cuda):
+            continue
+        build = Build(patch, v.name, v.name == release.default_variant)
+        answer = evaluate(matrix, release, build, node)
+        if answer.works:
+            out.append(answer)
+    return out
+
+
+def suggest(matrix, node, limit=5):
+    """The newest release series' best working build each, newest first."""
+    out = []
+    for release in sorted(matrix.releases, key=lambda r: Version(r.series), reverse=True):
+        found = working_builds(matrix, release, release.newest_patch, node)
+        if found:
+            out.append(found[0])
+        if len(out) >= limit:
+            break
+    return out

@@ -1,0 +1,113 @@
+"""``envcheck check`` answers as text (a line per criterion) and as JSON."""
+
+import json
+import textwrap
+
+from .precheck import FAIL, OK, SKIP, UNKNOWN, WARN
+
+GLYPH = {OK: "✓", FAIL: "✗", WARN: "!", SKIP: "-", UNKNOWN: "?"}
+LABEL = {"wheel": "wheel", "driver": "driver", "gpu": "GPU arch", "glibc": "glibc",
+         "known_issues": "known issues"}
+CHECK_SCHEMA_VERSION = 1
+
+
+def node_line(node):
+    def mark(field):
+        return " (given)" if field in node.given else ""
+    gpus = {}
+    for g in node.gpus:
+        gpus.setdefault((g.name, g.sm), []).append(g.index)
+    gpu_text = ", ".join("%d× %s %s" % (len(ix), name, sm) if name != "--gpu" else
+                         "%d× %s" % (len(ix), sm) for (name, sm), ix in gpus.items())
+    return "%s %s, Python %s%s, glibc %s, driver %s%s, GPUs: %s%s" % (
+        node.system, node.machine, node.python_full, mark("python"), node.glibc or "none",
+        node.driver or "none", mark("driver"), gpu_text or "none", mark("gpus"))
+
+
+def _criterion_lines(c, width):
+    label = "%s %-12s " % (GLYPH[c.status], LABEL.get(c.id, c.id))
+    text = c.message
+    if c.unconfirmed:
+        text += " [UNCONFIRMED in the matrix: %s]" % ", ".join(c.unconfirmed)
+    return textwrap.wrap(text, width, initial_indent="  " + label,
+                         subsequent_indent=" " * (len(label) + 2))
+
+
+def _issue_lines(e, width):
+    out = ["  %s (%s, %s #%d)" % (", ".join(e.checks), "/".join(e.outcome), e.where.file,
+                                  e.where.index)]
+    if e.advice:
+        out += textwrap.wrap(e.advice, width, initial_indent="    → ",
+                             subsequent_indent="      ")
+    if e.source:
+        out += textwrap.wrap("source: " + e.source, width, initial_indent="      ",
+                             subsequent_indent="        ")
+    for o in e.observed[:1]:
+        out.append("      observed: torch %s, envcheck %s, %s%s" % (
+            o.torch, o.envcheck, o.date, ", " + o.evidence if o.evidence else ""))
+    return out
+
+
+def render(result, width=100):
+    """result: check_command.Result."""
+    out = ["node: " + node_line(result.node)]
+    out += ["note: %s" % n for n in result.node.notes]
+    a = result.answer
+    if a is not None:
+        out += ["", "%s on this node:" % a.build.name]
+        out += ["note: %s" % n for n in a.notes]
+        for c in a.criteria:
+            out += _criterion_lines(c, width - 4)
+        if a.known_issues:
+            out += ["", "Known distributed-training issues of %s (from the matrix):"
+                    % a.build.name]
+            for e in a.known_issues:
+                out += _issue_lines(e, width - 8)
+        out.append("")
+        if a.works:
+            out.append("✓ %s will work here: %s" % (a.build.name, a.build.pip))
+        else:
+            out.append("✗ %s will not work here: %s failed"
+                       % (a.build.name, ", ".join(LABEL.get(c.id, c.id) for c in a.failed)))
+            if result.alternatives:
+                out.append("Builds of %s that would work here:" % a.build.torch)
+                out += ["  %-18s %s" % (b.build.name, b.build.pip)
+                        for b in result.alternatives]
+    if result.suggestions is not None:
+        out += ["", "Newest torch builds that will work here:" if result.suggestions
+                else "No torch build in the matrix will work here."]
+        for s in result.suggestions:
+            flags = [c for c in s.criteria if c.status in (WARN, UNKNOWN) and
+                     c.id != "known_issues"]
+            extra = "  (%s)" % "; ".join("%s %s" % (GLYPH[c.status], c.message)
+                                         for c in flags) if flags else ""
+            issues = "  [%d known issue%s]" % (len(s.known_issues), "" if len(
+                s.known_issues) == 1 else "s") if s.known_issues else ""
+            out.append("  %-18s %s%s" % (s.build.name, s.build.pip, issues))
+            if extra:
+                out += textwrap.wrap(extra.strip(), width - 8, initial_indent="      ",
+                                     subsequent_indent="      ")
+    return "\n".join(out) + "\n"
+
+
+def _answer_dict(a):
+    return {"torch": a.build.torch, "variant": a.build.variant, "build": a.build.name,
+            "default_pypi_build": a.build.default, "pip": a.build.pip, "works": a.works,
+            "criteria": [{"id": c.id, "status": c.status, "message": c.message,
+                          "numbers": c.numbers, "unconfirmed": list(c.unconfirmed)}
+                         for c in a.criteria],
+            "known_issues": [e.to_dict() for e in a.known_issues],
+            "notes": list(a.notes)}
+
+
+def to_json(result):
+    data = {"schema_version": CHECK_SCHEMA_VERSION, "kind": "envcheck-check",
+            "envcheck_version": result.envcheck_version,
+            "requirement": result.requirement, "node": result.node.to_dict(),
+            "answer": _answer_dict(result.answer) if result.answer else None,
+            "alternatives": [_answer_dict(b) for b in result.alternatives],
+            "suggestions": None if result.suggestions is None else
+            [_answer_dict(s) for s in result.suggestions],
+            "matrix": result.matrix_files, "exit_code": int(result.exit_code),
+            "seconds": result.seconds}
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

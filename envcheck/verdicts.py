@@ -1,0 +1,76 @@
+"""Judge each check's outcome against the matrix, like pytest's xfail.
+
+| outcome        | expected pass | expected failure           | no expectation |
+|----------------|---------------|----------------------------|----------------|
+| passed         | ok            | fixed (matrix stale?)      | new            |
+| failed/hang/…  | unexpected    | known, if the outcome and  | failure        |
+|                |               | message pattern match;     |                |
+|                |               | otherwise unexpected       |                |
+
+A skipped check proved nothing either way, so it gets no verdict. An expected failure
+must match the *same* bad outcome (a hang where a clean failure was expected is
+unexpected) and, when the entry has one, its message pattern — a different error than
+the one the matrix knows about is a real failure, as in pytest's ``raises=``.
+"""
+
+from .matrix import Target
+from .outcomes import Outcome, Verdict
+
+
+def error_text(check):
+    """What a message pattern is searched in: 'Type: message', else the detail."""
+    err = check.error or {}
+    if err.get("message") is not None or err.get("type"):
+        return "%s: %s" % (err.get("type") or "", err.get("message") or "")
+    return check.detail or ""
+
+
+def judge(check, applicable):
+    """(verdict, expectation used or None) for one CheckResult."""
+    outcome = Outcome(check.outcome)
+    if outcome == Outcome.SKIPPED:
+        return None, None
+    if not applicable:
+        return (Verdict.NEW if outcome == Outcome.PASSED else Verdict.FAILURE), None
+    if outcome == Outcome.PASSED:
+        passing = next((e for e in applicable if e.expects_pass), None)
+        if passing:
+            return Verdict.OK, passing
+        return Verdict.FIXED, applicable[0]
+    text = error_text(check)
+    for e in applicable:
+        if outcome.value in e.outcome and e.matches_message(text):
+            return Verdict.KNOWN, e
+    failing = next((e for e in applicable if not e.expects_pass), applicable[0])
+    return Verdict.UNEXPECTED, failing
+
+
+def _fixed_advice(e):
+    return ("the matrix expects %s here (%s entry %d) but it passed: the matrix may be "
+            "stale for this build, or this environment differs; if it keeps passing, "
+            "narrow that entry's range" % ("/".join(e.outcome), e.where.file, e.where.index))
+
+
+def apply(report, matrix):
+    """Set every check's verdict and expectation, and ``report.matrix``; returns it."""
+    backend = report.ranks[0].get("backend") if report.ranks else None
+    target = Target.from_environment(report.environment, backend)
+    for check in report.checks:
+        applicable = matrix.applicable(check.id, target)
+        verdict, entry = judge(check, applicable)
+        check.verdict = verdict.value if verdict else None
+        check.expectation = entry.to_dict() if entry else None
+        if verdict == Verdict.KNOWN and entry.advice:
+            check.advice = entry.advice
+        elif verdict == Verdict.FIXED:
+            check.advice = _fixed_advice(entry)
+        elif verdict == Verdict.UNEXPECTED and not entry.expects_pass and not check.advice:
+            check.advice = ("the matrix expects a different failure here (%s entry %d: %s); "
+                            "this one is new" % (entry.where.file, entry.where.index,
+                                                 entry.message.pattern if entry.message
+                                                 else "/".join(entry.outcome)))
+    report.matrix = matrix.describe()
+    report.matrix["target"] = None if target is None else {
+        "torch": str(target.torch), "variant": target.variant, "python": target.python,
+        "platform": target.platform, "backend": target.backend}
+    return report
