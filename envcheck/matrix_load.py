@@ -69,7 +69,7 @@ def matrix_files(extra_dirs=()):
                 if name.endswith(".toml"):
                     path = os.path.join(root, name)
                     rel = os.path.relpath(path, directory).replace(os.sep, "/")
-                    files[rel] = MatrixFile(rel, path if builtin else _display(path), builtin)
+                    files[rel] = MatrixFile(rel, _display(path), builtin)
                     found += 1
         if not builtin and not found:
             raise UsageError("--matrix %s holds no .toml file" % directory)

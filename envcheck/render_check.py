@@ -3,7 +3,7 @@
 import json
 import textwrap
 
-from .precheck import FAIL, OK, SKIP, UNKNOWN, WARN
+from .precheck import FAIL, INDEX_URL, OK, SKIP, UNKNOWN, WARN
 
 GLYPH = {OK: "✓", FAIL: "✗", WARN: "!", SKIP: "-", UNKNOWN: "?"}
 LABEL = {"wheel": "wheel", "driver": "driver", "gpu": "GPU arch", "glibc": "glibc",
@@ -42,9 +42,15 @@ def _issue_lines(e, width):
     if e.source:
         out += textwrap.wrap("source: " + e.source, width, initial_indent="      ",
                              subsequent_indent="        ")
-    for o in e.observed[:1]:
-        out.append("      observed: torch %s, envcheck %s, %s%s" % (
-            o.torch, o.envcheck, o.date, ", " + o.evidence if o.evidence else ""))
+    if e.observed:
+        builds = [o.torch for o in e.observed]
+        if len(builds) > 4:
+            builds = builds[:2] + ["…"] + builds[-1:]
+        last = e.observed[-1]
+        out += textwrap.wrap("observed on %d build%s: %s (envcheck %s, %s)" % (
+            len(e.observed), "" if len(e.observed) == 1 else "s", ", ".join(builds),
+            last.envcheck, last.date), width, initial_indent="      ",
+            subsequent_indent="        ")
     return out
 
 
@@ -73,16 +79,24 @@ def render(result, width=100):
                 out.append("Builds of %s that would work here:" % a.build.torch)
                 out += ["  %-18s %s" % (b.build.name, b.build.pip)
                         for b in result.alternatives]
+            elif result.suggestions is None:
+                out.append("No other build of %s works here: 'envcheck check --suggest' "
+                           "lists the ones that do." % a.build.torch)
     if result.suggestions is not None:
         out += ["", "Newest torch builds that will work here:" if result.suggestions
                 else "No torch build in the matrix will work here."]
+        cpu_only = not result.node.gpus
+        if cpu_only and result.suggestions:
+            out.append("  (no NVIDIA GPU here: these CUDA builds run on CPU only; the smaller "
+                       "CPU wheels are at %s)" % (INDEX_URL % "cpu"))
         for s in result.suggestions:
             flags = [c for c in s.criteria if c.status in (WARN, UNKNOWN) and
-                     c.id != "known_issues"]
+                     c.id != "known_issues" and not (cpu_only and c.id == "driver")]
             extra = "  (%s)" % "; ".join("%s %s" % (GLYPH[c.status], c.message)
                                          for c in flags) if flags else ""
-            issues = "  [%d known issue%s]" % (len(s.known_issues), "" if len(
-                s.known_issues) == 1 else "s") if s.known_issues else ""
+            failing = {c for e in s.known_issues for c in e.checks}
+            issues = "  [%d known issue%s]" % (len(failing), "" if len(failing) == 1
+                                               else "s") if failing else ""
             out.append("  %-18s %s%s" % (s.build.name, s.build.pip, issues))
             if extra:
                 out += textwrap.wrap(extra.strip(), width - 8, initial_indent="      ",

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Run envcheck against one torch interpreter and diff what it saw with the matrix.
+
+    python dev/observe.py /work/venvs/t2.1.2/bin/python              # run, print diff
+    python dev/observe.py VENV_PY --probe serialization --save       # also keep evidence
+    python dev/observe.py --from-json report.json                    # no run: diff a report
+
+What it prints, per check: the observed outcome, error type and first message line, the
+matrix entry that applies (file and entry number) and the verdict. Lines that need a
+look are marked: `new` (passed, no expectation: add a "passed" entry if it should keep
+passing), `failure` (no expectation), `unexpected` and `fixed`. Then the release facts
+(CUDA, NCCL, compiled archs) the matrix holds for this build against what torch reported.
+
+With --save, the trimmed observation (per check: outcome, error type, first line of the
+message) is merged into envcheck/matrix_data/evidence/torch-VERSION-VARIANT.json, the
+file that expectations cite in their `observed = [{..., evidence = ...}]`. Only the
+checks of the probes that ran are replaced, so probes can be observed one at a time.
+
+Exit status: 0 when observation and matrix agree, 1 when something needs a look,
+2 when envcheck could not run. Runs envcheck from /tmp (a venv's torch must not see
+this checkout).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from envcheck import matrix_load, report as report_mod, verdicts, versions  # noqa: E402
+from envcheck.matrix import Target  # noqa: E402
+
+EVIDENCE_DIR = os.path.join(ROOT, "envcheck", "matrix_data", "evidence")
+NEEDS_LOOK = ("new", "failure", "unexpected", "fixed")
+
+
+def run_envcheck(python, probes, extra):
+    fd, path = tempfile.mkstemp(prefix="envcheck-observe-", suffix=".json")
+    os.close(fd)
+    cmd = [sys.executable, "-m", "envcheck", "run", "--python", python, "--json", path,
+           "-q", "--format", "json"]
+    for p in probes:
+        cmd += ["--probe", p]
+    cmd += list(extra)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.run(cmd, cwd=tempfile.gettempdir(), env=env, capture_output=True,
+                          text=True)
+    if proc.returncode not in (0, 1) or not os.path.getsize(path):
+        sys.exit("envcheck run failed (exit %d): %s" % (proc.returncode,
+                                                        proc.stderr.strip()[-2000:]))
+    return path
+
+
+def _first_line(text):
+    for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
+def trim(report):
+    """The observation an expectation can cite: small, stable, no tracebacks."""
+    env = report.environment or {}
+    checks = {}
+    for c in report.checks:
+        err = c.error or {}
+        checks[c.id] = {"outcome": c.outcome, "error_type": err.get("type"),
+                        "message": _first_line(err.get("message")) or None,
+                        "detail": _first_line(c.detail) or None}
+    return {
+        "envcheck": report.envcheck_version,
+        "date": report.created[:10],
+        "torch": env.get("torch"),
+        "cuda": env.get("cuda"),
+        "nccl": env.get("nccl"),
+        "arch_list": env.get("arch_list") or [],
+        "python": env.get("python"),
+        "os": env.get("os"),
+        "nproc": (report.plan or {}).get("nproc"),
+        "backend": report.ranks[0].get("backend") if report.ranks else None,
+        "probes": (report.plan or {}).get("probes"),
+        "checks": checks,
+    }
+
+
+def evidence_name(obs):
+    version = versions.parse_version(obs["torch"])
+    variant = versions.observed_variant(obs["torch"], obs.get("cuda"))
+    return "torch-%s-%s.json" % (version.public, variant)
+
+
+def save(obs, directory=EVIDENCE_DIR):
+    """Merge into the evidence file: replace the checks of the probes that ran."""
+    path = os.path.join(directory, evidence_name(obs))
+    old = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f)
+    ran = set(obs["probes"] or []) | {"setup"}
+    checks = {k: v for k, v in (old.get("checks") or {}).items()
+              if k.split(".")[0] not in ran}
+    checks.update(obs["checks"])
+    runs = [r for r in old.get("runs", []) if set(r.get("probes") or []) - ran]
+    runs.append({"date": obs["date"], "envcheck": obs["envcheck"], "probes": obs["probes"],
+                 "nproc": obs["nproc"], "backend": obs["backend"]})
+    merged = {k: obs[k] for k in ("torch", "cuda", "nccl", "arch_list", "python", "os")}
+    merged["runs"] = runs
+    merged["checks"] = dict(sorted(checks.items()))
+    os.makedirs(directory, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(merged, f, indent=1, sort_keys=True)
+        f.write("\n")
+    return path
+
+
+def fact_lines(matrix, env):
+    """The matrix's release facts for this build against what torch reported."""
+    target = Target.from_environment(env)
+    if target is None:
+        return ["  torch did not import: no facts to compare"]
+    release = matrix.release(target.torch)
+    if release is None:
+        return ["  the matrix has no release %s" % versions.series(target.torch)]
+    variant = release.variant(target.variant)
+    if variant is None:
+        return ["  release %s has no variant %s" % (release.series, target.variant)]
+    out = []
+
+    def row(name, expected, seen):
+        mark = " " if expected == seen else "!"
+        out.append("%s %-9s matrix %-40s observed %s" % (mark, name, expected, seen))
+
+    known = target.torch.public in release.patches
+    out.append("%s %-9s matrix %-40s observed %s" % (
+        " " if known else "!", "patch", " ".join(release.patches), target.torch.public))
+    if variant.cuda:
+        row("cuda", variant.cuda, env.get("cuda"))
+        row("nccl", variant.nccl, env.get("nccl"))
+        seen = sorted(a for a in env.get("arch_list") or [])
+        expected = sorted(list(variant.archs) + list(variant.ptx))
+        row("archs", " ".join(expected), " ".join(seen) or "(empty: no GPU?)")
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("python", nargs="?", help="interpreter of the torch venv to observe")
+    ap.add_argument("--probe", action="append", default=[], help="only this probe (repeatable)")
+    ap.add_argument("--from-json", help="diff this saved report instead of running")
+    ap.add_argument("--matrix", action="append", default=[], help="extra matrix directory")
+    ap.add_argument("--save", action="store_true", help="merge the observation into evidence/")
+    ap.add_argument("--evidence-dir", default=EVIDENCE_DIR)
+    ap.add_argument("extra", nargs="*", help="more envcheck run arguments (after --)")
+    args = ap.parse_args(argv)
+    if not args.python and not args.from_json:
+        ap.error("give an interpreter or --from-json")
+    path = args.from_json or run_envcheck(args.python, args.probe, args.extra)
+    report = report_mod.load(path)
+    try:
+        matrix = matrix_load.load(args.matrix)
+    except matrix_load.MatrixError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    verdicts.apply(report, matrix)
+    obs = trim(report)
+    print("torch %s (cuda %s, nccl %s), Python %s, %s, envcheck %s, %s"
+          % (obs["torch"], obs["cuda"], obs["nccl"], obs["python"], obs["backend"],
+             obs["envcheck"], obs["date"]))
+    look = 0
+    for c in report.checks:
+        o = obs["checks"][c.id]
+        entry = c.expectation
+        where = "%s #%d" % (entry["file"], entry["entry"]) if entry else "-"
+        mark = "!" if c.verdict in NEEDS_LOOK else " "
+        look += mark == "!"
+        what = "%s: %s" % (o["error_type"], o["message"]) if o["error_type"] else (
+            o["detail"] or "")
+        print("%s %-42s %-8s %-11s %-34s %s" % (mark, c.id, c.outcome, c.verdict or "-",
+                                               where, what[:110]))
+    print("release facts:")
+    facts = fact_lines(matrix, report.environment)
+    look += sum(line.startswith("!") for line in facts)
+    print("\n".join(facts))
+    if args.save:
+        print("saved %s" % save(obs, args.evidence_dir))
+    print("%d line(s) need a look" % look if look else "observation and matrix agree")
+    return 1 if look else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
