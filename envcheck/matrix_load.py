@@ -453,9 +453,15 @@ def _overlap(a, b, releases):
                if a.matches_python(p) and b.matches_python(p)]
     platforms = [p for p in PLATFORMS if a.matches_platform(p) and b.matches_platform(p)]
     backends = [x for x in BACKENDS if a.matches_backend(x) and b.matches_backend(x)]
-    if torch and builds and pythons and platforms and backends:
-        return Target(torch[0], builds[0], pythons[0], platforms[0], backends[0])
-    return None
+    if not (torch and builds and pythons and platforms and backends):
+        return None
+    # Name a real build in the message when there is one: a variant of that release.
+    for version in torch:
+        release = next((r for r in releases if r.series == versions.series(version)), None)
+        for v in release.variants if release else ():
+            if v.name in builds:
+                return Target(version, v.name, pythons[0], platforms[0], backends[0])
+    return Target(torch[0], builds[0], pythons[0], platforms[0], backends[0])
 
 
 def contradictions(expectations, releases):

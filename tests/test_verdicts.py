@@ -1,0 +1,209 @@
+"""Verdicts: the xfail-like table, the JSON it leaves, exit codes and --strict.
+
+The table itself is tested on CheckResults built here; the end-to-end part shares one
+real `envcheck run` (gloo, 2 ranks) and re-judges its saved report with `envcheck
+report --matrix DIR`, which is how a team's own expectations are applied.
+"""
+
+import json
+import textwrap
+
+import pytest
+from packaging.version import Version
+
+from conftest import checks_by_id, load_report, run_cli, validate_report
+from envcheck import matrix_load, runner, verdicts
+from envcheck.matrix import Expectation, Target, Where
+from envcheck.outcomes import ExitCode
+from envcheck.report import CheckResult, Report
+from envcheck.versions import parse_specifier
+
+WHERE = Where("t.toml", "t.toml", "expectation", 1, 1)
+
+
+def exp(outcome, message=None, torch=">=2.0"):
+    import re
+    outcome = (outcome,) if isinstance(outcome, str) else tuple(outcome)
+    return Expectation(("p.c",), parse_specifier(torch), outcome, WHERE,
+                       re.compile(message) if message else None, advice="do this",
+                       source="s")
+
+
+def result(outcome, message=None, error_type="TypeError"):
+    error = {"type": error_type, "message": message} if message is not None else None
+    return CheckResult("p", "c", outcome, detail=message or "", error=error)
+
+
+PICKLE = "cannot pickle 'ProcessGroup' object"
+
+# (outcome, message, expectations, verdict): the verdict table of shared/DESIGN.md
+TABLE = [
+    ("passed", None, [exp("passed")], "ok"),
+    ("passed", None, [], "new"),
+    ("passed", None, [exp("failed", "pickle")], "fixed"),
+    ("failed", PICKLE, [exp("failed", "cannot pickle")], "known"),
+    ("failed", PICKLE, [exp("failed")], "known"),  # no pattern: any failure
+    ("failed", PICKLE, [exp("failed", "^TypeError: cannot pickle")], "known"),
+    ("failed", "something else", [exp("failed", "cannot pickle")], "unexpected"),
+    ("failed", PICKLE, [exp("passed")], "unexpected"),
+    ("failed", PICKLE, [], "failure"),
+    ("hang", None, [exp("failed")], "unexpected"),  # a hang is not the failure we know
+    ("hang", None, [exp(["failed", "hang"])], "known"),
+    ("crash", None, [exp("passed")], "unexpected"),
+    ("crash", None, [], "failure"),
+    ("skipped", None, [exp("failed")], None),
+    ("skipped", None, [], None),
+    # two entries apply: the one whose pattern matches wins
+    ("failed", PICKLE, [exp("failed", "other"), exp("failed", "pickle")], "known"),
+]
+
+
+@pytest.mark.parametrize("outcome, message, expectations, verdict", TABLE)
+def test_verdict_table(outcome, message, expectations, verdict):
+    got, entry = verdicts.judge(result(outcome, message), expectations)
+    assert (got.value if got else None) == verdict
+    assert (entry is None) == (verdict in (None, "new", "failure"))
+
+
+def test_pattern_is_searched_in_type_and_message():
+    check = result("failed", "boom", error_type="RuntimeError")
+    assert verdicts.error_text(check) == "RuntimeError: boom"
+    assert verdicts.judge(check, [exp("failed", "^RuntimeError: b")])[0].value == "known"
+    hang = CheckResult("p", "c", "hang", detail="no progress for 60.0 s in p.c")
+    assert verdicts.judge(hang, [exp("hang", "no progress")])[0].value == "known"
+
+
+def _report(checks, torch="2.1.2", cuda="12.1"):
+    env = {"torch": torch, "cuda": cuda, "python": "3.11.7", "os": "Linux-6.1-x86_64"}
+    return Report("0.1.0", "2026-11-21T00:00:00+00:00", {}, env,
+                  [{"rank": 0, "host": "h", "backend": "gloo"}], checks, 1.0)
+
+
+def test_apply_uses_the_environment_build_and_sets_the_entry():
+    m = matrix_load.load()
+    checks = [result("failed", "cannot pickle 'torch._C._distributed_c10d.ProcessGroup' "
+                     "object") for _ in range(1)]
+    checks[0].probe, checks[0].check = "serialization", "pickle_default_group"
+    report = verdicts.apply(_report(checks), m)
+    c = report.checks[0]
+    assert c.verdict == "known"
+    assert c.expectation["file"] == "expectations/serialization.toml"
+    assert c.expectation["checks"][0] == "serialization.pickle_default_group"
+    assert "keep it out of objects" in c.advice
+    assert report.matrix["target"] == {"torch": "2.1.2", "variant": "cu121",
+                                       "python": "3.11.7", "platform": "linux",
+                                       "backend": "gloo"}
+    assert any(f["name"] == "releases.toml" for f in report.matrix["files"])
+
+
+def test_no_torch_means_no_expectation_applies():
+    m = matrix_load.load()
+    report = verdicts.apply(_report([CheckResult("setup", "import_torch", "failed",
+                                                 detail="ModuleNotFoundError")], torch=None), m)
+    assert report.checks[0].verdict == "failure"
+    assert report.matrix["target"] is None
+
+
+@pytest.mark.parametrize("verdict, strict, code", [
+    ("ok", False, ExitCode.OK), ("new", False, ExitCode.OK), ("fixed", False, ExitCode.OK),
+    ("known", False, ExitCode.OK), ("known", True, ExitCode.FAILED),
+    ("unexpected", False, ExitCode.FAILED), ("failure", False, ExitCode.FAILED),
+])
+def test_exit_code_from_verdicts(verdict, strict, code):
+    c = CheckResult("p", "c", "passed" if verdict in ("ok", "new", "fixed") else "failed",
+                    verdict=verdict)
+    assert runner.exit_code(_report([c]), strict) == code
+
+
+def test_target_of_a_nightly_with_local_tag():
+    t = Target.from_environment({"torch": "2.6.0.dev20241001+cu124", "cuda": "12.4",
+                                 "python": "3.12.0", "os": "Linux-x"}, "nccl")
+    assert t.torch == Version("2.6.0.dev20241001+cu124") and t.variant == "cu124"
+    assert t.cuda == Version("12.4") and t.platform == "linux"
+
+
+# ---- one real run, judged and re-judged ----------------------------------------------
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("verdicts") / "report.json"
+    res = run_cli("run", "-q", "-p", "collectives", "-p", "serialization",
+                  "--json", str(out))
+    return res, out
+
+
+def test_run_judges_every_check(run):
+    res, path = run
+    assert res.code == 0, res.stderr  # known issues only: exit 0
+    report = load_report(str(path))
+    checks = checks_by_id(report)
+    pickled = checks["serialization.pickle_default_group"]
+    assert pickled["outcome"] == "failed" and pickled["verdict"] == "known"
+    assert pickled["expectation"]["file"] == "expectations/serialization.toml"
+    assert pickled["expectation"]["observed"][0]["evidence"].startswith("../evidence/")
+    assert checks["collectives.all_reduce"]["verdict"] == "ok"
+    assert all(c["verdict"] is None for c in report["checks"] if c["outcome"] == "skipped")
+    assert {f["name"] for f in report["matrix"]["files"]} >= {
+        "releases.toml", "cuda.toml", "expectations/serialization.toml"}
+    assert "known issue" in res.stdout and "source: pytorch/pytorch issues #73825" in res.stdout
+
+
+def test_strict_fails_on_known_issues(run):
+    _, path = run
+    res = run_cli("report", str(path), "--strict")
+    assert res.code == 1, res.stderr
+    res = run_cli("report", str(path))
+    assert res.code == 0, res.stderr
+
+
+def _matrix_dir(tmp_path, name, text):
+    d = tmp_path / "team"
+    f = d / name
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(textwrap.dedent(text))
+    return str(d)
+
+
+def test_a_different_failure_than_the_known_one_is_unexpected(run, tmp_path):
+    _, path = run
+    d = _matrix_dir(tmp_path, "expectations/serialization.toml", """\
+        [[expectation]]
+        check = "serialization.pickle_default_group"
+        torch = ">=1.13"
+        outcome = "failed"
+        message = "RuntimeError: some other problem"
+        advice = "x"
+        source = "test"
+    """)
+    res = run_cli("report", str(path), "--matrix", d, "--format", "json")
+    assert res.code == 1, res.stderr
+    report = validate_report(json.loads(res.stdout))
+    c = checks_by_id(report)["serialization.pickle_default_group"]
+    assert c["verdict"] == "unexpected"
+    assert c["expectation"]["message"] == "RuntimeError: some other problem"
+    assert any(f["path"].endswith("serialization.toml") and not f["builtin"]
+               for f in report["matrix"]["files"])
+
+
+def test_expected_failure_that_passes_is_fixed(run, tmp_path):
+    _, path = run
+    d = _matrix_dir(tmp_path, "expectations/baseline.toml", """\
+        [[expectation]]
+        check = "collectives.barrier"
+        torch = ">=1.13"
+        outcome = "failed"
+        advice = "x"
+        source = "test"
+    """)
+    res = run_cli("report", str(path), "--matrix", d)
+    assert res.code == 0, res.stderr
+    assert "fixed?" in res.stdout and "matrix may be stale" in res.stdout
+    # the other baseline checks lost their expectation with the overridden file
+    assert "ok (no data)" in res.stdout
+
+
+def test_bad_team_matrix_fails_before_anything_runs(tmp_path):
+    d = _matrix_dir(tmp_path, "x.toml", "[[expectation]]\ncheck = 'nope.nope'\n")
+    res = run_cli("run", "-q", "-p", "collectives", "--matrix", d)
+    assert res.code == 2
+    assert "unknown probe 'nope'" in res.stderr and "import_torch" not in res.stdout
