@@ -1,18 +1,48 @@
 """Turn environment hazards hidden in exception messages into advice a user can act on.
 
-Each entry is (substring of the message, advice). Only hazards of the *environment* go
-here; what a probe knows about its own check it says with ``c.advice``.
+Each entry is (substring of the message, advice); advice may be a function of nothing
+that looks at the environment to say more. Only hazards of the *environment* go here;
+what a probe knows about its own check it says with ``c.advice``.
 """
 
+import importlib.metadata
+import importlib.util
+
+
+def numpy_advice():
+    """"Numpy is not available" means numpy is missing, or this torch cannot use it."""
+    try:
+        version = importlib.metadata.version("numpy")
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    if version is None and importlib.util.find_spec("numpy") is None:
+        return ("numpy is not installed in this environment, and torch needs it for this "
+                "(all_gather_object, torch.distributed.checkpoint): pip install numpy")
+    if version is None or version.split(".")[0].isdigit() and int(version.split(".")[0]) >= 2:
+        # torch 2.1.2 with numpy 2.x prints "Failed to initialize NumPy: _ARRAY_API not
+        # found" at import, then raises "Numpy is not available" (observed).
+        return ("numpy %s is installed but this torch cannot use it: a torch built against "
+                "NumPy 1.x does not load NumPy 2 (torch printed 'Failed to initialize "
+                "NumPy' at import): pip install 'numpy<2', or a torch built for NumPy 2"
+                % (version or "(version unknown)"))
+    return ("numpy %s is installed but this torch cannot use it: run python -c 'import "
+            "numpy' in this interpreter to see why, and reinstall numpy" % version)
+
+
 _KNOWN = (
-    ("Numpy is not available",
-     "numpy is not installed in this environment, and torch needs it for this "
-     "(all_gather_object, torch.distributed.checkpoint): pip install numpy"),
+    ("Numpy is not available", numpy_advice),
+    ("_ARRAY_API not found", numpy_advice),
     ("No module named 'numpy'",
      "numpy is not installed in this environment: pip install numpy"),
     ("cannot pickle 'torch._C._distributed_c10d.ProcessGroup' object",
      "a process group cannot be pickled or deep-copied: keep communication objects "
      "out of modules you copy or save (build the copy fresh and load_state_dict)"),
+    # torch 1.13's torch.distributed._shard (sharded tensors, its checkpointing, FSDP's
+    # state dicts) uses dataclass defaults that Python 3.11 rejects (observed).
+    ("is not allowed: use default_factory",
+     "this torch predates Python 3.11's dataclass rules (torch 1.13 on Python 3.11): "
+     "its torch.distributed._shard modules do not import; use Python 3.10 with this "
+     "torch, or torch 2.0 or later"),
     ("Address already in use",
      "the rendezvous port is taken: pick another MASTER_PORT"),
     ("NCCL error",
@@ -24,5 +54,5 @@ def advice_for(exc):
     text = "%s: %s" % (type(exc).__name__, exc)
     for needle, advice in _KNOWN:
         if needle in text:
-            return advice
+            return advice() if callable(advice) else advice
     return None
