@@ -73,6 +73,13 @@ def read_identity():
             _int_env("LOCAL_WORLD_SIZE", world_size))
 
 
+def host_name():
+    """This rank's host name. ENVCHECK_HOST overrides it: containers on different nodes
+    that all call themselves the same, or two launcher agents playing two nodes on one
+    machine in tests; the launch probe tells ranks apart by (host, local rank)."""
+    return os.environ.get("ENVCHECK_HOST") or socket.gethostname()
+
+
 def start(plan, out_dir, identity):
     """Stack dumps on SIGUSR1, the record stream, ``import torch``: before any probe."""
     rank, local_rank, _, _ = identity
@@ -81,7 +88,7 @@ def start(plan, out_dir, identity):
     stacks = open(stacks_path(out_dir, rank), "w", encoding="utf-8")
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
     records = RecordWriter(records_path(out_dir, rank), rank)
-    host = socket.gethostname()
+    host = host_name()
     t0 = time.monotonic()
     import torch
     records.write("hello", pid=os.getpid(), host=host, python=sys.executable,
