@@ -34,27 +34,29 @@ def _abort_entry(abort, rank, info, timeout):
              "stderr_tail": info.get("stderr_tail"), "stack": info.get("stack"),
              "last_record": info.get("last_record")}
     where = info.get("check") or info.get("phase")
+    # Under torchrun/srun (envcheck.launcher_report) the launcher stops the other ranks.
+    who = info.get("stopped_by") or "envcheck"
     if kind == "hang":
         if rank == abort.root_rank:
             entry["seconds"] = abort.waited_s
             entry["detail"] = "no progress for %.1f s (timeout %g s) in %s" % (
                 abort.waited_s or 0, timeout, where)
         else:
-            entry["detail"] = "stopped by envcheck while in %s after rank %d hung" % (
-                where, abort.root_rank)
+            entry["detail"] = "stopped by %s while in %s after rank %d hung" % (
+                who, where, abort.root_rank)
     elif kind == "crash":
         if rank == abort.root_rank:
             how = ("killed by %s" % info["signal"]) if info.get("signal") else \
                 ("exited with code %s" % info.get("exit_code"))
             entry["detail"] = "rank %d %s in %s" % (rank, how, where)
         else:
-            entry["detail"] = "stopped by envcheck while in %s after rank %d crashed" % (
-                where, abort.root_rank)
+            entry["detail"] = "stopped by %s while in %s after rank %d crashed" % (
+                who, where, abort.root_rank)
     elif kind == "interrupted":
         entry["detail"] = "interrupted (%s) while in %s" % (abort_signal(abort), where)
     else:  # setup_failed: ranks still waiting for the one whose setup failed
-        entry["detail"] = "stopped by envcheck after rank %d failed to set up" % (
-            abort.root_rank)
+        entry["detail"] = "stopped by %s after rank %d failed to set up" % (
+            who, abort.root_rank)
     return entry
 
 

@@ -1,0 +1,218 @@
+"""Launcher mode: real torchrun agents and srun-style ranks run the probes themselves.
+
+Two torchrun agents on localhost play two nodes (ENVCHECK_HOST gives each its own host
+name, as two machines would have); c10d rendezvous, gloo on CPU.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import ROOT, checks_by_id, load_report, run_cli, validate_report
+from envcheck import catalog
+from envcheck.supervisor import free_port
+from envcheck.worker import launched
+
+TORCH_ONLY_VENV = "/work/venvs/t2.4.1/bin/python"
+
+STUCK = '''
+def probe_stuck(ctx):
+    """rank 1 sleeps; the others wait for it in a barrier"""
+    import time
+    import torch.distributed as dist
+    with ctx.check("wait"):
+        if ctx.rank == 1:
+            time.sleep(600)
+        dist.barrier()
+'''
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "TORCHELASTIC_")) and k not in (
+               "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+               "MASTER_PORT", "GROUP_RANK")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+    env.update(extra)
+    return env
+
+
+def torchrun(python, nnodes, node_rank, nproc, port, args, cwd, host):
+    cmd = [python, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
+           "--node-rank", str(node_rank), "--nproc-per-node", str(nproc),
+           "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:%d" % port,
+           "--rdzv-id", "envcheck-test", "-m", "envcheck.worker.launched", *args]
+    return subprocess.Popen(cmd, cwd=cwd, env=_env(ENVCHECK_HOST=host),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory):
+    d = tmp_path_factory.mktemp("torchrun")
+    out, report, junit = d / "out", d / "report.json", d / "report.xml"
+    args = ["--out", str(out), "--json", str(report), "--junit", str(junit),
+            "-p", "launch", "-p", "collectives", "-p", "nccl", "--timeout", "30"]
+    port = free_port()
+    agents = [torchrun(sys.executable, 2, i, 2, port, args, str(d), "node%s" % "AB"[i])
+              for i in (0, 1)]
+    results = [a.communicate(timeout=120) for a in agents]
+    return d, out, report, junit, [a.returncode for a in agents], results
+
+
+def test_torchrun_two_agents_write_one_report_with_four_ranks(two_nodes):
+    d, out, report_path, junit, codes, results = two_nodes
+    assert codes == [0, 0], results
+    report = load_report(str(report_path))
+    assert report["plan"]["nproc"] == 4 and report["plan"]["launcher"] == "torchrun"
+    assert [(r["rank"], r["host"], r["local_rank"]) for r in report["ranks"]] == [
+        (0, "nodeA", 0), (1, "nodeA", 1), (2, "nodeB", 0), (3, "nodeB", 1)]
+    checks = checks_by_id(report)
+    bad = {k: c["detail"] for k, c in checks.items()
+           if c["outcome"] not in ("passed", "skipped")}
+    assert not bad
+    for c in checks.values():
+        if c["probe"] != "setup":
+            assert sorted(c["ranks"], key=int) == ["0", "1", "2", "3"], c["id"]
+    assert checks["launch.rank_mapping"]["detail"] == "4 ranks on 2 host(s)"
+    assert checks["collectives.all_reduce"]["detail"] == "SUM and MAX over 4 ranks"
+    bw = checks["nccl.bandwidth"]["ranks"]["3"]["data"]
+    assert bw["ranks"] == 4 and bw["busbw_factor"] == 1.5
+    assert "4 on nodeA, nodeB, backend gloo" in results[0][0]  # rank 0 printed the table
+    cases = ET.parse(str(junit)).getroot().iter("testcase")
+    assert len(list(cases)) == len(report["checks"])
+    # Rank 0 gathered every rank's records into one file.
+    with open(out / launched.MERGED_RECORDS) as f:
+        ranks = {json.loads(line)["rank"] for line in f}
+    assert ranks == {0, 1, 2, 3}
+
+
+def test_report_from_per_rank_files_matches_the_gathered_one(two_nodes):
+    d, out, report_path, _, _, _ = two_nodes
+    again = d / "again.json"
+    res = run_cli("report", "--records", str(out), "--json", str(again), "--format", "json")
+    assert res.code == 0, res.stderr
+    a, b = load_report(str(report_path)), load_report(str(again))
+    assert [(c["id"], c["outcome"]) for c in a["checks"]] == \
+        [(c["id"], c["outcome"]) for c in b["checks"]]
+
+
+def test_slurm_env_as_srun_sets_it(tmp_path):
+    port = free_port()
+    procs = []
+    for rank in (0, 1):
+        env = _env(SLURM_PROCID=str(rank), SLURM_LOCALID="0", SLURM_NODEID=str(rank),
+                   SLURM_NTASKS="2", SLURM_NNODES="2", SLURM_STEP_TASKS_PER_NODE="1(x2)",
+                   SLURM_TASKS_PER_NODE="1(x2)", SLURM_JOB_ID="4242", SLURM_STEP_ID="0",
+                   SLURM_JOB_NODELIST="node[0-1]", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), ENVCHECK_HOST="node%d" % rank)
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "envcheck.worker.launched", "--out", str(tmp_path / "out"),
+             "--json", str(tmp_path / "r.json"), "-p", "launch", "--timeout", "30"],
+            env=env, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, stdin=subprocess.DEVNULL))
+    outs = [p.communicate(timeout=90) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    report = load_report(str(tmp_path / "r.json"))
+    assert report["plan"]["launcher"] == "slurm" and report["plan"]["run_id"] == "slurm:4242.0"
+    checks = checks_by_id(report)
+    assert checks["launch.slurm"]["outcome"] == "passed", checks["launch.slurm"]
+    assert checks["launch.env"]["ranks"]["1"]["detail"] == "rank 1/2, local rank 0/1"
+    assert checks["launch.rank_mapping"]["detail"] == "2 ranks on 2 host(s)"
+    assert [r["host"] for r in report["ranks"]] == ["node0", "node1"]
+
+
+def test_hang_in_one_rank_ends_the_job_and_names_the_rank(tmp_path):
+    probe = tmp_path / "stuck.py"
+    probe.write_text(STUCK)
+    out = tmp_path / "out"
+    timeout = 3.0
+    agent = torchrun(sys.executable, 1, 0, 2, free_port(),
+                     ["--out", str(out), "-p", "stuck", "--probe-path", str(probe),
+                      "--timeout", str(timeout)], str(tmp_path), "nodeA")
+    _, stderr = agent.communicate(timeout=120)
+    ended = time.time()
+    assert agent.returncode != 0
+    assert "envcheck: rank 1 on nodeA: no progress for 3.0 s in probe:stuck/wait" in stderr
+    assert "exitcode: 124" in stderr  # torchrun's own summary blames that rank too
+    with open(out / "records-rank1.jsonl") as f:
+        recs = [json.loads(line) for line in f]
+    started = next(r["time"] for r in recs if r["t"] == "probe_start")
+    assert ended - started < timeout + 5.0
+
+    report_path = tmp_path / "r.json"
+    res = run_cli("report", "--records", str(out), "--json", str(report_path))
+    assert res.code == 1, res.stderr
+    report = load_report(str(report_path))
+    wait = checks_by_id(report)["stuck.wait"]
+    assert wait["outcome"] == "hang" and wait["root_rank"] == 1
+    assert wait["detail"].startswith("rank 1 on nodeA: no progress for 3.0 s (timeout 3 s)")
+    assert 'stuck.py", line 8 in probe_stuck' in wait["ranks"]["1"]["stack"]
+    assert "rank 1 on nodeA: no progress" in res.stdout
+    abort = report["attempts"][0]["abort"]
+    assert (abort["kind"], abort["root_rank"], abort["phase"]) == ("hang", 1, "probe:stuck")
+
+
+@pytest.mark.skipif(not os.path.exists(TORCH_ONLY_VENV), reason="no torch-only venv here")
+def test_ranks_need_only_torch(tmp_path):
+    """A venv with torch and nothing of envcheck's: rank 0 leaves the report to us."""
+    agent = torchrun(TORCH_ONLY_VENV, 1, 0, 2, free_port(),
+                     ["--out", str(tmp_path / "out"), "-p", "launch", "--timeout", "60"],
+                     str(tmp_path), "nodeA")
+    _, stderr = agent.communicate(timeout=120)
+    assert agent.returncode == 0, stderr
+    assert "build the report where envcheck is installed: envcheck report --records" in stderr
+    res = run_cli("report", "--records", str(tmp_path / "out" / launched.MERGED_RECORDS),
+                  "--format", "json")
+    assert res.code == 0, res.stderr
+    report = validate_report(json.loads(res.stdout))
+    assert report["environment"]["torch"].startswith("2.4.1")
+
+
+def test_builtin_probes_match_the_catalog():
+    want = [(s.name, s.module, s.function) for s in catalog.builtin_probes()]
+    got = [(e["name"], e["module"], e["function"]) for e in launched.builtin_entries()]
+    assert got == want
+
+
+def test_slurm_tasks_per_node():
+    assert launched.expand_tasks_per_node("2(x3),1") == [2, 2, 2, 1]
+    assert launched.expand_tasks_per_node("8") == [8]
+    env = {"SLURM_PROCID": "5", "SLURM_LOCALID": "0", "SLURM_NODEID": "3",
+           "SLURM_NTASKS": "7", "SLURM_STEP_TASKS_PER_NODE": "2(x3),1",
+           "MASTER_ADDR": "h", "MASTER_PORT": "1"}
+    assert launched.export_identity(env) == "slurm"
+    assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]) == \
+        ("5", "0", "7", "1")
+    torchrun_env = dict(env, RANK="9", WORLD_SIZE="16", TORCHELASTIC_RUN_ID="x")
+    assert launched.export_identity(torchrun_env) == "torchrun"
+    assert torchrun_env["RANK"] == "9"  # torchrun inside srun: torchrun's ids win
+
+
+@pytest.mark.parametrize("env, message", [
+    ({}, "start this with torchrun or srun"),
+    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"},
+     "MASTER_ADDR and MASTER_PORT not set: under srun, export them"),
+    ({"RANK": "x", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"},
+     "RANK='x' is not a non-negative integer"),
+])
+def test_bad_launch_environment_is_one_line_and_exit_2(tmp_path, env, message):
+    proc = subprocess.run([sys.executable, "-m", "envcheck.worker.launched", "--out",
+                           str(tmp_path)], env=_env(**env), capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == ["envcheck: error: " + proc.stderr.strip()
+                                                [len("envcheck: error: "):]]
+    assert message in proc.stderr
+
+
+def test_report_needs_one_source(tmp_path):
+    res = run_cli("report")
+    assert res.code == 2 and "give either a saved report" in res.stderr
+    res = run_cli("report", "--records", str(tmp_path))
+    assert res.code == 2 and "holds no records-rank*.jsonl" in res.stderr
