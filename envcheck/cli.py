@@ -126,8 +126,16 @@ def run(
 
 @app.command()
 def report(
-    path: str = typer.Argument(..., metavar="FILE.json", help="A report saved with --json."),
+    path: Optional[str] = typer.Argument(None, metavar="FILE.json",
+                                         help="A report saved with --json."),
+    records: Optional[str] = typer.Option(
+        None, "--records", metavar="FILE|DIR",
+        help="Instead, build the report from ranks started by torchrun or srun "
+             "(python -m envcheck.worker.launched): rank 0's records.jsonl, or after a "
+             "hang the --out directory of per-rank records (see docs/multinode.md)."),
     fmt: str = typer.Option("table", "--format", help="table, json or markdown."),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
+                                            help="Also write the JSON report here (atomically)."),
     junit_path: Optional[str] = typer.Option(None, "--junit", metavar="PATH",
                                              help="Also write JUnit XML here (atomically)."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
@@ -139,11 +147,18 @@ def report(
     from . import runner
 
     _check_format(fmt)
-    if junit_path:
-        report_mod.check_writable(junit_path)
-    saved = report_mod.load(path)
+    if (path is None) == (records is None):
+        raise UsageError("give either a saved report (FILE.json) or --records FILE|DIR")
+    for out in (json_path, junit_path):
+        if out:
+            report_mod.check_writable(out)
+    if records:
+        from .launcher_report import build
+        saved = build(records)
+    else:
+        saved = report_mod.load(path)
     verdicts.apply(saved, matrix_load.load(tuple(matrix_dir)))
-    _emit(saved, fmt, None, junit_path, strict=strict)
+    _emit(saved, fmt, json_path, junit_path, strict=strict)
     raise typer.Exit(int(runner.exit_code(saved, strict)))
 
 
