@@ -35,11 +35,15 @@ class Dcp:
                 dcp = importlib.import_module("torch.distributed._shard.checkpoint")
                 prefix = "torch.distributed._shard.checkpoint"
             except Exception as old:
+                from .diagnose import advice_for
+
+                hint = advice_for(old)
                 raise DcpMissing(
                     "torch %s has no torch.distributed.checkpoint (%s: %s), and its "
                     "predecessor torch.distributed._shard.checkpoint does not import "
                     "(%s: %s)" % (self.version, type(exc).__name__, exc,
-                                  type(old).__name__, str(old)[:160]))
+                                  type(old).__name__, str(old)[:160])
+                    + ("; %s" % hint if hint else ""))
         self.dcp = dcp
         self.modern = hasattr(dcp, "save") and hasattr(dcp, "load")
         self.api = ("%s.save/%s.load" % (prefix, prefix) if self.modern else

@@ -63,12 +63,18 @@ def probe_checkpoint(ctx):
             dcp_skip = ("rank(s) %s cannot see rank 0's directory %s: DCP needs a directory "
                         "every rank can reach; set ENVCHECK_CHECKPOINT_DIR to a shared "
                         "filesystem" % (",".join(map(str, blind)), shared))
-        saved = _dcp_save_load(ctx, subject, dcp, dcp_skip, shared, files, torch)
-        later = dcp_skip or (None if saved else
-                             "DCP does not work here: see checkpoint.dcp_save_load")
-        _dcp_dedup(ctx, dcp, later, shared, files, torch)
-        _reshard_load(ctx, dcp, later, saved, mine, files, torch)
-        _async_save(ctx, dcp, later, shared, files, torch)
+        import torch.distributed as dist
+
+        # Checked before any DCP call: DCP fails on one rank and strands the others.
+        gate = (None, []) if dcp_skip else _object_collectives(ctx, dist)
+        saved = _dcp_save_load(ctx, subject, dcp, dcp_skip, gate, shared, files, torch)
+        broken = dcp_skip or ("DCP does not work here: see checkpoint.dcp_save_load"
+                              if gate[1] else None)
+        on_model = broken or subject.skip or (
+            None if saved else "DCP did not save and load: see checkpoint.dcp_save_load")
+        _dcp_dedup(ctx, dcp, broken, shared, files, torch)
+        _reshard_load(ctx, dcp, on_model, saved, mine, files, torch)
+        _async_save(ctx, subject, dcp, broken, on_model, shared, files, torch)
         _no_process_group(ctx, mine, files, torch)
 
 
@@ -187,7 +193,7 @@ def _save_load(ctx, subject, mine, files, torch):
         c.detail = ("%s: %d tensors bit-exact (model, optimizer, NaN/-0.0/inf/subnormal in "
                     "f32/bf16/f16, int64, uint8, bool), tied weights still shared, view "
                     "strides kept" % (subject.label, n))
-        c.data = {"tensors": n, "bytes": os.path.getsize(path)}
+        c.data = {"tensors": n, "bytes": os.path.getsize(path), "dir": mine}
 
 
 def _weights_only(ctx, subject, mine, torch):
@@ -207,12 +213,12 @@ def _weights_only(ctx, subject, mine, torch):
             loaded = torch.load(path, weights_only=True)
         except Exception as exc:
             refused = _refused_parts(torch, state, path)
+            what = " and ".join(refused) or "combined"
             c.fail("torch.load(weights_only=True) refuses the %s state dict%s: %s"
-                   % ("/".join(refused) or "whole", "" if len(refused) == 1 else "s",
-                      _unpickler_reason(exc)),
-                   advice="this torch's weights_only unpickler cannot read %s: load it with "
-                          "weights_only=False (trusted files only) or use a newer torch"
-                          % ("/".join(refused) or "this checkpoint"))
+                   % (what, "" if len(refused) == 1 else "s", _unpickler_reason(exc)),
+                   advice="this torch's weights_only unpickler cannot read the %s state "
+                          "dict: load it with weights_only=False (trusted files only) or "
+                          "use a newer torch" % what)
         differ = diff_state(state, loaded, torch)
         if differ:
             c.fail("%d entries differ after torch.load(weights_only=True): %s"
@@ -319,10 +325,12 @@ def _would_refuse(c, torch, path):
     except Exception as exc:
         names = _unsafe_names(torch, path, exc)
         c.data["unsafe_globals"] = names
-        return ("; with weights_only=True (the default from torch 2.6) this file would be "
-                "refused for %s: pass weights_only=False for trusted files or allowlist it "
-                "with torch.serialization.add_safe_globals"
-                % (", ".join(names) or _unpickler_reason(exc)))
+        if names:
+            return ("; with weights_only=True (the default from torch 2.6) it would be "
+                    "refused for %s: pass weights_only=False for trusted files or "
+                    "allowlist with torch.serialization.add_safe_globals" % ", ".join(names))
+        return ("; with weights_only=True (the default from torch 2.6) this torch refuses "
+                "it: %s" % _unpickler_reason(exc))
     return "; it also loads with weights_only=True"
 
 
@@ -432,19 +440,17 @@ def _sync_replicas(ctx, model, torch):
     return differed
 
 
-def _dcp_save_load(ctx, subject, dcp, skip, shared, files, torch):
-    """{"path", "full"} when DCP saved and loaded on every rank (later checks need it)."""
-    import torch.distributed as dist
-
+def _dcp_save_load(ctx, subject, dcp, skip, gate, shared, files, torch):
+    """What later checks need, when DCP saved and loaded on every rank; else None."""
     from ..ckpt_files import diff_state
     from ..diagnose import advice_for
     from ..gather import all_gather_ints
 
     result = None
     with ctx.check("dcp_save_load") as c:
-        if skip or subject.skip:
-            c.skip(skip or subject.skip)
-        error, failed = _object_collectives(ctx, dist)
+        error, failed = gate
+        if skip:
+            c.skip(skip)
         if failed:
             if error is None:
                 c.fail("DCP not run: dist.all_gather_object fails on rank(s) %s (see their "
@@ -457,6 +463,8 @@ def _dcp_save_load(ctx, subject, dcp, skip, shared, files, torch):
             c.fail("DCP not run: it exchanges its save/load plans with object collectives, "
                    "and dist.all_gather_object raised %s: %s"
                    % (type(error).__name__, first), advice=advice_for(error))
+        if subject.skip:
+            c.skip(subject.skip)
         differed = _sync_replicas(ctx, subject.model, torch) if subject.spec else False
         state, full, how = _dcp_state(ctx, subject, torch)
         path = os.path.join(shared, "dcp")
@@ -482,13 +490,15 @@ def _dcp_save_load(ctx, subject, dcp, skip, shared, files, torch):
                     % (subject.label, ctx.world_size, _count_tensors(state, torch),
                        ", %s" % how if "sharded" in state else "", dcp.api))
         c.data = {"api": dcp.api, "files": names, "sharded": how if "sharded" in state else None,
-                  "bytes": sum(os.path.getsize(os.path.join(path, n)) for n in names)}
+                  "bytes": sum(os.path.getsize(os.path.join(path, n)) for n in names),
+                  "dir": shared}
         if subject.spec:
             c.data["replicas_differed_before_sync"] = differed
             if differed:
                 c.detail += ("; your model's ranks started with different weights: they were "
                              "made identical from rank 0 first (see dcp_dedup for why)")
-        result = {"path": path, "full": full if "sharded" in state else None}
+        result = {"path": path, "full": full if "sharded" in state else None,
+                  "model": expected["model"], "label": subject.label}
     flags = all_gather_ints(ctx, [1 if result else 0])
     return result if all(f for (f,) in flags) else None
 
@@ -574,13 +584,12 @@ def _dcp_dedup(ctx, dcp, skip, shared, files, torch):
         by_rank = {}
         for k, w in winners.items():
             by_rank.setdefault(w, []).append(k)
-        kept = "; ".join("rank %d's for %s" % (r, ", ".join(ks)) for r, ks in sorted(by_rank.items()))
-        c.detail = ("hazard: %d ranks saved different values under the same names and DCP "
-                    "kept one copy of each, without an error: %s (the other ranks' values "
-                    "are gone%s). %s"
-                    % (ctx.world_size, kept,
-                       "; one checkpoint now mixes ranks" if len(by_rank) > 1 else "",
-                       _DEDUP_ADVICE[0].upper() + _DEDUP_ADVICE[1:]))
+        kept = " and ".join("rank %d's values for %s" % (r, ", ".join(ks))
+                            for r, ks in sorted(by_rank.items()))
+        c.detail = ("hazard: replicas that differ are saved without an error or warning; "
+                    "DCP kept %s, the other ranks' values are gone%s. Make replicas "
+                    "identical before saving"
+                    % (kept, " (one checkpoint mixes ranks)" if len(by_rank) > 1 else ""))
 
 
 def _reshard_load(ctx, dcp, skip, saved, mine, files, torch):
@@ -592,7 +601,7 @@ def _reshard_load(ctx, dcp, skip, saved, mine, files, torch):
         from ..dcp_api import DcpMissing
 
         path = saved["path"]
-        expected = {"tensors": _special_tensors(torch, ctx.device)}
+        expected = {"model": saved["model"], "tensors": _special_tensors(torch, ctx.device)}
         for r in range(ctx.world_size):
             expected["rank%d" % r] = _per_rank(torch, ctx.device, r)
         full = saved["full"]
@@ -607,8 +616,9 @@ def _reshard_load(ctx, dcp, skip, saved, mine, files, torch):
         if differ:
             c.fail("%d entries differ when one process loads the %d-rank checkpoint: %s"
                    % (len(differ), ctx.world_size, ", ".join(differ[:5])))
-        c.detail = ("the %d-rank checkpoint loaded by one process alone (%s), %d tensors "
-                    "bit-exact%s" % (ctx.world_size, how, _count_tensors(expected, torch),
+        c.detail = ("%s: the %d-rank checkpoint loaded by one process alone (%s), %d "
+                    "tensors bit-exact%s" % (saved["label"], ctx.world_size, how,
+                                             _count_tensors(expected, torch),
                                      ", the Shard(0) DTensor reassembled whole"
                                      if full is not None else ""))
         c.data = {"load": how, "world_size_saved": ctx.world_size, "world_size_loaded": 1}
@@ -637,7 +647,7 @@ def _cpu(obj):
     return obj
 
 
-def _async_save(ctx, dcp, skip, shared, files, torch):
+def _async_save(ctx, subject, dcp, skip, on_model, shared, files, torch):
     import time
 
     import torch.distributed as dist
@@ -653,9 +663,9 @@ def _async_save(ctx, dcp, skip, shared, files, torch):
         note = " (on a gloo group: async_save needs a CPU-capable process group)"
 
     with ctx.check("async_save") as c:
-        if skip:
-            c.skip(skip)
-        state = {"weights": (torch.arange(4096, dtype=torch.float32, device=ctx.device) / 3),
+        if skip or on_model:
+            c.skip(skip or on_model)
+        state = {"model": subject.model.state_dict(),
                  "tensors": _special_tensors(torch, ctx.device),
                  "rank%d" % ctx.rank: _per_rank(torch, ctx.device, ctx.rank)}
         expected = _clone(state, torch)
@@ -672,8 +682,9 @@ def _async_save(ctx, dcp, skip, shared, files, torch):
         if differ:
             c.fail("%d entries differ after async_save and load: %s"
                    % (len(differ), ", ".join(differ[:5])))
-        c.detail = ("dcp.async_save returned in %.3f s, its future completed in %.3f s; "
-                    "loaded back bit-exact on every rank%s" % (returned, done, note))
+        c.detail = ("%s: dcp.async_save returned in %.3f s, its future completed in %.3f "
+                    "s; %d tensors loaded back bit-exact on every rank%s"
+                    % (subject.label, returned, done, _count_tensors(state, torch), note))
         c.data = {"returned_s": round(returned, 6), "completed_s": round(done, 6)}
 
     with ctx.check("async_snapshot") as c:
