@@ -246,7 +246,7 @@ def test_without_numpy_dcp_says_numpy_is_missing(nonumpy_run):
     assert "Numpy is not available" in check["error"]["message"]
     assert check["detail"].startswith("numpy is not installed")
     assert "pip install numpy" in check["advice"]
-    assert check["ranks"]["0"]["data"]["numpy"] is None
+    assert check["ranks"]["0"]["data"] == {"numpy_importable": False, "numpy": None}
     for name in DCP_LATER:
         assert checks[name]["outcome"] == "skipped"
         assert "dcp_save_load" in checks[name]["detail"]

@@ -7,18 +7,39 @@ what a probe knows about its own check it says with ``c.advice``.
 
 import importlib.metadata
 import importlib.util
+import os
+import re
+
+
+def numpy_version():
+    """(importable, version) of the numpy this interpreter would import, without importing
+    it: the dist-info can belong to another numpy than the one first on sys.path."""
+    spec = importlib.util.find_spec("numpy")
+    if spec is None:
+        return False, None
+    if spec.origin:
+        try:
+            with open(os.path.join(os.path.dirname(spec.origin), "version.py"),
+                      encoding="utf-8") as f:
+                m = re.search(r"""^version(?:: str)? = ["']([^"']+)["']""", f.read(), re.M)
+            if m:
+                return True, m.group(1)
+        except OSError:
+            pass
+    try:
+        return True, importlib.metadata.version("numpy")
+    except importlib.metadata.PackageNotFoundError:
+        return True, None
 
 
 def numpy_advice():
     """"Numpy is not available" means numpy is missing, or this torch cannot use it."""
-    try:
-        version = importlib.metadata.version("numpy")
-    except importlib.metadata.PackageNotFoundError:
-        version = None
-    if version is None and importlib.util.find_spec("numpy") is None:
+    importable, version = numpy_version()
+    if not importable:
         return ("numpy is not installed in this environment, and torch needs it for this "
                 "(all_gather_object, torch.distributed.checkpoint): pip install numpy")
-    if version is None or version.split(".")[0].isdigit() and int(version.split(".")[0]) >= 2:
+    major = version.split(".")[0] if version else ""
+    if not major.isdigit() or int(major) >= 2:
         # torch 2.1.2 with numpy 2.x prints "Failed to initialize NumPy: _ARRAY_API not
         # found" at import, then raises "Numpy is not available" (observed).
         return ("numpy %s is installed but this torch cannot use it: a torch built against "

@@ -455,7 +455,10 @@ def _dcp_save_load(ctx, subject, dcp, skip, gate, shared, files, torch):
             if error is None:
                 c.fail("DCP not run: dist.all_gather_object fails on rank(s) %s (see their "
                        "detail)" % ",".join(map(str, failed)))
-            c.data = {"numpy": _numpy_version()}
+            from ..diagnose import numpy_version
+
+            importable, version = numpy_version()
+            c.data = {"numpy_importable": importable, "numpy": version}
             first = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
             if "Numpy is not available" in first:
                 c.detail = ("%s: DCP cannot exchange its save/load plans (all_gather_object "
@@ -504,21 +507,12 @@ def _dcp_save_load(ctx, subject, dcp, skip, gate, shared, files, torch):
 
 
 def _numpy_problem():
-    import importlib.util
+    from ..diagnose import numpy_version
 
-    version = _numpy_version()
-    if version is None and importlib.util.find_spec("numpy") is None:
+    importable, version = numpy_version()
+    if not importable:
         return "numpy is not installed"
     return "numpy %s is installed but this torch cannot use it" % (version or "")
-
-
-def _numpy_version():
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("numpy")
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def _clone(obj, torch):
