@@ -84,19 +84,20 @@ def trim(report):
         "nproc": (report.plan or {}).get("nproc"),
         "backend": report.ranks[0].get("backend") if report.ranks else None,
         "probes": (report.plan or {}).get("probes"),
+        "model": ((report.plan or {}).get("options") or {}).get("model", {}).get("spec"),
         "checks": checks,
     }
 
 
-def evidence_name(obs):
+def evidence_name(obs, label=None):
     version = versions.parse_version(obs["torch"])
     variant = versions.observed_variant(obs["torch"], obs.get("cuda"))
-    return "torch-%s-%s.json" % (version.public, variant)
+    return "torch-%s-%s%s.json" % (version.public, variant, "-" + label if label else "")
 
 
-def save(obs, directory=EVIDENCE_DIR):
+def save(obs, directory=EVIDENCE_DIR, label=None):
     """Merge into the evidence file: replace the checks of the probes that ran."""
-    path = os.path.join(directory, evidence_name(obs))
+    path = os.path.join(directory, evidence_name(obs, label))
     old = {}
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
@@ -107,7 +108,7 @@ def save(obs, directory=EVIDENCE_DIR):
     checks.update(obs["checks"])
     runs = [r for r in old.get("runs", []) if set(r.get("probes") or []) - ran]
     runs.append({"date": obs["date"], "envcheck": obs["envcheck"], "probes": obs["probes"],
-                 "nproc": obs["nproc"], "backend": obs["backend"]})
+                 "nproc": obs["nproc"], "backend": obs["backend"], "model": obs["model"]})
     merged = {k: obs[k] for k in ("torch", "cuda", "nccl", "arch_list", "python", "os")}
     merged["runs"] = runs
     merged["checks"] = dict(sorted(checks.items()))
@@ -155,11 +156,15 @@ def main(argv=None):
     ap.add_argument("--matrix", action="append", default=[], help="extra matrix directory")
     ap.add_argument("--save", action="store_true", help="merge the observation into evidence/")
     ap.add_argument("--evidence-dir", default=EVIDENCE_DIR)
+    ap.add_argument("--label", help="suffix of the evidence file, for runs that differ by "
+                                    "more than the torch build (e.g. opensora-model)")
     ap.add_argument("extra", nargs="*", help="more envcheck run arguments (after --)")
     args = ap.parse_args(argv)
     if not args.python and not args.from_json:
         ap.error("give an interpreter or --from-json")
     path = args.from_json or run_envcheck(args.python, args.probe, args.extra)
+    if not args.from_json:
+        print("full report: %s (diff it again with --from-json)" % path)
     report = report_mod.load(path)
     try:
         matrix = matrix_load.load(args.matrix)
@@ -187,7 +192,7 @@ def main(argv=None):
     look += sum(line.startswith("!") for line in facts)
     print("\n".join(facts))
     if args.save:
-        print("saved %s" % save(obs, args.evidence_dir))
+        print("saved %s" % save(obs, args.evidence_dir, args.label))
     print("%d line(s) need a look" % look if look else "observation and matrix agree")
     return 1 if look else 0
 

@@ -105,13 +105,14 @@ class Target:
     python: Optional[str] = None  # "3.11.7"
     platform: Optional[str] = None  # "linux"
     backend: Optional[str] = None  # "gloo" / "nccl": what the ranks ran on
+    model: Optional[bool] = None  # whether the run used the user's --model
 
     @property
     def cuda(self):
         return cuda_of(self.variant)
 
     @classmethod
-    def from_environment(cls, env, backend=None):
+    def from_environment(cls, env, backend=None, model=None):
         """The target of a report's environment; None when torch never imported."""
         torch = (env or {}).get("torch")
         if not torch:
@@ -121,7 +122,8 @@ class Target:
             variant = versions.observed_variant(torch, env.get("cuda"), env.get("hip"))
         except ValueError:
             return None
-        return cls(version, variant, env.get("python"), platform_of(env.get("os")), backend)
+        return cls(version, variant, env.get("python"), platform_of(env.get("os")), backend,
+                   model)
 
 
 def cuda_of(variant):
@@ -159,11 +161,22 @@ class Expectation:
     python: Optional[SpecifierSet] = None
     platform: Optional[Tuple[str, ...]] = None
     backend: Optional[Tuple[str, ...]] = None
+    model: Optional[bool] = None  # true: only with --model; false: only the built-in model
     note: str = ""
 
     @property
     def expects_pass(self):
         return self.outcome == ("passed",)
+
+    @property
+    def allows_pass(self):
+        """Passing is fine: the entry expects it, or it lists passed among failures (the
+        outcome depends on something the matrix cannot see, such as the user's model)."""
+        return "passed" in self.outcome
+
+    @property
+    def expects_failure(self):
+        return any(o in BAD_OUTCOMES for o in self.outcome)
 
     def matches_torch(self, version):
         return versions.torch_in(self.torch, version)
@@ -188,11 +201,15 @@ class Expectation:
     def matches_backend(self, backend):
         return self.backend is None or backend in self.backend
 
+    def matches_model(self, model):
+        return self.model is None or bool(model) == self.model
+
     def applies(self, target):
         return (self.matches_torch(target.torch) and self.matches_build(target.variant)
                 and self.matches_python(target.python)
                 and self.matches_platform(target.platform)
-                and self.matches_backend(target.backend))
+                and self.matches_backend(target.backend)
+                and self.matches_model(target.model))
 
     def matches_message(self, text):
         return self.message is None or bool(self.message.search(text or ""))
@@ -210,6 +227,8 @@ class Expectation:
             out["platform"] = list(self.platform)
         if self.backend is not None:
             out["backend"] = list(self.backend)
+        if self.model is not None:
+            out["model"] = self.model
         return out
 
     def to_dict(self):
@@ -254,7 +273,7 @@ class Matrix:
     def known_issues(self, target):
         """Expectations of a bad outcome that apply to this build, in file order."""
         return [e for e in self.expectations
-                if not e.expects_pass and e.applies(target)]
+                if not e.allows_pass and e.applies(target)]
 
     def describe(self):
         """What goes into ``report.matrix``: which files judged the report."""

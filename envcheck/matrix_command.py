@@ -84,6 +84,12 @@ def _toolkits(matrix, variant):
                                    "full-feature driver", "archs"])
 
 
+def _condition(key, value):
+    if key == "model":
+        return "with --model" if value else "built-in model"
+    return "%s %s" % (key, value if isinstance(value, str) else "/".join(value))
+
+
 def _expectations(matrix, version, variant, check):
     rows = []
     for e in matrix.expectations:
@@ -95,8 +101,7 @@ def _expectations(matrix, version, variant, check):
             continue
         cond = e.conditions()
         torch = cond.pop("torch")
-        extra = ", ".join("%s %s" % (k, v if isinstance(v, str) else "/".join(v))
-                          for k, v in cond.items())
+        extra = ", ".join(_condition(k, v) for k, v in cond.items())
         checks = [c for c in e.checks if not check or c == check or c.startswith(check + ".")]
         evidence = "%d run%s" % (len(e.observed), "" if len(e.observed) == 1 else "s") \
             if e.observed else ""

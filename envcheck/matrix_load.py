@@ -38,7 +38,7 @@ VARIANT_KEYS = {"cuda", "archs", "ptx", "nccl", "cudnn", "glibc", "unconfirmed",
 CUDA_KEYS = {"version", "min_driver", "compat_driver", "archs", "source", "unconfirmed",
              "note"}
 EXPECTATION_KEYS = {"check", "torch", "cuda", "variants", "python", "platform", "backend",
-                    "outcome",
+                    "model", "outcome",
                     "message", "advice", "source", "observed", "note"}
 OBSERVED_KEYS = {"torch", "envcheck", "date", "evidence"}
 
@@ -294,8 +294,6 @@ def _expectation(errors, where, e, directory, probes):
     if bad or not outcome:
         errors.add(where, "outcome %s: choose from %s" % (", ".join(bad) or "missing",
                                                           ", ".join(OUTCOMES)))
-    if "passed" in outcome and len(outcome) > 1:
-        errors.add(where, "outcome mixes passed with failures: write two entries")
     variants = platform = backend = None
     try:
         if "variants" in e:
@@ -315,6 +313,11 @@ def _expectation(errors, where, e, directory, probes):
                     errors.add(where, "backend %r: choose from %s" % (b, ", ".join(BACKENDS)))
     except ValueError as exc:
         errors.add(where, str(exc))
+    model = e.get("model")
+    if model is not None and not isinstance(model, bool):
+        errors.add(where, "model must be true (only runs with --model) or false (only the "
+                   "built-in model), got %r" % (model,))
+        model = None
     message = None
     if e.get("message") is not None:
         if outcome == ("passed",):
@@ -334,7 +337,7 @@ def _expectation(errors, where, e, directory, probes):
         return None
     return Expectation(checks, torch, outcome, where, message, e.get("advice"),
                        e.get("source"), observed, cuda, variants, python, platform,
-                       backend, e.get("note", ""))
+                       backend, model, e.get("note", ""))
 
 
 def _read(errors, f):
@@ -453,15 +456,17 @@ def _overlap(a, b, releases):
                if a.matches_python(p) and b.matches_python(p)]
     platforms = [p for p in PLATFORMS if a.matches_platform(p) and b.matches_platform(p)]
     backends = [x for x in BACKENDS if a.matches_backend(x) and b.matches_backend(x)]
-    if not (torch and builds and pythons and platforms and backends):
+    models = [m for m in (False, True) if a.matches_model(m) and b.matches_model(m)]
+    if not (torch and builds and pythons and platforms and backends and models):
         return None
     # Name a real build in the message when there is one: a variant of that release.
     for version in torch:
         release = next((r for r in releases if r.series == versions.series(version)), None)
         for v in release.variants if release else ():
             if v.name in builds:
-                return Target(version, v.name, pythons[0], platforms[0], backends[0])
-    return Target(torch[0], builds[0], pythons[0], platforms[0], backends[0])
+                return Target(version, v.name, pythons[0], platforms[0], backends[0],
+                          models[0])
+    return Target(torch[0], builds[0], pythons[0], platforms[0], backends[0], models[0])
 
 
 def contradictions(expectations, releases):

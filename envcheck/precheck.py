@@ -249,7 +249,7 @@ def _issues(matrix, build, node):
     # The backend envcheck would pick here: nccl when a CUDA build meets GPUs.
     backend = "nccl" if node.gpus and build.variant.startswith("cu") else "gloo"
     target = Target(Version(build.torch), build.variant, node.python.rstrip("t"),
-                    node.platform, backend)
+                    node.platform, backend, model=False)
     issues = matrix.known_issues(target)
     if not issues:
         return Criterion("known_issues", OK, "no known distributed-training issue of %s in "

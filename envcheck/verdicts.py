@@ -7,7 +7,10 @@
 |                |               | message pattern match;     |                |
 |                |               | otherwise unexpected       |                |
 
-A skipped check proved nothing either way, so it gets no verdict. An expected failure
+An entry may allow both (``outcome = ["passed", "failed"]``) where the outcome depends
+on something the matrix cannot see, such as the user's ``--model``: a pass is ok, a
+failure must still match. A skipped check proved nothing either way, so it gets no
+verdict. An expected failure
 must match the *same* bad outcome (a hang where a clean failure was expected is
 unexpected) and, when the entry has one, its message pattern — a different error than
 the one the matrix knows about is a real failure, as in pytest's ``raises=``.
@@ -33,7 +36,7 @@ def judge(check, applicable):
     if not applicable:
         return (Verdict.NEW if outcome == Outcome.PASSED else Verdict.FAILURE), None
     if outcome == Outcome.PASSED:
-        passing = next((e for e in applicable if e.expects_pass), None)
+        passing = next((e for e in applicable if e.allows_pass), None)
         if passing:
             return Verdict.OK, passing
         return Verdict.FIXED, applicable[0]
@@ -41,7 +44,7 @@ def judge(check, applicable):
     for e in applicable:
         if outcome.value in e.outcome and e.matches_message(text):
             return Verdict.KNOWN, e
-    failing = next((e for e in applicable if not e.expects_pass), applicable[0])
+    failing = next((e for e in applicable if e.expects_failure), applicable[0])
     return Verdict.UNEXPECTED, failing
 
 
@@ -54,7 +57,8 @@ def _fixed_advice(e):
 def apply(report, matrix):
     """Set every check's verdict and expectation, and ``report.matrix``; returns it."""
     backend = report.ranks[0].get("backend") if report.ranks else None
-    target = Target.from_environment(report.environment, backend)
+    model = bool(((report.plan or {}).get("options") or {}).get("model"))
+    target = Target.from_environment(report.environment, backend, model)
     for check in report.checks:
         applicable = matrix.applicable(check.id, target)
         verdict, entry = judge(check, applicable)
@@ -64,7 +68,7 @@ def apply(report, matrix):
             check.advice = entry.advice
         elif verdict == Verdict.FIXED:
             check.advice = _fixed_advice(entry)
-        elif verdict == Verdict.UNEXPECTED and not entry.expects_pass and not check.advice:
+        elif verdict == Verdict.UNEXPECTED and entry.expects_failure and not check.advice:
             check.advice = ("the matrix expects a different failure here (%s entry %d: %s); "
                             "this one is new" % (entry.where.file, entry.where.index,
                                                  entry.message.pattern if entry.message
@@ -72,5 +76,5 @@ def apply(report, matrix):
     report.matrix = matrix.describe()
     report.matrix["target"] = None if target is None else {
         "torch": str(target.torch), "variant": target.variant, "python": target.python,
-        "platform": target.platform, "backend": target.backend}
+        "platform": target.platform, "backend": target.backend, "model": target.model}
     return report

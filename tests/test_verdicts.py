@@ -53,6 +53,10 @@ TABLE = [
     ("crash", None, [], "failure"),
     ("skipped", None, [exp("failed")], None),
     ("skipped", None, [], None),
+    # either outcome is fine (it depends on the user's model), a failure must match
+    ("passed", None, [exp(["passed", "failed"], "pickle")], "ok"),
+    ("failed", PICKLE, [exp(["passed", "failed"], "pickle")], "known"),
+    ("failed", "other", [exp(["passed", "failed"], "pickle")], "unexpected"),
     # two entries apply: the one whose pattern matches wins
     ("failed", PICKLE, [exp("failed", "other"), exp("failed", "pickle")], "known"),
 ]
@@ -92,7 +96,7 @@ def test_apply_uses_the_environment_build_and_sets_the_entry():
     assert "keep it out of objects" in c.advice
     assert report.matrix["target"] == {"torch": "2.1.2", "variant": "cu121",
                                        "python": "3.11.7", "platform": "linux",
-                                       "backend": "gloo"}
+                                       "backend": "gloo", "model": False}
     assert any(f["name"] == "releases.toml" for f in report.matrix["files"])
 
 
