@@ -183,11 +183,12 @@ def _with_hosts(check, hosts):
     """Name the host next to the rank, so a multi-node table says where."""
     if check.root_rank is None:
         return
-    m = re.match(r"rank ([\d,]+): (.*)$", check.detail or "", re.S)
+    detail = check.detail or ""
+    m = re.match(r"rank ([\d,]+)\b", detail)  # merge's "rank 1,3: ..." or "rank 1 could not"
     ranks = [int(r) for r in m.group(1).split(",")] if m else [check.root_rank]
-    rest = m.group(2) if m else check.detail
+    rest = detail[m.end():] if m else ": " + detail
     where = ", ".join("%d on %s" % (r, hosts.get(r) or "?") for r in ranks)
-    check.detail = "rank %s: %s" % (where, rest)
+    check.detail = "rank %s%s" % (where, rest)
 
 
 def _crash_detail(check, abort):

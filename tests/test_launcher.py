@@ -31,6 +31,17 @@ def probe_stuck(ctx):
         dist.barrier()
 '''
 
+DIE = '''
+def probe_die(ctx):
+    """rank 1 exits in the middle of a check; rank 0 waits in a barrier"""
+    import os
+    import torch.distributed as dist
+    with ctx.check("exit"):
+        if ctx.rank == 1:
+            os._exit(9)
+        dist.barrier()
+'''
+
 
 def _env(**extra):
     env = {k: v for k, v in os.environ.items()
@@ -156,6 +167,22 @@ def test_hang_in_one_rank_ends_the_job_and_names_the_rank(tmp_path):
     assert "rank 1 on nodeA: no progress" in res.stdout
     abort = report["attempts"][0]["abort"]
     assert (abort["kind"], abort["root_rank"], abort["phase"]) == ("hang", 1, "probe:stuck")
+
+
+def test_a_rank_that_dies_is_the_crash_not_the_ranks_torn_down(tmp_path):
+    probe = tmp_path / "die.py"
+    probe.write_text(DIE)
+    out = tmp_path / "out"
+    agent = torchrun(sys.executable, 1, 0, 2, free_port(),
+                     ["--out", str(out), "-p", "die", "--probe-path", str(probe),
+                      "--timeout", "20"], str(tmp_path), "nodeA")
+    agent.communicate(timeout=120)
+    assert agent.returncode != 0
+    res = run_cli("report", "--records", str(out), "--format", "json")
+    assert res.code == 1, res.stderr
+    die = checks_by_id(validate_report(json.loads(res.stdout)))["die.exit"]
+    assert die["outcome"] == "crash" and die["root_rank"] == 1
+    assert die["detail"].startswith("rank 1 on nodeA: stopped without a hang record")
 
 
 @pytest.mark.skipif(not os.path.exists(TORCH_ONLY_VENV), reason="no torch-only venv here")
