@@ -38,7 +38,8 @@ def main(version: bool = typer.Option(False, "--version", callback=_version,
 
 FORMATS = ("table", "json", "markdown")
 MATRIX_HELP = ("Also read the matrix files in DIR (repeatable); a file named like a "
-               "built-in one replaces it. See docs/matrix.md.")
+               "built-in one replaces it. On report: judge the saved report again. See "
+               "docs/matrix.md.")
 STRICT_HELP = "Known issues fail too (exit 1), not only unexpected results."
 
 
@@ -141,7 +142,7 @@ def report(
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ):
-    """Render a saved JSON report again, judged by the current matrix; runs nothing."""
+    """Render a saved JSON report again (re-judged with --matrix DIR); runs nothing."""
     from . import matrix_load, verdicts
     from . import report as report_mod
     from . import runner
@@ -157,7 +158,10 @@ def report(
         saved = build(records)
     else:
         saved = report_mod.load(path)
-    verdicts.apply(saved, matrix_load.load(tuple(matrix_dir)))
+    # A saved report keeps the verdicts it was rendered with, unless --matrix asks for
+    # a new judgement (or it was never judged: records, reports from before the matrix).
+    if matrix_dir or saved.matrix is None:
+        verdicts.apply(saved, matrix_load.load(tuple(matrix_dir)))
     _emit(saved, fmt, json_path, junit_path, strict=strict)
     raise typer.Exit(int(runner.exit_code(saved, strict)))
 

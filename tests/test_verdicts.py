@@ -211,3 +211,27 @@ def test_bad_team_matrix_fails_before_anything_runs(tmp_path):
     res = run_cli("run", "-q", "-p", "collectives", "--matrix", d)
     assert res.code == 2
     assert "unknown probe 'nope'" in res.stderr and "import_torch" not in res.stdout
+
+
+def test_report_keeps_saved_verdicts_and_judges_unjudged_ones(run, tmp_path):
+    _, path = run
+    data = json.loads(open(str(path)).read())
+    for c in data["checks"]:
+        if c["id"] == "serialization.pickle_default_group":
+            c["verdict"] = "failure"  # as if judged by another matrix
+    kept = tmp_path / "kept.json"
+    kept.write_text(json.dumps(data))
+    res = run_cli("report", str(kept), "--format", "json")
+    assert res.code == 1
+    assert checks_by_id(json.loads(res.stdout))[
+        "serialization.pickle_default_group"]["verdict"] == "failure"
+    data["matrix"] = None
+    for c in data["checks"]:
+        c["verdict"] = c["expectation"] = None
+    never = tmp_path / "never.json"
+    never.write_text(json.dumps(data))
+    res = run_cli("report", str(never), "--format", "json")
+    assert res.code == 0, res.stderr
+    judged = json.loads(res.stdout)
+    assert checks_by_id(judged)["serialization.pickle_default_group"]["verdict"] == "known"
+    assert judged["matrix"]["files"]
