@@ -43,6 +43,7 @@ _SNAPSHOT_ADVICE = (
 def probe_checkpoint(ctx):
     """torch.save/load incl. the weights_only default; DCP across ranks, replica dedup, other world size, async_save; no process group saved"""
     import torch
+    import torch.distributed as dist
 
     from ..ckpt_files import own_prefix, shared_dir
     from ..dcp_api import Dcp, DcpMissing
@@ -63,8 +64,6 @@ def probe_checkpoint(ctx):
             dcp_skip = ("rank(s) %s cannot see rank 0's directory %s: DCP needs a directory "
                         "every rank can reach; set ENVCHECK_CHECKPOINT_DIR to a shared "
                         "filesystem" % (",".join(map(str, blind)), shared))
-        import torch.distributed as dist
-
         # Checked before any DCP call: DCP fails on one rank and strands the others.
         gate = (None, []) if dcp_skip else _object_collectives(ctx, dist)
         saved = _dcp_save_load(ctx, subject, dcp, dcp_skip, gate, shared, files, torch)
@@ -90,6 +89,7 @@ class _Subject:
         self.spec = model_spec(ctx)
         self.skip = None
         self.model = None
+        self._state = None
         if not self.spec:
             self.label = "toy model"
             self.model = toy.build_toy(0, ctx.device)
@@ -111,6 +111,8 @@ class _Subject:
 
     def train_state(self):
         """{"model", "optimizer"} after one deterministic Adam step, as a resume holds."""
+        if self._state is not None:
+            return self._state
         torch = self.torch
         params = [p for p in self.model.parameters() if p.requires_grad]
         state = {"model": self.model.state_dict()}
@@ -121,6 +123,7 @@ class _Subject:
             opt.step()
             opt.zero_grad()
             state["optimizer"] = opt.state_dict()
+        self._state = state
         return state
 
 
@@ -172,7 +175,7 @@ def _save_load(ctx, subject, mine, files, torch):
         from ..ckpt_files import diff_state
 
         c.advice = "torch.save/torch.load does not give back what was saved: do not resume from it"
-        state = subject.train_state()
+        state = dict(subject.train_state())
         special = _special_tensors(torch, ctx.device)
         base = torch.arange(12, dtype=torch.float32, device=ctx.device).reshape(3, 4)
         state["tensors"] = dict(special, transposed=base.t(), tied_a=base, tied_b=base)
@@ -205,7 +208,7 @@ def _weights_only(ctx, subject, mine, torch):
                    "torch 1.13)" % torch.__version__)
         from ..ckpt_files import diff_state
 
-        state = subject.train_state()
+        state = dict(subject.train_state())
         state["tensors"] = _special_tensors(torch, ctx.device)
         path = os.path.join(mine, "weights.pt")
         torch.save(state, path)
@@ -426,14 +429,16 @@ def _dcp_state(ctx, subject, torch):
 
 def _sync_replicas(ctx, model, torch):
     """Broadcast rank 0's weights (as DDP does); True where the ranks' weights differed."""
+    import hashlib
+
     import torch.distributed as dist
 
     from ..gather import all_gather_strings
 
     tensors = [t for t in model.state_dict().values()
                if isinstance(t, torch.Tensor) and t.dtype != torch.bool]
-    digest = "%r" % [float(t.detach().double().sum()) for t in tensors]
-    differed = len(set(all_gather_strings(ctx, str(hash(digest))))) > 1
+    sums = repr([float(t.detach().double().sum()) for t in tensors]).encode("utf-8")
+    differed = len(set(all_gather_strings(ctx, hashlib.sha1(sums).hexdigest()))) > 1
     with torch.no_grad():
         for t in tensors:
             dist.broadcast(t, 0)
