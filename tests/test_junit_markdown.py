@@ -143,7 +143,7 @@ def test_run_prints_markdown(ran):
     rows = [line for line in md.splitlines() if line.startswith("| ") and "probe" not in line
             and line.count("|") > 4]
     assert len(rows) == len(report["checks"])
-    ok = next(r for r in rows if "| ok |" in r)
+    ok = next(r for r in rows if "| ci | ok |" in r)
     # Escaped pipes do not split the cell; tags do not render.
     assert "fine \\| with a pipe and &lt;b&gt;html&lt;/b&gt;" in ok
     assert ok.replace("\\|", "").count("|") == rows[0].replace("\\|", "").count("|")
