@@ -13,6 +13,7 @@ import re
 import shutil
 import socket
 import tempfile
+import warnings
 import zipfile
 
 PREFIX = "envcheck-ckpt-"
@@ -177,3 +178,10 @@ _GROUP_WORDS = ("ProcessGroup", "_distributed_c10d", "DeviceMesh", "c10d.Store",
 def group_globals(names):
     """The globals among ``names`` that are communication objects."""
     return [n for n in names if any(w in n for w in _GROUP_WORDS)]
+
+
+def quiet_load(torch, path, **kwargs):
+    # torch 2.4/2.5 warn on every default load; that warning is default_load's subject.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.load(path, **kwargs)

@@ -24,6 +24,9 @@ import os
 import re
 import warnings
 
+from ..ckpt_files import quiet_load
+from ..ckpt_state import count_tensors, special_tensors
+
 _RESUME_ADVICE = (
     "checkpoints that pickle Python objects (here %(names)s) no longer load with "
     "torch.load(path). For files you trust: torch.load(path, weights_only=False). To keep "
@@ -31,13 +34,6 @@ _RESUME_ADVICE = (
     "[%(objs)s]) once, or `with torch.serialization.safe_globals([%(objs)s]): "
     "torch.load(path)`%(verified)s. For new checkpoints, save plain types (vars(args)) "
     "instead of objects")
-_DEDUP_ADVICE = ("make replicated state identical on every rank before a DCP save "
-                 "(DDP keeps parameters so; broadcast from rank 0 what it does not cover)")
-_SNAPSHOT_ADVICE = (
-    "do not modify the state until async_save's future has completed (fut.result() "
-    "before the next optimizer step), or hand async_save a copy "
-    "({k: v.clone() for k, v in state.items()}): this torch stages %s tensors without "
-    "copying them")
 
 
 def probe_checkpoint(ctx):
@@ -45,6 +41,7 @@ def probe_checkpoint(ctx):
     import torch
     import torch.distributed as dist
 
+    from .. import dcp_checks
     from ..ckpt_files import own_prefix, shared_dir
     from ..dcp_api import Dcp, DcpMissing
 
@@ -65,15 +62,28 @@ def probe_checkpoint(ctx):
                         "every rank can reach; set ENVCHECK_CHECKPOINT_DIR to a shared "
                         "filesystem" % (",".join(map(str, blind)), shared))
         # Checked before any DCP call: DCP fails on one rank and strands the others.
-        gate = (None, []) if dcp_skip else _object_collectives(ctx, dist)
-        saved = _dcp_save_load(ctx, subject, dcp, dcp_skip, gate, shared, files, torch)
-        broken = dcp_skip or ("DCP does not work here: see checkpoint.dcp_save_load"
-                              if gate[1] else None)
+        gate = (None, []) if dcp_skip else dcp_checks.object_collectives(ctx, dist)
+        saved = None
+        with ctx.check("dcp_save_load") as c:
+            saved = dcp_checks.save_load(ctx, c, subject, dcp, dcp_skip, gate, shared, files,
+                                         torch)
+        saved = dcp_checks.agreed(ctx, saved)
+        # The full reason is on dcp_save_load; the checks after it point there.
+        broken = ("torch.distributed.checkpoint is not usable here: see "
+                  "checkpoint.dcp_save_load" if dcp_skip else
+                  "DCP does not work here: see checkpoint.dcp_save_load" if gate[1] else None)
         on_model = broken or subject.skip or (
             None if saved else "DCP did not save and load: see checkpoint.dcp_save_load")
-        _dcp_dedup(ctx, dcp, broken, shared, files, torch)
-        _reshard_load(ctx, dcp, on_model, saved, mine, files, torch)
-        _async_save(ctx, subject, dcp, broken, on_model, shared, files, torch)
+        with ctx.check("dcp_dedup") as c:
+            dcp_checks.dedup(ctx, c, dcp, broken, shared, files, torch)
+        with ctx.check("reshard_load") as c:
+            dcp_checks.reshard_load(ctx, c, dcp, on_model, saved, mine, files, torch)
+        skip, group, note = dcp_checks.async_setup(ctx, dcp, broken, torch)
+        with ctx.check("async_save") as c:
+            dcp_checks.async_save(ctx, c, subject, dcp, skip or on_model, group, note, shared,
+                                  files, torch)
+        with ctx.check("async_snapshot") as c:
+            dcp_checks.async_snapshot(ctx, c, dcp, skip, group, shared, files, torch)
         _no_process_group(ctx, mine, files, torch)
 
 
@@ -127,38 +137,6 @@ class _Subject:
         return state
 
 
-def _special_tensors(torch, device):
-    """Values a bit-exact copy must keep: NaN, -0.0, inf, subnormals, every common dtype."""
-    f32 = torch.tensor([float("nan"), -0.0, float("inf"), -float("inf"), 1e-45, 3.4e38,
-                        1.0 / 3.0], dtype=torch.float32)
-    return {
-        "f32": f32.to(device),
-        "bf16": f32.to(torch.bfloat16).to(device),
-        "f16": torch.tensor([65504.0, -0.0, 6e-8, float("nan")], dtype=torch.float16).to(device),
-        "f64": (torch.arange(6, dtype=torch.float64) / 7).to(device),
-        "i64": torch.tensor([-2 ** 63, 2 ** 63 - 1, 0], dtype=torch.int64).to(device),
-        "u8": torch.arange(256, dtype=torch.uint8).to(device),
-        "bool": torch.tensor([True, False, True]).to(device),
-    }
-
-
-def _count_tensors(obj, torch):
-    if isinstance(obj, torch.Tensor):
-        return 1
-    if isinstance(obj, dict):
-        return sum(_count_tensors(v, torch) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(_count_tensors(v, torch) for v in obj)
-    return 0
-
-
-def _quiet_load(torch, path, **kwargs):
-    # torch 2.4/2.5 warn on every default load; that warning is default_load's subject.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return torch.load(path, **kwargs)
-
-
 def _has_weights_only(torch):
     import inspect
 
@@ -176,13 +154,13 @@ def _save_load(ctx, subject, mine, files, torch):
 
         c.advice = "torch.save/torch.load does not give back what was saved: do not resume from it"
         state = dict(subject.train_state())
-        special = _special_tensors(torch, ctx.device)
+        special = special_tensors(torch, ctx.device)
         base = torch.arange(12, dtype=torch.float32, device=ctx.device).reshape(3, 4)
         state["tensors"] = dict(special, transposed=base.t(), tied_a=base, tied_b=base)
         path = os.path.join(mine, "state.pt")
         torch.save(state, path)
         files.append(("state.pt", path))
-        loaded = _quiet_load(torch, path)
+        loaded = quiet_load(torch, path)
         differ = diff_state(state, loaded, torch)
         if differ:
             c.fail("%d entries differ after torch.load: %s" % (len(differ), ", ".join(differ[:5])))
@@ -192,7 +170,7 @@ def _save_load(ctx, subject, mine, files, torch):
         if t["transposed"].stride() != base.t().stride():
             c.fail("a transposed view came back with strides %s, expected %s"
                    % (t["transposed"].stride(), base.t().stride()))
-        n = _count_tensors(state, torch)
+        n = count_tensors(state, torch)
         c.detail = ("%s: %d tensors bit-exact (model, optimizer, NaN/-0.0/inf/subnormal in "
                     "f32/bf16/f16, int64, uint8, bool), tied weights still shared, view "
                     "strides kept" % (subject.label, n))
@@ -209,7 +187,7 @@ def _weights_only(ctx, subject, mine, torch):
         from ..ckpt_files import diff_state
 
         state = dict(subject.train_state())
-        state["tensors"] = _special_tensors(torch, ctx.device)
+        state["tensors"] = special_tensors(torch, ctx.device)
         path = os.path.join(mine, "weights.pt")
         torch.save(state, path)
         try:
@@ -324,7 +302,7 @@ def _would_refuse(c, torch, path):
     if not _has_weights_only(torch):
         return "; torch.load has no weights_only yet"
     try:
-        _quiet_load(torch, path, weights_only=True)
+        quiet_load(torch, path, weights_only=True)
     except Exception as exc:
         names = _unsafe_names(torch, path, exc)
         c.data["unsafe_globals"] = names
@@ -383,334 +361,6 @@ def _try_fixes(torch, path, ckpt, objs):
     return fixes
 
 
-def _object_collectives(ctx, dist):
-    """(this rank's exception or None, ranks that failed): all_gather_object fails on
-    every rank alike (after its collectives), unlike DCP's gather/scatter of plans."""
-    from ..gather import all_gather_ints
-
-    out = [None] * ctx.world_size
-    try:
-        dist.all_gather_object(out, {"rank": ctx.rank})
-        error = None
-    except Exception as exc:
-        error = exc
-    flags = all_gather_ints(ctx, [0 if error else 1])
-    return error, [r for r, (ok,) in enumerate(flags) if not ok]
-
-
-def _sharded(ctx, torch):
-    """(full tensor, its Shard(0) DTensor, how) or (None, None, why not)."""
-    from ..dcp_api import DcpMissing, sharding_api
-
-    try:
-        distribute_tensor, Shard, init_device_mesh, where = sharding_api(torch)
-    except DcpMissing as exc:
-        return None, None, str(exc)
-    mesh = init_device_mesh(ctx.device.type, (ctx.world_size,))
-    full = (torch.arange(ctx.world_size * 6 * 4, dtype=torch.float32,
-                         device=ctx.device).reshape(-1, 4) / 7)
-    return full, distribute_tensor(full, mesh, [Shard(0)]), "%s DTensor Shard(0)" % where
-
-
-def _per_rank(torch, device, rank):
-    return torch.full((5,), 10.0 * (rank + 1) + 0.5, device=device)
-
-
-def _dcp_state(ctx, subject, torch):
-    """Replicated model state (identical on every rank), a per-rank entry, a DTensor."""
-    state = {"model": subject.model.state_dict(),
-             "tensors": _special_tensors(torch, ctx.device),
-             "rank%d" % ctx.rank: _per_rank(torch, ctx.device, ctx.rank)}
-    full, dt, how = _sharded(ctx, torch)
-    if dt is not None:
-        state["sharded"] = dt
-    return state, full, how
-
-
-def _sync_replicas(ctx, model, torch):
-    """Broadcast rank 0's weights (as DDP does); True where the ranks' weights differed."""
-    import hashlib
-
-    import torch.distributed as dist
-
-    from ..gather import all_gather_strings
-
-    tensors = [t for t in model.state_dict().values()
-               if isinstance(t, torch.Tensor) and t.dtype != torch.bool]
-    sums = repr([float(t.detach().double().sum()) for t in tensors]).encode("utf-8")
-    differed = len(set(all_gather_strings(ctx, hashlib.sha1(sums).hexdigest()))) > 1
-    with torch.no_grad():
-        for t in tensors:
-            dist.broadcast(t, 0)
-    return differed
-
-
-def _dcp_save_load(ctx, subject, dcp, skip, gate, shared, files, torch):
-    """What later checks need, when DCP saved and loaded on every rank; else None."""
-    from ..ckpt_files import diff_state
-    from ..diagnose import advice_for
-    from ..gather import all_gather_ints
-
-    result = None
-    with ctx.check("dcp_save_load") as c:
-        error, failed = gate
-        if skip:
-            c.skip(skip)
-        if failed:
-            if error is None:
-                c.fail("DCP not run: dist.all_gather_object fails on rank(s) %s (see their "
-                       "detail)" % ",".join(map(str, failed)))
-            from ..diagnose import numpy_version
-
-            importable, version = numpy_version()
-            c.data = {"numpy_importable": importable, "numpy": version}
-            first = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
-            if "Numpy is not available" in first:
-                c.detail = ("%s: DCP cannot exchange its save/load plans (all_gather_object "
-                            "raised RuntimeError: Numpy is not available)" % _numpy_problem())
-            c.fail("DCP not run: it exchanges its save/load plans with object collectives, "
-                   "and dist.all_gather_object raised %s: %s"
-                   % (type(error).__name__, first), advice=advice_for(error))
-        if subject.skip:
-            c.skip(subject.skip)
-        differed = _sync_replicas(ctx, subject.model, torch) if subject.spec else False
-        state, full, how = _dcp_state(ctx, subject, torch)
-        path = os.path.join(shared, "dcp")
-        dcp.save(state, path)
-        expected = _clone(state, torch)
-        fresh = subject.fresh()
-        with torch.no_grad():
-            for t in fresh.state_dict().values():
-                if isinstance(t, torch.Tensor):
-                    t.zero_()
-        target = {k: (fresh.state_dict() if k == "model" else _zeros(v, torch))
-                  for k, v in state.items()}
-        dcp.load(target, path)
-        got = dict(target, model=fresh.state_dict())
-        differ = diff_state(_local(expected), _local(got), torch)
-        if differ:
-            c.fail("%d entries differ after the DCP round trip on rank %d: %s"
-                   % (len(differ), ctx.rank, ", ".join(differ[:5])))
-        files.append(("dcp/.metadata", os.path.join(path, ".metadata")))
-        names = sorted(os.listdir(path))
-        c.detail = ("%s: saved by %d ranks, loaded into a fresh model, %d tensors bit-exact "
-                    "on every rank (replicated, per-rank%s) with %s"
-                    % (subject.label, ctx.world_size, _count_tensors(state, torch),
-                       ", %s" % how if "sharded" in state else "", dcp.api))
-        c.data = {"api": dcp.api, "files": names, "sharded": how if "sharded" in state else None,
-                  "bytes": sum(os.path.getsize(os.path.join(path, n)) for n in names),
-                  "dir": shared}
-        if subject.spec:
-            c.data["replicas_differed_before_sync"] = differed
-            if differed:
-                c.detail += ("; your model's ranks started with different weights: they were "
-                             "made identical from rank 0 first (see dcp_dedup for why)")
-        result = {"path": path, "full": full if "sharded" in state else None,
-                  "model": expected["model"], "label": subject.label}
-    flags = all_gather_ints(ctx, [1 if result else 0])
-    return result if all(f for (f,) in flags) else None
-
-
-def _numpy_problem():
-    from ..diagnose import numpy_version
-
-    importable, version = numpy_version()
-    if not importable:
-        return "numpy is not installed"
-    return "numpy %s is installed but this torch cannot use it" % (version or "")
-
-
-def _clone(obj, torch):
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().clone()
-    if isinstance(obj, dict):
-        return {k: _clone(v, torch) for k, v in obj.items()}
-    return obj
-
-
-def _zeros(obj, torch):
-    if isinstance(obj, torch.Tensor):
-        return torch.zeros_like(obj)
-    if isinstance(obj, dict):
-        return {k: _zeros(v, torch) for k, v in obj.items()}
-    return obj
-
-
-def _local(obj):
-    """DTensors compared by this rank's shard."""
-    if hasattr(obj, "to_local"):
-        return obj.to_local()
-    if isinstance(obj, dict):
-        return {k: _local(v) for k, v in obj.items()}
-    return obj
-
-
-def _dcp_dedup(ctx, dcp, skip, shared, files, torch):
-    with ctx.check("dcp_dedup") as c:
-        if skip:
-            c.skip(skip)
-        from ..gather import all_gather_ints
-
-        c.advice = _DEDUP_ADVICE
-        sizes = {"layer0.weight": 4096, "layer0.bias": 64, "layer1.weight": 1024,
-                 "layer1.bias": 16}
-        # The same names on every rank, different values: replicas that drifted apart.
-        state = {k: torch.full((n,), float(ctx.rank + 1), device=ctx.device)
-                 for k, n in sizes.items()}
-        path = os.path.join(shared, "dedup")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            dcp.save(state, path)
-        files.append(("dedup/.metadata", os.path.join(path, ".metadata")))
-        loaded = {k: torch.zeros_like(v) for k, v in state.items()}
-        dcp.load(loaded, path)
-        winners = {}
-        for k, t in loaded.items():
-            values = sorted(set(t.cpu().tolist()))
-            ok = len(values) == 1 and values[0] in [float(r + 1) for r in range(ctx.world_size)]
-            winners[k] = int(values[0]) - 1 if ok else -1
-        everyone = all_gather_ints(ctx, list(winners.values()))
-        c.data = {"api": dcp.api, "kept_from_rank": winners,
-                  "warnings": sorted({"%s: %s" % (w.category.__name__,
-                                                  str(w.message).splitlines()[0][:120])
-                                      for w in caught})}
-        torn = [k for k, w in winners.items() if w < 0]
-        if torn:
-            c.fail("replicas that differ were saved as a mix within one tensor: %s holds "
-                   "values from several ranks" % ", ".join(torn))
-        if any(row != everyone[0] for row in everyone):
-            c.fail("ranks loaded different values for the same checkpoint: %s" % everyone)
-        by_rank = {}
-        for k, w in winners.items():
-            by_rank.setdefault(w, []).append(k)
-        kept = " and ".join("rank %d's values for %s" % (r, ", ".join(ks))
-                            for r, ks in sorted(by_rank.items()))
-        c.detail = ("hazard: replicas that differ are saved without an error or warning; "
-                    "DCP kept %s, the other ranks' values are gone%s. Make replicas "
-                    "identical before saving"
-                    % (kept, " (one checkpoint mixes ranks)" if len(by_rank) > 1 else ""))
-
-
-def _reshard_load(ctx, dcp, skip, saved, mine, files, torch):
-    """The N-rank checkpoint of dcp_save_load, loaded by one process alone."""
-    with ctx.check("reshard_load") as c:
-        if skip:
-            c.skip(skip)
-        from ..ckpt_files import diff_state
-        from ..dcp_api import DcpMissing
-
-        path = saved["path"]
-        expected = {"model": saved["model"], "tensors": _special_tensors(torch, ctx.device)}
-        for r in range(ctx.world_size):
-            expected["rank%d" % r] = _per_rank(torch, ctx.device, r)
-        full = saved["full"]
-        if full is not None:
-            expected["sharded"] = full
-        target = _zeros(expected, torch)
-        try:
-            how = dcp.load_alone(target, path)
-        except DcpMissing as exc:
-            c.skip(str(exc))
-        differ = diff_state(expected, target, torch)
-        if differ:
-            c.fail("%d entries differ when one process loads the %d-rank checkpoint: %s"
-                   % (len(differ), ctx.world_size, ", ".join(differ[:5])))
-        c.detail = ("%s: the %d-rank checkpoint loaded by one process alone (%s), %d "
-                    "tensors bit-exact%s" % (saved["label"], ctx.world_size, how,
-                                             _count_tensors(expected, torch),
-                                     ", the Shard(0) DTensor reassembled whole"
-                                     if full is not None else ""))
-        c.data = {"load": how, "world_size_saved": ctx.world_size, "world_size_loaded": 1}
-        out = os.path.join(mine, "converted.pt")
-        try:
-            conv = dcp.to_torch_save(path, out)
-        except DcpMissing as exc:
-            c.data["convert"] = None
-            c.detail += "; no conversion to torch.save: %s" % exc
-            return
-        files.append(("converted.pt", out))
-        converted = _quiet_load(torch, out, map_location=ctx.device)
-        differ = diff_state(_cpu(expected), _cpu({k: converted[k] for k in expected}), torch)
-        if differ:
-            c.fail("%d entries differ in the torch.save file from %s: %s"
-                   % (len(differ), conv, ", ".join(differ[:5])))
-        c.data["convert"] = conv
-        c.detail += "; converted to one torch.save file (%s), bit-exact" % conv
-
-
-def _cpu(obj):
-    if hasattr(obj, "cpu"):
-        return obj.cpu()
-    if isinstance(obj, dict):
-        return {k: _cpu(v) for k, v in obj.items()}
-    return obj
-
-
-def _async_save(ctx, subject, dcp, skip, on_model, shared, files, torch):
-    import time
-
-    import torch.distributed as dist
-
-    from ..ckpt_files import diff_state
-
-    if not skip and not hasattr(dcp.dcp, "async_save"):
-        skip = "torch %s has no torch.distributed.checkpoint.async_save" % torch.__version__
-    group, note = None, ""
-    if not skip and ctx.backend != "gloo":
-        # async_save stages through the CPU: it refuses a group without a CPU backend.
-        group = dist.new_group(backend="gloo")
-        note = " (on a gloo group: async_save needs a CPU-capable process group)"
-
-    with ctx.check("async_save") as c:
-        if skip or on_model:
-            c.skip(skip or on_model)
-        state = {"model": subject.model.state_dict(),
-                 "tensors": _special_tensors(torch, ctx.device),
-                 "rank%d" % ctx.rank: _per_rank(torch, ctx.device, ctx.rank)}
-        expected = _clone(state, torch)
-        path = os.path.join(shared, "async")
-        t0 = time.monotonic()
-        future = dcp.async_save(state, path, group)
-        returned = time.monotonic() - t0
-        future.result(timeout=ctx.timeout)
-        done = time.monotonic() - t0
-        files.append(("async/.metadata", os.path.join(path, ".metadata")))
-        target = _zeros(expected, torch)
-        dcp.load(target, path)
-        differ = diff_state(expected, target, torch)
-        if differ:
-            c.fail("%d entries differ after async_save and load: %s"
-                   % (len(differ), ", ".join(differ[:5])))
-        c.detail = ("%s: dcp.async_save returned in %.3f s, its future completed in %.3f "
-                    "s; %d tensors loaded back bit-exact on every rank%s"
-                    % (subject.label, returned, done, _count_tensors(state, torch), note))
-        c.data = {"returned_s": round(returned, 6), "completed_s": round(done, 6)}
-
-    with ctx.check("async_snapshot") as c:
-        if skip:
-            c.skip(skip)
-        c.advice = _SNAPSHOT_ADVICE % ctx.device.type
-        # Large enough that the writer thread cannot be done before the next line runs.
-        state = {"weights": torch.full((1 << 20,), 1.0, device=ctx.device)}
-        path = os.path.join(shared, "snapshot")
-        future = dcp.async_save(state, path, group)
-        state["weights"].fill_(2.0)  # the next optimizer step, before the save completes
-        future.result(timeout=ctx.timeout)
-        files.append(("snapshot/.metadata", os.path.join(path, ".metadata")))
-        target = {"weights": torch.zeros_like(state["weights"])}
-        dcp.load(target, path)
-        values = sorted(set(target["weights"].cpu().unique().tolist()))
-        c.data = {"values_saved": values, "device": ctx.device.type}
-        if values == [2.0]:
-            c.fail("the checkpoint holds values written after async_save returned: this "
-                   "torch did not copy the %s tensors when it staged them" % ctx.device.type)
-        if values != [1.0]:
-            c.fail("torn checkpoint: it mixes values from before and after async_save "
-                   "returned (%s)" % values)
-        c.detail = ("async_save copied the %s state when called: an update right after it "
-                    "returned did not reach the checkpoint" % ctx.device.type)
-
-
 def _no_process_group(ctx, mine, files, torch):
     """Best practice: save state, not communication objects; rebuild, then load."""
     with ctx.check("no_process_group") as c:
@@ -741,7 +391,7 @@ def _no_process_group(ctx, mine, files, torch):
         torch.manual_seed(1)
         fresh = toy.GroupHoldingNet(dist.group.WORLD).to(ctx.device)
         kwargs = {"weights_only": True} if _has_weights_only(torch) else {}
-        fresh.load_state_dict(_quiet_load(torch, path, **kwargs)["model"])
+        fresh.load_state_dict(quiet_load(torch, path, **kwargs)["model"])
         differ = diff_state(holder.state_dict(), fresh.state_dict(), torch)
         if differ:
             c.fail("a fresh module given the live group and the saved state differs: %s"
