@@ -29,8 +29,10 @@ import time
 
 from .worker.records import records_path, stacks_path
 
-# The worker's exit code after a failed init_process_group (see envcheck.worker).
+# The worker's exit codes after a failed init_process_group and after a failed final
+# barrier (see envcheck.worker.runtime).
 EXIT_SETUP_FAILED = 3
+EXIT_TEARDOWN_FAILED = 4
 POLL_S = 0.02
 STACK_WAIT_S = 1.0
 TERM_GRACE_S = 2.0
@@ -215,7 +217,7 @@ class _AttemptRun:
         while True:
             for st in self.ranks:
                 self._read(st)
-            live = False
+            live, died = False, []
             for st in self.ranks:
                 code = st.proc.poll()
                 if code is None:
@@ -224,13 +226,17 @@ class _AttemptRun:
                 if st.exit_code is None:
                     st.exit_code = code
                     self._read(st)
-                    if st.said_bye:
-                        continue
-                    failed_setup = any(r["t"] == "setup" and r["outcome"] == "failed"
-                                       for r in st.records)
-                    if code == EXIT_SETUP_FAILED and failed_setup:
-                        return self.stop("setup_failed", st, stacks=False)
-                    return self.stop("crash", st, stacks=True)
+                    if not st.said_bye:
+                        died.append(st)
+            if died:
+                setup = [st for st in died if st.exit_code == EXIT_SETUP_FAILED and any(
+                    r["t"] == "setup" and r["outcome"] == "failed" for r in st.records)]
+                if setup:
+                    return self.stop("setup_failed", setup[0], stacks=False)
+                # Ranks dying in one poll: a rank whose final barrier failed only reacted
+                # to a peer's death; the peer is the root cause.
+                died.sort(key=lambda st: st.exit_code == EXIT_TEARDOWN_FAILED)
+                return self.stop("crash", died[0], stacks=True)
             if not live:
                 return None
             now = time.monotonic()

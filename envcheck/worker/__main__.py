@@ -20,7 +20,8 @@ def main(argv=None):
     if ctx is None:
         runtime.finish(records, runtime.EXIT_SETUP_FAILED)
     runtime.run_probes(ctx, plan["probes"])
-    runtime.teardown(ctx)
+    if not runtime.teardown(ctx):
+        runtime.finish(records, runtime.EXIT_TEARDOWN_FAILED)
     runtime.finish(records)
 
 

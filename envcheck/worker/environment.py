@@ -78,11 +78,21 @@ def _arch_list(torch):
     return archs
 
 
+def nccl_version_string(v):
+    """torch.cuda.nccl.version(): a tuple since torch 1.x-late, an int code before."""
+    if isinstance(v, tuple):
+        return ".".join(str(x) for x in v)
+    v = int(v)
+    # NCCL_VERSION_CODE: major*1000+minor*100+patch until 2.8, major*10000+... after.
+    if v >= 10000:
+        return "%d.%d.%d" % (v // 10000, (v % 10000) // 100, v % 100)
+    return "%d.%d.%d" % (v // 1000, (v % 1000) // 100, v % 100)
+
+
 def _nccl_version(torch):
-    def read():
-        v = torch.cuda.nccl.version()
-        return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-    return _safe(read) if getattr(torch.version, "cuda", None) else None
+    if not getattr(torch.version, "cuda", None):
+        return None
+    return _safe(lambda: nccl_version_string(torch.cuda.nccl.version()))
 
 
 def _numpy():

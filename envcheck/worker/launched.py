@@ -444,7 +444,13 @@ def main(argv=None):
     if ctx is None:
         runtime.finish(records, runtime.EXIT_SETUP_FAILED)
     runtime.run_probes(ctx, plan["probes"])
-    runtime.teardown(ctx)
+    if not runtime.teardown(ctx):
+        # A peer died after this rank's last probe: that peer is the root cause. Give the
+        # launcher time to see its exit first and tear this rank down, so torchrun's
+        # "first observed failure" names the right rank.
+        time.sleep(watchdog.grace)
+        faulthandler.cancel_dump_traceback_later()
+        runtime.finish(records, runtime.EXIT_TEARDOWN_FAILED)
     watchdog.enter("gather", check="gather_records")
     chunks = gather_records(ctx, records_path(args.out, rank))
     code = 0

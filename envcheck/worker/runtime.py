@@ -25,6 +25,8 @@ from .records import RecordWriter, records_path, stacks_path
 # Exit code of a rank whose process group could not be set up; the reason is in its
 # records, so the supervisor reports it as a failed setup, not as a crash.
 EXIT_SETUP_FAILED = 3
+# Exit code of a rank whose final barrier failed (a peer died after its last probe).
+EXIT_TEARDOWN_FAILED = 4
 
 
 def _int_env(name, default=None):
@@ -167,8 +169,18 @@ def teardown(ctx):
     import torch.distributed as dist
 
     ctx._records.write("teardown_start")
-    dist.barrier()
+    try:
+        dist.barrier()
+    except Exception as exc:
+        # A peer died after its last probe; what it did is already recorded. Say so in
+        # one line rather than a traceback in the launcher's log.
+        ctx._records.write("teardown", outcome="failed", error=_error(exc))
+        sys.stderr.write("envcheck: rank %d: final barrier failed: %s: %s\n"
+                         % (ctx.rank, type(exc).__name__, str(exc).splitlines()[0][:200]
+                            if str(exc) else ""))
+        return False
     ctx._records.write("bye")
+    return True
 
 
 def finish(records, code=0):

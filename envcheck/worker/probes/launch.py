@@ -119,9 +119,13 @@ def probe_launch(ctx):
     with ctx.check("slurm") as c:
         if "SLURM_PROCID" not in os.environ:
             c.skip("not running under SLURM (SLURM_PROCID is not set)")
-        if os.environ.get("ENVCHECK_LAUNCHER") == "local":
+        launcher = os.environ.get("ENVCHECK_LAUNCHER")
+        if launcher == "local":
             c.skip("ranks were started by envcheck run, not by srun: SLURM task ids "
                    "describe the envcheck process, not the ranks")
+        if launcher in ("torchrun", "env"):
+            c.skip("ranks were started by %s inside the SLURM step: SLURM task ids "
+                   "describe the launcher's agents, not the ranks" % launcher)
         c.advice = ("under srun, derive RANK from SLURM_PROCID, LOCAL_RANK from "
                     "SLURM_LOCALID and WORLD_SIZE from SLURM_NTASKS")
         pairs = (("SLURM_PROCID", ctx.rank), ("SLURM_LOCALID", ctx.local_rank),

@@ -34,23 +34,14 @@ all_reduce is in place); after timing, each size is checked once for wrong eleme
 import os
 import time
 
+from ..environment import nccl_version_string
+
 # Sizes in bytes. GPU: nccl-tests territory (latency to bandwidth), a few seconds at
 # most even over PCIe. CPU/gloo: small, so the default suite stays fast.
 GPU_SIZES = (64 << 10, 1 << 20, 16 << 20, 128 << 20)
 GPU_WARMUP, GPU_ITERS = 5, 20  # nccl-tests' defaults (-w 5 -n 20)
 CPU_SIZES = (4 << 10, 64 << 10, 1 << 20, 4 << 20)
 CPU_WARMUP, CPU_ITERS = 2, 5
-
-
-def nccl_version_string(v):
-    """torch.cuda.nccl.version(): a tuple since torch 1.x-late, an int code before."""
-    if isinstance(v, tuple):
-        return ".".join(str(x) for x in v)
-    v = int(v)
-    # NCCL_VERSION_CODE: major*1000+minor*100+patch until 2.8, major*10000+... after.
-    if v >= 10000:
-        return "%d.%d.%d" % (v // 10000, (v % 10000) // 100, v % 100)
-    return "%d.%d.%d" % (v // 1000, (v % 1000) // 100, v % 100)
 
 
 def busbw_factor(n):
