@@ -22,7 +22,6 @@ this checkout).
 """
 
 import argparse
-import datetime
 import json
 import os
 import subprocess

@@ -7,7 +7,8 @@ one check in one environment. How versions match is in ``versions.py``.
 """
 
 import dataclasses
-from typing import Optional, Pattern, Tuple
+import re
+from typing import Optional, Tuple
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -152,7 +153,7 @@ class Expectation:
     torch: SpecifierSet
     outcome: Tuple[str, ...]  # any of OUTCOMES
     where: Where
-    message: Optional[Pattern] = None
+    message: Optional[re.Pattern] = None
     advice: Optional[str] = None
     source: Optional[str] = None
     observed: Tuple[Observation, ...] = ()

@@ -49,7 +49,7 @@ def _releases(matrix, version, variant):
         rows.append((r.series, " ".join(r.patches), " ".join(r.python), " ".join(names),
                      r.glibc))
     return tabulate(rows, headers=["torch", "patches", "Python", "variants (*PyPI default,"
-                                   " ?UNCONFIRMED)", "glibc ≥"])
+                                   " ?UNCONFIRMED)", "glibc ≥"], disable_numparse=True)
 
 
 def _variant_detail(matrix, version, variant):
@@ -81,7 +81,8 @@ def _toolkits(matrix, variant):
         rows.append((t.version, t.compat_driver, (t.min_driver or "?") + _flag(t, "min_driver"),
                      " ".join(sorted(t.archs, key=sm_tuple)) + _flag(t, "archs")))
     return tabulate(rows, headers=["CUDA", "driver ≥ (minor-version compat)",
-                                   "full-feature driver", "archs"])
+                                   "full-feature driver", "archs"], disable_numparse=True,
+                    maxcolwidths=[None, None, None, 60])
 
 
 def _condition(key, value):
@@ -114,7 +115,7 @@ def _expectations(matrix, version, variant, check):
     if not rows:
         return "(no expectation matches)"
     return tabulate(rows, headers=["check", "torch", "outcome", "message", "evidence",
-                                   "entry"])
+                                   "entry"], disable_numparse=True)
 
 
 def run(torch=None, cuda=None, check=None, validate=False, matrix_dirs=(), probe_paths=()):

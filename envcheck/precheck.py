@@ -8,7 +8,7 @@ functions over a ``Matrix`` and a ``node.Node``: nothing here imports torch or p
 """
 
 import dataclasses
-from typing import List, Optional, Tuple
+from typing import Tuple
 
 from packaging.version import Version
 
@@ -123,6 +123,9 @@ def _range(items):
 def _wheel(release, build, variant, node):
     numbers = {"python": node.python, "wheel_pythons": list(release.python),
                "variants": [v.name for v in release.variants]}
+    if variant is None and build.variant.startswith("rocm"):
+        return Criterion("wheel", UNKNOWN, "the matrix does not cover ROCm builds (%s)"
+                         % build.variant, numbers)
     if variant is None:
         return Criterion("wheel", FAIL, "torch %s has no %s build (the matrix knows %s)"
                          % (build.torch, build.variant,

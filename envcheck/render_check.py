@@ -70,7 +70,11 @@ def render(result, width=100):
             for e in a.known_issues:
                 out += _issue_lines(e, width - 8)
         out.append("")
-        if a.works:
+        unknown = [LABEL.get(c.id, c.id) for c in a.criteria if c.status == UNKNOWN]
+        if a.works and unknown:
+            out.append("? %s: nothing fails, but the matrix cannot judge %s: %s"
+                       % (a.build.name, ", ".join(unknown), a.build.pip))
+        elif a.works:
             out.append("✓ %s will work here: %s" % (a.build.name, a.build.pip))
         else:
             out.append("✗ %s will not work here: %s failed"

@@ -64,7 +64,9 @@ def apply(report, matrix):
         verdict, entry = judge(check, applicable)
         check.verdict = verdict.value if verdict else None
         check.expectation = entry.to_dict() if entry else None
-        if verdict == Verdict.KNOWN and entry.advice:
+        if verdict == Verdict.KNOWN and entry.advice and not check.advice:
+            # The probe's own advice names what it saw (the classes to allowlist...);
+            # the matrix's is the general fix, for probes that give none.
             check.advice = entry.advice
         elif verdict == Verdict.FIXED:
             check.advice = _fixed_advice(entry)
