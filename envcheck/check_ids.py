@@ -10,7 +10,7 @@ is being written right now is seen as soon as it is saved.
 import ast
 import os
 
-from .catalog import BUILTIN_DIR
+from .catalog import BUILTIN_DIR, _probes_in_file
 
 SETUP_CHECKS = ("import_torch", "init_process_group", "final_barrier", "between_probes")
 
@@ -30,15 +30,14 @@ def _checks_in(tree):
 
 
 def _probes_in(path):
+    """{probe: (check names, dynamic)} for one file; a file's checks count for each of
+    its probes (helpers outside the probe function may open checks too)."""
+    probes = _probes_in_file(path)
+    if not probes:
+        return {}
     with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), filename=path)
-    found = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                and node.name.startswith("probe_") and len(node.name) > len("probe_"):
-            names, dynamic = _checks_in(tree)
-            found[node.name[len("probe_"):].replace("_", "-")] = (names, dynamic)
-    return found
+        checks = _checks_in(ast.parse(f.read(), filename=path))
+    return {name: checks for name, _, _ in probes}
 
 
 def known_checks(probe_paths=()):

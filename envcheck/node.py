@@ -6,15 +6,16 @@ nvidia-smi is not run at all when both the driver and the GPUs are given.
 """
 
 import dataclasses
-import os
 import platform
 import re
+import shutil
 import sys
 import sysconfig
 from typing import Optional, Tuple
 
 from . import nvidia_smi, versions
 from .errors import UsageError
+from .worker.environment import _glibc  # the ranks report glibc the same way
 
 _SM = re.compile(r"^(?:sm_?)?(\d{1,2})(\d)([af]?)$|^(\d{1,2})\.(\d)$", re.I)
 
@@ -72,14 +73,6 @@ def parse_gpu(text):
     return "sm_%d%s" % (int(m.group(4)), m.group(5))
 
 
-def _glibc():
-    try:
-        return os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
-    except (ValueError, OSError, AttributeError, IndexError):
-        lib, version = platform.libc_ver()
-        return version if lib == "glibc" and version else None
-
-
 def _this_python():
     v = sys.version_info
     free = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
@@ -114,7 +107,7 @@ def read(python_version=None, driver=None, gpus=(), nvidia_smi_exe="nvidia-smi")
                              "--driver VERSION --gpu sm_XY" % exc) from None
         if not found:
             notes.append("no nvidia-smi on PATH: no NVIDIA GPU" if not
-                         _which(nvidia_smi_exe) else "nvidia-smi lists no GPU")
+                         shutil.which(nvidia_smi_exe) else "nvidia-smi lists no GPU")
         if not gpus:
             node_gpus = tuple(NodeGpu(g.index, g.name, g.sm) for g in found)
         if not driver:
@@ -122,7 +115,3 @@ def read(python_version=None, driver=None, gpus=(), nvidia_smi_exe="nvidia-smi")
     return Node(python, python_full, platform.system(), platform.machine(), _glibc(),
                 driver, node_gpus, tuple(given), tuple(notes))
 
-
-def _which(exe):
-    import shutil
-    return shutil.which(exe)
