@@ -70,7 +70,10 @@ def _merge(probe, check, ranks, root_rank=None):
     if root_rank is None or root_rank not in ranks \
             or ranks[root_rank]["outcome"] != outcome.value:
         candidates = [r for r, e in ranks.items() if e["outcome"] == outcome.value]
-        root_rank = min(candidates, key=lambda r: (ranks[r].get("time") or 0, r))
+        # A failure's story comes from the rank that failed first; otherwise rank 0's
+        # words, so the same run always reads the same.
+        root_rank = min(candidates, key=lambda r: (ranks[r].get("time") or 0, r)) \
+            if outcome.is_bad else min(candidates)
     root = ranks[root_rank]
     detail = root["detail"]
     differing = sorted(r for r, e in ranks.items() if e["outcome"] != outcome.value)

@@ -5,12 +5,13 @@ CUDA_VISIBLE_DEVICES so that the supervisor can show per-rank differences. Value
 this torch build cannot give are ``None``, never an exception: a CPU wheel has no NCCL.
 """
 
-import importlib.metadata
 import os
 import platform
 import re
 import subprocess
 import sys
+
+from .diagnose import numpy_version
 
 _ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "MASTER_", "SLURM_", "OMP_", "GLOO_",
                  "PYTORCH_", "NVIDIA_")
@@ -96,10 +97,9 @@ def _nccl_version(torch):
 
 
 def _numpy():
-    try:
-        return importlib.metadata.version("numpy")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    # The numpy that would be imported, not the first dist-info found: another numpy
+    # can shadow it on sys.path (seen: numpy 2 before a torch 2.1 venv's numpy 1.26).
+    return numpy_version()[1]
 
 
 def collect(torch):
