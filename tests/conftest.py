@@ -5,10 +5,14 @@ process groups on CPU.
 """
 
 import dataclasses
+import fcntl
+import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
@@ -49,6 +53,36 @@ def load_report(path):
 
 def checks_by_id(report):
     return {c["id"]: c for c in report["checks"]}
+
+
+def torch_only_python():
+    """An interpreter with this torch and nothing else (no numpy, none of envcheck's
+    dependencies), in a venv built once per machine (about 30 s)."""
+    version = importlib.metadata.version("torch").split("+")[0]
+    base = os.environ.get("ENVCHECK_TEST_VENVS") or os.path.join(
+        tempfile.gettempdir(), "envcheck-test-venvs")
+    os.makedirs(base, exist_ok=True)
+    venv = os.path.join(base, "nonumpy-torch%s" % version)
+    python = os.path.join(venv, "bin", "python")
+    done = os.path.join(venv, ".envcheck-complete")
+    with open(os.path.join(base, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build, however many test processes
+        if not os.path.exists(done):
+            shutil.rmtree(venv, ignore_errors=True)
+            steps = ([sys.executable, "-m", "venv", venv],
+                     [python, "-m", "pip", "install", "-q", "torch==%s" % version])
+            for step in steps:
+                proc = subprocess.run(step, capture_output=True, text=True, timeout=600)
+                if proc.returncode != 0:
+                    shutil.rmtree(venv, ignore_errors=True)
+                    pytest.skip("cannot build a venv with torch==%s and no numpy (%s): %s"
+                                % (version, " ".join(step[:3]),
+                                   (proc.stderr or proc.stdout).strip()[-300:]))
+            open(done, "w").close()
+    probe = subprocess.run([python, "-c", "import numpy"], capture_output=True)
+    if probe.returncode == 0:
+        pytest.skip("the venv at %s has numpy after all: torch pulled it in" % venv)
+    return python
 
 
 @pytest.fixture

@@ -94,3 +94,34 @@ def test_probe_modules_import_torch_only_inside_functions():
                     else [node.module or ""]
                 assert not any(n.split(".")[0] == "torch" for n in names), \
                     "%s imports torch at module level: the supervisor reads it" % name
+
+
+def test_every_probe_runs_under_an_interpreter_with_only_torch(tmp_path):
+    """The real proof of the worker boundary: no typer, tabulate, packaging or numpy."""
+    from conftest import checks_by_id, load_report, torch_only_python
+
+    python = torch_only_python()
+    import subprocess
+    for module in ("typer", "tabulate", "packaging", "numpy"):
+        assert subprocess.run([python, "-c", "import %s" % module],
+                              capture_output=True).returncode != 0, module
+    report = tmp_path / "r.json"
+    result = run_cli("run", "--python", python, "--json", str(report), "-q",
+                     "--timeout", "60")
+    assert result.code in (0, 1), result.stderr
+    data = load_report(report)
+    assert data["plan"]["python"] == python
+    assert data["environment"]["numpy"] is None
+    checks = checks_by_id(data)
+    assert checks["setup.init_process_group"]["outcome"] == "passed"
+    probes = {c["probe"] for c in data["checks"]}
+    assert {"launch", "collectives", "serialization", "checkpoint", "ddp-sync",
+            "nccl"} <= probes
+    for c in data["checks"]:
+        assert c["check"] != "run", "probe %s did not load: %s" % (c["probe"], c["detail"])
+        if c["error"]:
+            assert c["error"]["type"] not in ("ModuleNotFoundError", "ImportError"), c
+    # Without numpy the one collective that pickles says so and what to install.
+    gather = checks["collectives.all_gather_object"]
+    assert gather["outcome"] == "failed"
+    assert "pip install numpy" in gather["advice"]

@@ -7,19 +7,16 @@
 - the same torch in a venv without numpy, built once per machine and cached.
 """
 
-import fcntl
 import importlib.metadata
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import textwrap
 
 import pytest
 
-from conftest import checks_by_id, load_report, run_cli
+from conftest import checks_by_id, load_report, run_cli, torch_only_python
 
 CHECKS = ["save_load", "weights_only", "default_load", "dcp_save_load", "dcp_dedup",
           "reshard_load", "async_save", "async_snapshot", "no_process_group"]
@@ -90,38 +87,9 @@ def model_run(tmp_path_factory):
                 env={"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
 
 
-def _nonumpy_python():
-    """A venv with this torch and no numpy, built once per machine (about 30 s)."""
-    version = _torch_version()
-    base = os.environ.get("ENVCHECK_TEST_VENVS") or os.path.join(
-        tempfile.gettempdir(), "envcheck-test-venvs")
-    os.makedirs(base, exist_ok=True)
-    venv = os.path.join(base, "nonumpy-torch%s" % version)
-    python = os.path.join(venv, "bin", "python")
-    done = os.path.join(venv, ".envcheck-complete")
-    with open(os.path.join(base, ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one build, however many test processes
-        if not os.path.exists(done):
-            shutil.rmtree(venv, ignore_errors=True)
-            steps = ([sys.executable, "-m", "venv", venv],
-                     [python, "-m", "pip", "install", "-q", "torch==%s" % version])
-            for step in steps:
-                proc = subprocess.run(step, capture_output=True, text=True, timeout=600)
-                if proc.returncode != 0:
-                    shutil.rmtree(venv, ignore_errors=True)
-                    pytest.skip("cannot build a venv with torch==%s and no numpy (%s): %s"
-                                % (version, " ".join(step[:3]),
-                                   (proc.stderr or proc.stdout).strip()[-300:]))
-            open(done, "w").close()
-    probe = subprocess.run([python, "-c", "import numpy"], capture_output=True)
-    if probe.returncode == 0:
-        pytest.skip("the venv at %s has numpy after all: torch pulled it in" % venv)
-    return python
-
-
 @pytest.fixture(scope="module")
 def nonumpy_run(tmp_path_factory):
-    python = _nonumpy_python()
+    python = torch_only_python()
     return _run(tmp_path_factory.mktemp("ckpt_nonumpy"), "--python", python)
 
 
