@@ -7,7 +7,6 @@
 - the same torch in a venv without numpy, built once per machine and cached.
 """
 
-import importlib.metadata
 import os
 import socket
 import subprocess
@@ -39,10 +38,6 @@ def build(rank):
     torch.manual_seed(rank)  # every rank starts with different weights
     return Tied()
 '''
-
-
-def _torch_version():
-    return importlib.metadata.version("torch").split("+")[0]
 
 
 def _ours(run_tmp):

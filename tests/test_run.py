@@ -1,7 +1,6 @@
 """envcheck run end to end: real ranks, real gloo groups, the table and the JSON report."""
 
 import json
-import os
 
 import pytest
 

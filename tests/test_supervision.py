@@ -5,7 +5,6 @@ stacks in the JSON for hangs, the exit code, a complete JSON report, and no proc
 the run left behind (found by a marker in the environment every child inherits).
 """
 
-import json
 import os
 import signal
 import subprocess
