@@ -1,5 +1,6 @@
 """The doctor-style screen: environment header, a line per check, then what to do."""
 
+import re
 import textwrap
 
 from tabulate import tabulate
@@ -48,6 +49,54 @@ def _outcome_cell(check):
     return "%s %s" % (GLYPH[o], o.value)
 
 
+_RANK_PREFIX = re.compile(r"^(rank [0-9,]+(?: on \S+)?: )")
+
+
+def _story(c):
+    """(what happened, an extra error line or None), each in full, not cut.
+
+    The detail is cut to fit a table cell; where it is the start of the error's message,
+    show the whole message instead. The type of a probe's own verdict (CheckFailed) says
+    nothing to a user; the type of a real exception does.
+    """
+    detail = c.detail or ""
+    error = c.error or {}
+    message = " ".join((error.get("message") or "").split())
+    m = _RANK_PREFIX.match(detail)
+    prefix, rest = (m.group(1), detail[m.end():]) if m else ("", detail)
+    rest = " ".join(rest.split())
+    if message and rest and message.startswith(rest.rstrip("…").rstrip()):
+        return prefix + message, None
+    if message and message not in " ".join(detail.split()) \
+            and error.get("type") != "CheckFailed":
+        return detail, "%s: %s" % (error.get("type"), message)
+    return detail, None
+
+
+def _wrap(text, width, indent, max_lines=4):
+    lines = textwrap.wrap(text, width - len(indent), initial_indent=indent,
+                          subsequent_indent=indent)
+    if len(lines) > max_lines:
+        lines = lines[:max_lines]
+        lines[-1] = lines[-1][:width - 2] + " …"
+    return lines
+
+
+def _verdict_summary(report):
+    counts = {}
+    for c in report.checks:
+        if c.verdict:
+            counts[c.verdict] = counts.get(c.verdict, 0) + 1
+    bad = counts.get("unexpected", 0) + counts.get("failure", 0)
+    parts = []
+    if counts.get("known"):
+        parts.append("%d known issue%s" % (counts["known"], "s" * (counts["known"] != 1)))
+    if counts.get("fixed"):
+        parts.append("%d fixed? (the matrix expected a failure)" % counts["fixed"])
+    head = "%d UNEXPECTED" % bad if bad else "nothing unexpected"
+    return ", ".join([head] + parts)
+
+
 def render(report, width=100):
     has_verdicts = any(c.verdict for c in report.checks)
     headers = ["probe", "check", "outcome"] + (["verdict"] if has_verdicts else []) + \
@@ -69,17 +118,16 @@ def render(report, width=100):
         out.append("What to do:")
         for c in todo:
             label = VERDICT_LABEL.get(c.verdict, c.outcome) if c.verdict else c.outcome
-            out.append("  %s %s (%s): %s" % (GLYPH[Outcome(c.outcome)], c.id, label,
-                                             c.detail or ""))
-            if c.error and c.error.get("message") and c.error["message"] not in (c.detail or ""):
-                out.append(textwrap.indent(textwrap.shorten(
-                    "%s: %s" % (c.error.get("type"), c.error["message"]), width - 6,
-                    placeholder="…"), "      "))
+            out.append("  %s %s (%s)" % (GLYPH[Outcome(c.outcome)], c.id, label))
+            story, error_line = _story(c)
+            out.extend(_wrap(story, width, "      ", max_lines=6))
+            if error_line:
+                out.extend(_wrap(error_line, width, "      ", max_lines=3))
             if c.advice:
                 out.extend(textwrap.wrap(c.advice, width - 6, initial_indent="    → ",
                                          subsequent_indent="      "))
             if c.expectation and c.expectation.get("source"):
-                out.append("      source: %s" % c.expectation["source"])
+                out.extend(_wrap("source: %s" % c.expectation["source"], width, "      "))
             if c.outcome == "hang":
                 out.append("      each rank's Python stack is in the JSON report "
                            "(--json PATH): checks[].ranks[].stack")
@@ -90,6 +138,8 @@ def render(report, width=100):
     tail = "%s in %.1f s" % (", ".join(parts), report.duration_s)
     if report.interrupted:
         tail += " — INTERRUPTED by %s, report is partial" % report.interrupted
+    elif any(c.verdict for c in report.checks):
+        tail += "; " + _verdict_summary(report)
     for note in (report.plan or {}).get("notes") or []:
         out.append("note: %s" % note)
     out.append(tail)
