@@ -94,10 +94,13 @@ def main():
     for name, (med, lo, hi) in rows:
         print("%-42s %7.2fs %7.2fs %7.2fs %7.2fx" % (name, med, lo, hi, med / bare[0]))
     figures = dict((name, med) for name, (med, _, _) in rows)
-    ratio = figures["envcheck run -p launch -p collectives"] / bare[0]
+    suite = dict(rows)["envcheck run -p launch -p collectives"]
+    ratio = suite[0] / bare[0]
     print()
-    print("target: launch+collectives <= 1.5x bare: %.2fx %s"
-          % (ratio, "met" if ratio <= 1.5 else "MISSED"))
+    # The bare job alone varies by a third between runs on 2 busy cores; the ratio of
+    # the fastest runs is the steadier figure.
+    print("target: launch+collectives <= 1.5x bare: %.2fx of medians, %.2fx of minimums %s"
+          % (ratio, suite[1] / bare[1], "met" if ratio <= 1.5 else "MISSED"))
     print("target: --help < 0.5 s: %.2f s %s" % (figures["envcheck --help"],
                                                   "met" if figures["envcheck --help"] < 0.5
                                                   else "MISSED"))

@@ -113,14 +113,20 @@ def run(
     for path in (json_path, junit_path):
         if path:
             report_mod.check_writable(path)
-    matrix = matrix_load.load(tuple(matrix_dir), tuple(probe_path))
     plan = runner.make_plan(runner.RunOptions(
         nproc=nproc, backend=backend, probes=tuple(probe), skip=tuple(skip),
         timeout=timeout, python=python, probe_paths=tuple(probe_path), model=model,
         master_port=master_port))
+    matrix = []
+
+    def load_matrix():
+        # While the ranks import torch; a bad matrix still stops the run (exit 2).
+        matrix.append(matrix_load.load(tuple(matrix_dir), tuple(probe_path)))
+
     with Progress(enabled=not quiet) as progress:
-        report = runner.execute(plan, on_event=progress)
-    verdicts.apply(report, matrix)
+        report = runner.execute(plan, on_event=progress, while_starting=load_matrix)
+    verdicts.apply(report, matrix[0] if matrix else matrix_load.load(
+        tuple(matrix_dir), tuple(probe_path)))
     _emit(report, fmt, json_path, junit_path, strict=strict)
     raise typer.Exit(int(runner.exit_code(report, strict)))
 

@@ -5,8 +5,10 @@ wrong path or a venv without torch is a one-line error, not a crash of every ran
 """
 
 import dataclasses
+import importlib.util
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -33,18 +35,24 @@ def install_hint(path):
 
 
 def resolve(python=None):
-    path = python or sys.executable
-    if python:
-        if os.sep not in python and not os.path.exists(python):
-            found = shutil.which(python)
-            if found is None:
-                raise UsageError("--python %s: not found on PATH" % python)
-            path = found
-        if not os.path.exists(path):
-            raise UsageError("--python %s: no such file" % python)
-        if os.path.isdir(path) or not os.access(path, os.X_OK):
-            raise UsageError("--python %s: not an executable file (give the interpreter, "
-                             "e.g. /path/to/venv/bin/python)" % python)
+    if python is None:
+        # The ranks run under this very interpreter: ask it directly, no subprocess.
+        spec = importlib.util.find_spec("torch")
+        if spec is None:
+            raise UsageError("torch is not installed for %s (Python %s); %s"
+                             % (sys.executable, platform.python_version(),
+                                install_hint(sys.executable)))
+        return Interpreter(sys.executable, platform.python_version(), spec.origin)
+    path = python
+    if os.sep not in python and not os.path.exists(python):
+        path = shutil.which(python)
+        if path is None:
+            raise UsageError("--python %s: not found on PATH" % python)
+    if not os.path.exists(path):
+        raise UsageError("--python %s: no such file" % python)
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise UsageError("--python %s: not an executable file (give the interpreter, "
+                         "e.g. /path/to/venv/bin/python)" % python)
     try:
         proc = subprocess.run([path, "-c", _PROBE], capture_output=True, text=True,
                               timeout=60)

@@ -77,13 +77,14 @@ def make_plan(opts):
                 opts.master_port)
 
 
-def execute(plan, on_event=None, startup_timeout=None):
+def execute(plan, on_event=None, startup_timeout=None, while_starting=None):
     started = time.monotonic()
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     attempts = supervise(plan.interpreter.path, [p.plan_entry() for p in plan.probes],
                          plan.nproc, plan.backend, plan.timeout, plan.options,
                          on_event=on_event, startup_timeout=startup_timeout,
-                         master_port=plan.master_port, notes=plan.notes)
+                         master_port=plan.master_port, notes=plan.notes,
+                         while_starting=while_starting)
     checks = merge.merge(attempts, [p.name for p in plan.probes], plan.nproc, plan.timeout)
     env, ranks = merge.environment(attempts)
     last = attempts[-1].abort if attempts else None

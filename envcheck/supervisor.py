@@ -321,12 +321,15 @@ def _is_port_collision(error):
 
 
 def supervise(interpreter, probes, nproc, backend, timeout, options=None, on_event=None,
-              startup_timeout=None, master_port=None, notes=None):
+              startup_timeout=None, master_port=None, notes=None, while_starting=None):
     """Run the probes (plan entries) over ``nproc`` ranks; returns the list of attempts.
 
     Never raises for anything a rank does. ``Interrupted`` is not raised either: an
     interrupted run returns its attempts with the last one's abort kind ``interrupted``.
     A rendezvous port found taken is retried on a free one, with a line in ``notes``.
+    ``while_starting`` is called once, right after the first ranks are started: work
+    that would otherwise wait for them (they spend a second or more importing torch).
+    What it raises stops the ranks and propagates.
     """
     notes = [] if notes is None else notes
     startup_timeout = startup_timeout or max(120.0, timeout)
@@ -351,6 +354,9 @@ def supervise(interpreter, probes, nproc, backend, timeout, options=None, on_eve
                               options or {}, adir, shim, port, on_event, startup_timeout)
             t0 = time.monotonic()
             run.start()
+            if while_starting is not None:
+                while_starting()
+                while_starting = None
             abort = run.watch()
             attempt = Attempt(remaining, run.port, {st.rank: st.records for st in run.ranks},
                               abort, time.monotonic() - t0)
