@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from conftest import ROOT, checks_by_id, load_report, run_cli
+from conftest import ROOT, checks_by_id, leftovers, load_report, run_cli
 
 FAULTS = '''
 import os
@@ -85,24 +85,6 @@ def probe_after(ctx):
         dist.barrier()
         c.detail = "fresh ranks after the fault"
 '''
-
-
-def leftovers(marker):
-    """PIDs of live processes that inherited this run's marker."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            with open("/proc/%s/environ" % pid, "rb") as f:
-                env = f.read()
-            with open("/proc/%s/stat" % pid) as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if ("ENVCHECK_TEST_MARKER=%s" % marker).encode() in env.split(b"\0") and state != "Z":
-            found.append(int(pid))
-    return found
 
 
 @pytest.fixture

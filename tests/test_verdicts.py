@@ -7,11 +7,12 @@ report --matrix DIR`, which is how a team's own expectations are applied.
 
 import json
 import textwrap
+import uuid
 
 import pytest
 from packaging.version import Version
 
-from conftest import checks_by_id, load_report, run_cli, validate_report
+from conftest import checks_by_id, leftovers, load_report, run_cli, validate_report
 from envcheck import matrix_load, runner, verdicts
 from envcheck.matrix import Expectation, Target, Where
 from envcheck.outcomes import ExitCode
@@ -206,11 +207,16 @@ def test_expected_failure_that_passes_is_fixed(run, tmp_path):
     assert "ok (no data)" in res.stdout
 
 
-def test_bad_team_matrix_fails_before_anything_runs(tmp_path):
+def test_bad_team_matrix_stops_the_run_with_exit_2(tmp_path):
+    # The matrix loads while the ranks import torch; a bad one must still end the run
+    # with exit 2, no report, and no rank left behind.
     d = _matrix_dir(tmp_path, "x.toml", "[[expectation]]\ncheck = 'nope.nope'\n")
-    res = run_cli("run", "-q", "-p", "collectives", "--matrix", d)
+    marker = uuid.uuid4().hex
+    res = run_cli("run", "-q", "-p", "collectives", "--matrix", d,
+                  env={"ENVCHECK_TEST_MARKER": marker})
     assert res.code == 2
     assert "unknown probe 'nope'" in res.stderr and "import_torch" not in res.stdout
+    assert leftovers(marker) == []
 
 
 def test_report_keeps_saved_verdicts_and_judges_unjudged_ones(run, tmp_path):
