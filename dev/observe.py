@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run envcheck against one torch interpreter and diff what it saw with the matrix.
 
-    python dev/observe.py /work/venvs/t2.1.2/bin/python              # run, print diff
+    python dev/observe.py /path/to/venv-torch2.1.2/bin/python             # run, print diff
     python dev/observe.py VENV_PY --probe serialization --save       # also keep evidence
     python dev/observe.py --from-json report.json                    # no run: diff a report
 
