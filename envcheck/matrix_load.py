@@ -103,6 +103,15 @@ def _unknown_keys(errors, where, entry, allowed):
         errors.add(where, "unknown key %r (allowed: %s)" % (key, ", ".join(sorted(allowed))))
 
 
+def _str_lists(errors, where, label, data, *keys):
+    """The string lists under KEYS (missing: empty), or None after recording the error."""
+    try:
+        return [_str_list(data.get(key, [])) for key in keys]
+    except ValueError as exc:
+        errors.add(where, "%s: %s" % (label, exc))
+        return None
+
+
 def _variant(errors, where, name, data, series):
     label = "%s variant %s" % (series, name)
     if not isinstance(data, dict):
@@ -112,13 +121,10 @@ def _variant(errors, where, name, data, series):
     if not versions.is_variant(name):
         errors.add(where, "%s: variant names are cpu, cuXYZ or rocmX.Y" % label)
         return None
-    try:
-        archs = _str_list(data.get("archs", []))
-        ptx = _str_list(data.get("ptx", []))
-        unconfirmed = _str_list(data.get("unconfirmed", []))
-    except ValueError as exc:
-        errors.add(where, "%s: %s" % (label, exc))
+    lists = _str_lists(errors, where, label, data, "archs", "ptx", "unconfirmed")
+    if lists is None:
         return None
+    archs, ptx, unconfirmed = lists
     for a in archs:
         if not _ARCH.match(a):
             errors.add(where, "%s: arch %r is not sm_XY" % (label, a))
@@ -156,13 +162,11 @@ def _release(errors, where, e):
     if not isinstance(series, str) or not re.match(r"^\d+\.\d+$", series):
         errors.add(where, "torch must be a release series like \"2.4\", got %r" % (series,))
         return None
-    try:
-        patches = _str_list(e.get("patches", []))
-        python = _str_list(e.get("python", []))
-        unconfirmed = _str_list(e.get("unconfirmed", []))
-    except ValueError as exc:
-        errors.add(where, "release %s: %s" % (series, exc))
+    lists = _str_lists(errors, where, "release %s" % series, e, "patches", "python",
+                       "unconfirmed")
+    if lists is None:
         return None
+    patches, python, unconfirmed = lists
     if not patches:
         errors.add(where, "release %s: patches is empty" % series)
     for p in patches:

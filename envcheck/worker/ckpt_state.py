@@ -31,34 +31,28 @@ def per_rank(torch, device, rank):
     return torch.full((5,), 10.0 * (rank + 1) + 0.5, device=device)
 
 
-def clone(obj, torch):
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().clone()
+def map_leaves(obj, fn, is_leaf):
+    """Apply fn to every leaf of a nested state dict; other values pass through."""
+    if is_leaf(obj):
+        return fn(obj)
     if isinstance(obj, dict):
-        return {k: clone(v, torch) for k, v in obj.items()}
+        return {k: map_leaves(v, fn, is_leaf) for k, v in obj.items()}
     return obj
+
+
+def clone(obj, torch):
+    return map_leaves(obj, lambda t: t.detach().clone(),
+                      lambda o: isinstance(o, torch.Tensor))
 
 
 def zeros(obj, torch):
-    if isinstance(obj, torch.Tensor):
-        return torch.zeros_like(obj)
-    if isinstance(obj, dict):
-        return {k: zeros(v, torch) for k, v in obj.items()}
-    return obj
+    return map_leaves(obj, torch.zeros_like, lambda o: isinstance(o, torch.Tensor))
 
 
 def local(obj):
     """DTensors compared by this rank's shard."""
-    if hasattr(obj, "to_local"):
-        return obj.to_local()
-    if isinstance(obj, dict):
-        return {k: local(v) for k, v in obj.items()}
-    return obj
+    return map_leaves(obj, lambda t: t.to_local(), lambda o: hasattr(o, "to_local"))
 
 
 def cpu(obj):
-    if hasattr(obj, "cpu"):
-        return obj.cpu()
-    if isinstance(obj, dict):
-        return {k: cpu(v) for k, v in obj.items()}
-    return obj
+    return map_leaves(obj, lambda t: t.cpu(), lambda o: hasattr(o, "cpu"))
