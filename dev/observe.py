@@ -12,7 +12,7 @@ passing), `failure` (no expectation), `unexpected` and `fixed`. Then the release
 (CUDA, NCCL, compiled archs) the matrix holds for this build against what torch reported.
 
 With --save, the trimmed observation (per check: outcome, error type, first line of the
-message) is merged into envcheck/matrix_data/evidence/torch-VERSION-VARIANT.json, the
+message) is merged into envcheck/matrix/data/evidence/torch-VERSION-VARIANT.json, the
 file that expectations cite in their `observed = [{..., evidence = ...}]`. Only the
 checks of the probes that ran are replaced, so probes can be observed one at a time.
 
@@ -31,10 +31,11 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from envcheck import matrix_load, report as report_mod, verdicts, versions  # noqa: E402
-from envcheck.matrix import Target  # noqa: E402
+from envcheck.matrix import load as matrix_load, verdicts, versions  # noqa: E402
+from envcheck.matrix.model import Target  # noqa: E402
+from envcheck.report import model as report_mod  # noqa: E402
 
-EVIDENCE_DIR = os.path.join(ROOT, "envcheck", "matrix_data", "evidence")
+EVIDENCE_DIR = os.path.join(ROOT, "envcheck", "matrix", "data", "evidence")
 NEEDS_LOOK = ("new", "failure", "unexpected", "fixed")
 
 

@@ -15,8 +15,8 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exc
 
 from . import __version__
-from .errors import UsageError
-from .outcomes import ExitCode
+from .core.errors import UsageError
+from .core.outcomes import ExitCode
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -50,21 +50,21 @@ def _check_format(fmt):
 
 def _emit(report, fmt, json_path=None, junit_path=None, strict=False):
     """Write the report files asked for (each atomically), then print it in FMT."""
-    from . import report as report_mod
+    from .report import model as report_mod
 
     text = report_mod.dumps(report)
     if json_path:
         report_mod.write_atomic(json_path, text)
     if junit_path:
-        from .render_junit import render as render_junit
+        from .report.junit import render as render_junit
         report_mod.write_atomic(junit_path, render_junit(report, strict=strict))
     if fmt == "json":
         sys.stdout.write(text)
     elif fmt == "markdown":
-        from .render_markdown import render as render_markdown
+        from .report.markdown import render as render_markdown
         sys.stdout.write(render_markdown(report, strict=strict))
     else:
-        from .render_table import render as render_table
+        from .report.table import render as render_table
         sys.stdout.write(render_table(report))
 
 
@@ -104,10 +104,10 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress on stderr."),
 ):
     """Run the probes on this machine and report what works."""
-    from . import matrix_load, verdicts
-    from . import report as report_mod
-    from . import runner
-    from .progress import Progress
+    from .matrix import load as matrix_load, verdicts
+    from .report import model as report_mod
+    from .run import command as runner
+    from .run.progress import Progress
 
     _check_format(fmt)
     for path in (json_path, junit_path):
@@ -149,9 +149,9 @@ def report(
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ):
     """Render a saved JSON report again (re-judged with --matrix DIR); runs nothing."""
-    from . import matrix_load, verdicts
-    from . import report as report_mod
-    from . import runner
+    from .matrix import load as matrix_load, verdicts
+    from .report import model as report_mod
+    from .run import command as runner
 
     _check_format(fmt)
     if (path is None) == (records is None):
@@ -160,7 +160,7 @@ def report(
         if out:
             report_mod.check_writable(out)
     if records:
-        from .launcher_report import build
+        from .run.launcher import build
         saved = build(records)
     else:
         saved = report_mod.load(path)
@@ -180,7 +180,7 @@ def probes(
     """List the probes, a line each."""
     from tabulate import tabulate
 
-    from .catalog import all_probes
+    from .core.catalog import all_probes
 
     rows = [(s.name, "built-in" if s.builtin else (s.path or s.module), s.summary)
             for s in all_probes(tuple(probe_path))]
@@ -211,7 +211,7 @@ def check(
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
 ):
     """Will this torch wheel work on this node? Instant, from the matrix; no torch needed."""
-    from . import check_command, render_check
+    from .preinstall import command as check_command, render as render_check
 
     result = check_command.run(requirement, requirements_file, cuda, driver, tuple(gpu),
                                python_version, suggest, tuple(matrix_dir))
@@ -235,7 +235,7 @@ def matrix_cmd(
                                          help="Also accept the checks of the probes in this file."),
 ):
     """Show the version matrix: releases, CUDA drivers, and expected outcomes per check."""
-    from . import matrix_command
+    from .matrix import command as matrix_command
 
     sys.stdout.write(matrix_command.run(torch, cuda, check_id, validate, tuple(matrix_dir),
                                         tuple(probe_path)))

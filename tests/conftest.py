@@ -18,7 +18,7 @@ import textwrap
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCHEMA = os.path.join(ROOT, "envcheck", "schema", "report.schema.json")
+SCHEMA = os.path.join(ROOT, "envcheck", "report", "schema", "report.schema.json")
 
 
 @dataclasses.dataclass

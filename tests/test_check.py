@@ -14,9 +14,9 @@ import time
 import pytest
 
 from conftest import ROOT, run_cli
-from envcheck import precheck
-from envcheck.matrix_load import load
-from envcheck.node import Node, NodeGpu
+from envcheck.matrix.load import load
+from envcheck.preinstall import evaluate as precheck, pins as torch_pin
+from envcheck.preinstall.node import Node, NodeGpu
 
 A100 = ("--gpu", "sm_80")
 PY311 = ("--python-version", "3.11")
@@ -100,7 +100,7 @@ def test_known_issues_are_listed_but_do_not_fail():
 
 def test_glibc_floor():
     m = load()
-    release, build, _ = precheck.resolve(m, __import__("envcheck.torch_pin").torch_pin
+    release, build, _ = precheck.resolve(m, torch_pin
                                          .parse("torch==2.7.1"))
     old = Node("3.11", "3.11", "Linux", "x86_64", "2.17", "560.35.03",
                (NodeGpu(0, "A100", "sm_80"),))

@@ -15,8 +15,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import checks_by_id, load_report, run_cli
-from envcheck import render_junit, render_markdown
-from envcheck.report import Report
+from envcheck.report import junit as render_junit, markdown as render_markdown
+from envcheck.report.model import Report
 
 PROBE = '''
 def probe_ci(ctx):

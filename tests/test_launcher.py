@@ -16,8 +16,8 @@ import pytest
 
 from conftest import (ROOT, checks_by_id, load_report, run_cli, torch_only_python,
                       validate_report)
-from envcheck import catalog
-from envcheck.supervisor import free_port
+from envcheck.core import catalog
+from envcheck.run.supervisor import free_port
 from envcheck.worker import launched
 
 STUCK = '''

@@ -8,8 +8,8 @@ import pytest
 from packaging.version import Version
 
 from conftest import run_cli
-from envcheck import matrix_load, versions
-from envcheck.matrix import Target
+from envcheck.matrix import load as matrix_load, versions
+from envcheck.matrix.model import Target
 
 # (range, torch version, matches?) — the documented rules in versions.py / docs/matrix.md.
 MATCHING = [

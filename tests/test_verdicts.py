@@ -13,11 +13,12 @@ import pytest
 from packaging.version import Version
 
 from conftest import checks_by_id, leftovers, load_report, run_cli, validate_report
-from envcheck import matrix_load, runner, verdicts
-from envcheck.matrix import Expectation, Target, Where
-from envcheck.outcomes import ExitCode
-from envcheck.report import CheckResult, Report
-from envcheck.versions import parse_specifier
+from envcheck.core.outcomes import ExitCode
+from envcheck.matrix import load as matrix_load, verdicts
+from envcheck.matrix.model import Expectation, Target, Where
+from envcheck.matrix.versions import parse_specifier
+from envcheck.report.model import CheckResult, Report
+from envcheck.run import command as runner
 
 WHERE = Where("t.toml", "t.toml", "expectation", 1, 1)
 

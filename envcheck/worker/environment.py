@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 
+from ..core.host import glibc_version
 from .diagnose import numpy_version
 
 _ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "MASTER_", "SLURM_", "OMP_", "GLOO_",
@@ -34,14 +35,6 @@ def _safe(fn):
         return fn()
     except Exception:
         return None
-
-
-def _glibc():
-    try:
-        return os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
-    except (ValueError, OSError, AttributeError, IndexError):
-        lib, version = platform.libc_ver()
-        return version if lib == "glibc" else None
 
 
 def _driver_version():
@@ -124,7 +117,7 @@ def collect(torch):
         "python_executable": sys.executable,
         "os": platform.platform(),
         "machine": platform.machine(),
-        "glibc": _glibc(),
+        "glibc": glibc_version(),
         "numpy": _numpy(),
         "env": relevant_env(),
     }

@@ -49,7 +49,7 @@ import threading
 import time
 
 from . import runtime
-from .records import records_path, stacks_path
+from ..core.records import records_path, stacks_path
 
 EXIT_USAGE = 2
 EXIT_HANG = 124  # as timeout(1)

@@ -1,6 +1,6 @@
 """The user's own model (``envcheck run --model pkg.mod:factory``), built inside a rank.
 
-The supervisor has already checked the form of ``--model`` (``envcheck/model_spec.py``)
+The supervisor has already checked the form of ``--model`` (``envcheck/run/model_spec.py``)
 and put ``ctx.options["model"]`` = ``{"module" | "path": ..., "factory": ..., "spec": ...}``.
 Here the factory is imported and called. Anything the user's code does wrong — an import
 error, a factory that raises, a return value that is not an ``nn.Module`` — becomes a

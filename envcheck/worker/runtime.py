@@ -14,13 +14,13 @@ import importlib
 import importlib.util
 import os
 import signal
-import socket
 import sys
 import time
 import traceback
 
 from .context import Context
-from .records import RecordWriter, records_path, stacks_path
+from ..core.host import host_name
+from ..core.records import RecordWriter, records_path, stacks_path
 
 # Exit code of a rank whose process group could not be set up; the reason is in its
 # records, so the supervisor reports it as a failed setup, not as a crash.
@@ -73,13 +73,6 @@ def read_identity():
     world_size = _int_env("WORLD_SIZE")
     return (rank, _int_env("LOCAL_RANK", rank), world_size,
             _int_env("LOCAL_WORLD_SIZE", world_size))
-
-
-def host_name():
-    """This rank's host name. ENVCHECK_HOST overrides it: containers on different nodes
-    that all call themselves the same, or two launcher agents playing two nodes on one
-    machine in tests; the launch probe tells ranks apart by (host, local rank)."""
-    return os.environ.get("ENVCHECK_HOST") or socket.gethostname()
 
 
 def start(plan, out_dir, identity):

@@ -4,9 +4,11 @@ import dataclasses
 import time
 from typing import Optional
 
-from . import __version__, matrix_load, node as node_mod, precheck, torch_pin
-from .errors import UsageError
-from .outcomes import ExitCode
+from .. import __version__
+from ..matrix import load as matrix_load
+from . import evaluate as precheck, node as node_mod, pins as torch_pin
+from ..core.errors import UsageError
+from ..core.outcomes import ExitCode
 
 
 @dataclasses.dataclass

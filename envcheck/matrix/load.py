@@ -12,9 +12,10 @@ import re
 
 from packaging.version import Version
 
-from . import check_ids, versions
-from .errors import UsageError
-from .matrix import (BACKENDS, BAD_OUTCOMES, OUTCOMES, PLATFORMS, Expectation, Matrix, MatrixFile,
+from ..core import check_ids
+from . import versions
+from ..core.errors import UsageError
+from .model import (BACKENDS, BAD_OUTCOMES, OUTCOMES, PLATFORMS, Expectation, Matrix, MatrixFile,
                      Observation, Release, Target, Toolkit, Variant, Where)
 
 try:
@@ -22,7 +23,7 @@ try:
 except ImportError:  # Python < 3.11
     import tomli as tomllib
 
-BUILTIN_DIR = os.path.join(os.path.dirname(__file__), "matrix_data")
+BUILTIN_DIR = os.path.join(os.path.dirname(__file__), "data")
 KINDS = ("release", "cuda", "expectation")
 TOP_KEYS = set(KINDS) | {"about"}
 

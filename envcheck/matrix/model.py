@@ -1,6 +1,6 @@
 """The version matrix as immutable values: releases, CUDA toolkits, expectations.
 
-Built once by ``matrix_load.load`` from the TOML files in ``matrix_data/`` (plus any
+Built once by ``load.load`` from the TOML files in ``data/`` (plus any
 ``--matrix DIR``), never modified afterwards. Queries are pure: which release a torch
 version belongs to, which toolkit a variant was built with, which expectations apply to
 one check in one environment. How versions match is in ``versions.py``.

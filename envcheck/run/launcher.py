@@ -22,11 +22,12 @@ import json
 import os
 import re
 
-from . import __version__, merge
-from .errors import UsageError
-from .report import Report
+from .. import __version__
+from . import merge
+from ..core.errors import UsageError
+from ..report.model import Report
 from .supervisor import Abort, Attempt
-from .worker.launched import MERGED_RECORDS
+from ..worker.launched import MERGED_RECORDS
 
 _RANK_FILE = re.compile(r"records-rank(\d+)\.jsonl$")
 

@@ -18,8 +18,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from . import versions
-from .errors import UsageError
+from ..matrix import versions
+from ..core.errors import UsageError
 
 _INDEX = re.compile(r"download\.pytorch\.org/whl/(?:(?:nightly|test)/)?(cpu|cu\d{3}|rocm[\d.]+)")
 

@@ -7,7 +7,7 @@ import torch). The ranks import it and report problems as failed checks.
 import os
 import re
 
-from .errors import UsageError
+from ..core.errors import UsageError
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 import time
 
-from .worker.records import records_path, stacks_path
+from ..core.records import records_path, stacks_path
 
 # The worker's exit codes after a failed init_process_group and after a failed final
 # barrier (see envcheck.worker.runtime).
@@ -104,7 +104,8 @@ def make_shim(workdir):
     """
     shim = os.path.join(workdir, "pythonpath")
     os.makedirs(shim, exist_ok=True)
-    os.symlink(os.path.dirname(os.path.abspath(__file__)), os.path.join(shim, "envcheck"))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.symlink(package, os.path.join(shim, "envcheck"))
     return shim
 
 

@@ -5,9 +5,9 @@ what to do. Cells are escaped (``|`` would split a row, a newline would end the 
 ``<`` would open an HTML tag).
 """
 
-from .outcomes import Outcome
-from .render_junit import rank_lines
-from .render_table import VERDICT_LABEL
+from ..core.outcomes import Outcome
+from .junit import rank_lines
+from .table import VERDICT_LABEL
 
 ICON = {"passed": "✅", "failed": "❌", "hang": "⏳", "crash": "💥", "skipped": "⏭️"}
 KNOWN_ICON = "⚠️"

@@ -3,7 +3,7 @@
 import json
 import textwrap
 
-from .precheck import FAIL, INDEX_URL, OK, SKIP, UNKNOWN, WARN
+from .evaluate import FAIL, INDEX_URL, OK, SKIP, UNKNOWN, WARN
 
 GLYPH = {OK: "✓", FAIL: "✗", WARN: "!", SKIP: "-", UNKNOWN: "?"}
 LABEL = {"wheel": "wheel", "driver": "driver", "gpu": "GPU arch", "glibc": "glibc",

@@ -4,9 +4,9 @@ import textwrap
 
 from tabulate import tabulate
 
-from . import matrix_load, versions
-from .errors import UsageError
-from .node import sm_tuple
+from . import load as matrix_load, versions
+from ..core.errors import UsageError
+from .versions import sm_tuple
 
 
 def _filters(torch, cuda):

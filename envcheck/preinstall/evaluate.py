@@ -12,10 +12,10 @@ from typing import Tuple
 
 from packaging.version import Version
 
-from . import versions
-from .errors import UsageError
-from .matrix import Target
-from .node import sm_tuple
+from ..matrix import versions
+from ..core.errors import UsageError
+from ..matrix.model import Target
+from ..matrix.versions import sm_tuple
 
 OK, FAIL, WARN, SKIP, UNKNOWN = "ok", "fail", "warn", "skip", "unknown"
 INDEX_URL = "https://download.pytorch.org/whl/%s"

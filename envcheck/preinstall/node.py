@@ -13,9 +13,11 @@ import sys
 import sysconfig
 from typing import Optional, Tuple
 
-from . import nvidia_smi, versions
-from .errors import UsageError
-from .worker.environment import _glibc  # the ranks report glibc the same way
+from ..matrix import versions
+from ..matrix.versions import sm_tuple
+from . import nvidia_smi
+from ..core.errors import UsageError
+from ..core.host import glibc_version as _glibc  # the ranks report glibc the same way
 
 _SM = re.compile(r"^(?:sm_?)?(\d{1,2})(\d)([af]?)$|^(\d{1,2})\.(\d)$", re.I)
 
@@ -55,12 +57,6 @@ class Node:
         d = dataclasses.asdict(self)
         d["gpus"] = [dataclasses.asdict(g) for g in self.gpus]
         return d
-
-
-def sm_tuple(sm):
-    """'sm_86' → (8, 6); 'sm_100' → (10, 0); 'compute_90' → (9, 0)."""
-    digits = re.sub(r"[^0-9]", "", sm.split("_", 1)[-1])
-    return int(digits[:-1]), int(digits[-1])
 
 
 def parse_gpu(text):

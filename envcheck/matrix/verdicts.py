@@ -16,8 +16,8 @@ unexpected) and, when the entry has one, its message pattern — a different err
 the one the matrix knows about is a real failure, as in pytest's ``raises=``.
 """
 
-from .matrix import Target
-from .outcomes import Outcome, Verdict
+from .model import Target
+from ..core.outcomes import Outcome, Verdict
 
 
 def error_text(check):

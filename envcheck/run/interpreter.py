@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 
-from .errors import UsageError
+from ..core.errors import UsageError
 
 _PROBE = (
     "import importlib.util, json, platform, sys\n"

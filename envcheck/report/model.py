@@ -10,8 +10,8 @@ import json
 import os
 import tempfile
 
-from .errors import UsageError
-from .outcomes import Outcome
+from ..core.errors import UsageError
+from ..core.outcomes import Outcome
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = os.path.join(os.path.dirname(__file__), "schema", "report.schema.json")

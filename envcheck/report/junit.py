@@ -25,7 +25,7 @@ import datetime
 import re
 import xml.etree.ElementTree as ET
 
-from .outcomes import Outcome
+from ..core.outcomes import Outcome
 
 # XML 1.0 forbids most control characters; tracebacks and stderr tails can hold them
 # (ANSI colours, NUL from a crashed rank), and one would make the whole file unreadable.

@@ -8,8 +8,8 @@ probe that produced no check at all (never reached, or stuck outside any check) 
 reported as its ``run`` check.
 """
 
-from .outcomes import SEVERITY, Outcome, worst
-from .report import CheckResult
+from ..core.outcomes import SEVERITY, Outcome, worst
+from ..report.model import CheckResult
 
 SETUP = "setup"
 
@@ -34,7 +34,7 @@ def _abort_entry(abort, rank, info, timeout):
              "stderr_tail": info.get("stderr_tail"), "stack": info.get("stack"),
              "last_record": info.get("last_record")}
     where = info.get("check") or info.get("phase")
-    # Under torchrun/srun (envcheck.launcher_report) the launcher stops the other ranks.
+    # Under torchrun/srun (envcheck.run.launcher) the launcher stops the other ranks.
     who = info.get("stopped_by") or "envcheck"
     if kind == "hang":
         if rank == abort.root_rank:

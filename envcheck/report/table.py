@@ -5,7 +5,7 @@ import textwrap
 
 from tabulate import tabulate
 
-from .outcomes import GLYPH, Outcome
+from ..core.outcomes import GLYPH, Outcome
 
 VERDICT_LABEL = {"ok": "ok", "known": "known issue", "unexpected": "UNEXPECTED",
                  "fixed": "fixed?", "failure": "FAILURE", "new": "ok (no data)"}

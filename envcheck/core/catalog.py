@@ -14,7 +14,7 @@ import os
 
 from .errors import UsageError
 
-BUILTIN_DIR = os.path.join(os.path.dirname(__file__), "worker", "probes")
+BUILTIN_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "worker", "probes")
 BUILTIN_ORDER = ("launch", "collectives", "nccl", "serialization", "checkpoint", "ddp-sync")
 
 

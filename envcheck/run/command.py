@@ -4,10 +4,13 @@ import dataclasses
 import datetime
 import time
 
-from . import __version__, catalog, interpreter, merge, nvidia_smi
-from .errors import UsageError
-from .outcomes import ExitCode, Outcome, Verdict
-from .report import Report
+from .. import __version__
+from ..core import catalog
+from ..core.errors import UsageError
+from ..core.outcomes import ExitCode, Outcome, Verdict
+from ..preinstall import nvidia_smi
+from ..report.model import Report
+from . import interpreter, merge
 from .supervisor import supervise
 
 BACKENDS = ("auto", "gloo", "nccl")

@@ -126,3 +126,9 @@ def python_series(text):
     if not m:
         raise ValueError("%r is not a Python version (e.g. 3.11 or 3.13t)" % text)
     return "%s.%s%s" % m.groups()
+
+
+def sm_tuple(sm):
+    """'sm_86' → (8, 6); 'sm_100' → (10, 0); 'compute_90' → (9, 0)."""
+    digits = re.sub(r"[^0-9]", "", sm.split("_", 1)[-1])
+    return int(digits[:-1]), int(digits[-1])

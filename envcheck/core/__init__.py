@@ -1,0 +1,1 @@
+"""The run model both sides share, stdlib only."""

@@ -1,0 +1,1 @@
+"""The version matrix: facts and expectations (``data/``), loading, verdicts."""

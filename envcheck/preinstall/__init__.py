@@ -1,0 +1,1 @@
+"""``envcheck check``: will a torch wheel work on this node, before it is installed."""

@@ -1,0 +1,1 @@
+"""The report: its model, and the table, JSON, JUnit and markdown renderers."""

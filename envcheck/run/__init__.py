@@ -1,0 +1,1 @@
+"""``envcheck run``: plan, start and watch the ranks, merge their records."""
