@@ -50,14 +50,15 @@ def _check_format(fmt):
 
 def _emit(report, fmt, json_path=None, junit_path=None, strict=False):
     """Write the report files asked for (each atomically), then print it in FMT."""
+    from .core.atomic import write_atomic
     from .report import model as report_mod
 
     text = report_mod.dumps(report)
     if json_path:
-        report_mod.write_atomic(json_path, text)
+        write_atomic(json_path, text)
     if junit_path:
         from .report.junit import render as render_junit
-        report_mod.write_atomic(junit_path, render_junit(report, strict=strict))
+        write_atomic(junit_path, render_junit(report, strict=strict))
     if fmt == "json":
         sys.stdout.write(text)
     elif fmt == "markdown":
@@ -176,14 +177,25 @@ def report(
 def probes(
     probe_path: List[str] = typer.Option([], "--probe-path", metavar="FILE.py",
                                          help="Also list the probes in this file."),
+    checks: bool = typer.Option(False, "--checks",
+                                help="List every check id (PROBE.CHECK) the probes declare, "
+                                     "a line each: the ids the matrix and reports use."),
 ):
     """List the probes, a line each."""
     from tabulate import tabulate
 
-    from .core.catalog import all_probes
+    from .core.catalog import RUN, SETUP, SETUP_CHECKS, all_probes
 
+    specs = all_probes(tuple(probe_path))
+    if checks:
+        lines = ["%s.%s" % (SETUP, c) for c in SETUP_CHECKS]
+        for s in specs:
+            names = s.checks if s.checks is not None else ("(any: CHECKS not declared)",)
+            lines += ["%s.%s" % (s.name, c) for c in names + (RUN,)]
+        print("\n".join(lines))
+        return
     rows = [(s.name, "built-in" if s.builtin else (s.path or s.module), s.summary)
-            for s in all_probes(tuple(probe_path))]
+            for s in specs]
     print(tabulate(rows, headers=["probe", "from", "what it proves"]))
 
 

@@ -111,3 +111,38 @@ def write_probes(tmp_path):
         path.write_text(textwrap.dedent(source))
         return str(path)
     return write
+
+
+# A hang as users meet it: rank 1 is stuck in its own code, rank 0 waits for it.
+STUCK = '''
+def probe_stuck(ctx):
+    """rank 1 sleeps; the others wait for it in a barrier"""
+    import time
+    import torch.distributed as dist
+    with ctx.check("wait"):
+        if ctx.rank == 1:
+            time.sleep(600)
+        dist.barrier()
+'''
+
+
+def launcher_env(**extra):
+    """This environment without any launcher's variables, envcheck on PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "TORCHELASTIC_")) and k not in (
+               "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+               "MASTER_PORT", "GROUP_RANK")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+    env.update(extra)
+    return env
+
+
+def torchrun(python, nnodes, node_rank, nproc, port, args, cwd, host=None):
+    """One torchrun agent running launcher mode (ENVCHECK_HOST=host plays a node)."""
+    cmd = [python, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
+           "--node-rank", str(node_rank), "--nproc-per-node", str(nproc),
+           "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:%d" % port,
+           "--rdzv-id", "envcheck-test", "-m", "envcheck.worker.launched", *args]
+    return subprocess.Popen(cmd, cwd=cwd, env=launcher_env(**({"ENVCHECK_HOST": host} if host else {})),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)

@@ -2,9 +2,12 @@
 
 - Supervisor side (everything outside envcheck/worker/) never imports torch: with a
   ``torch`` on the path that explodes on import, the commands that do not start ranks
-  still work.
-- Worker side (envcheck/worker/) imports only the stdlib, torch and itself, so ranks run
-  under an interpreter that has torch and nothing of envcheck's dependencies.
+  still work. It never imports envcheck/worker/ either: what both sides need is in
+  envcheck/core/.
+- Core (envcheck/core/) is stdlib only: both sides import it, ranks under an
+  interpreter that has nothing but torch included.
+- Worker side (envcheck/worker/) imports only the stdlib, torch, itself and the core, so
+  ranks run under an interpreter that has torch and nothing of envcheck's dependencies.
 """
 
 import ast
@@ -51,35 +54,79 @@ def test_commands_without_ranks_work_without_torch(exploding_torch, args):
     assert "Traceback" not in result.stderr
 
 
-def _imports(path):
-    tree = ast.parse(open(path, encoding="utf-8").read(), filename=path)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node, alias.name
-        elif isinstance(node, ast.ImportFrom):
-            yield node, ("." * node.level) + (node.module or "")
+CORE = os.path.join(ROOT, "envcheck", "core")
+PACKAGE = os.path.join(ROOT, "envcheck")
 
 
-def _worker_files():
-    for root, _, files in os.walk(WORKER):
+def _files(top):
+    for root, _, files in os.walk(top):
         for name in files:
             if name.endswith(".py"):
                 yield os.path.join(root, name)
 
 
-@pytest.mark.parametrize("path", sorted(_worker_files()),
-                         ids=lambda p: os.path.relpath(p, ROOT))
-def test_worker_imports_only_stdlib_and_torch(path):
-    allowed_stdlib = set(sys.stdlib_module_names)
-    bad = []
-    for node, name in _imports(path):
-        top = name.split(".")[0]
-        if name.startswith(".") or top == "torch" or name.startswith("envcheck.worker") \
-                or top in allowed_stdlib:
-            continue
-        bad.append("line %d: %s" % (node.lineno, name))
-    assert not bad, "worker side must import only the stdlib and torch: %s" % bad
+def _absolute(path, name, level):
+    """The dotted module an import in PATH names (relative imports resolved)."""
+    if not level:
+        return name
+    package = os.path.relpath(os.path.dirname(path), os.path.dirname(PACKAGE))
+    parts = package.split(os.sep)
+    parts = parts[:len(parts) - (level - 1)]
+    return ".".join(parts + ([name] if name else []))
+
+
+def _imported(path):
+    tree = ast.parse(open(path, encoding="utf-8").read(), filename=path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(path, node.module, node.level)
+            if node.level and not node.module:  # from . import a, b
+                for alias in node.names:
+                    yield node.lineno, "%s.%s" % (base, alias.name)
+            else:
+                yield node.lineno, base
+
+
+def _violations(path, allowed):
+    stdlib = set(sys.stdlib_module_names)
+    return ["line %d: %s" % (line, name) for line, name in _imported(path)
+            if name.split(".")[0] not in stdlib and not any(
+                name == a or name.startswith(a + ".") for a in allowed)]
+
+
+@pytest.mark.parametrize("path", sorted(_files(WORKER)), ids=lambda p: os.path.relpath(p, ROOT))
+def test_worker_imports_only_stdlib_torch_and_the_core(path):
+    bad = _violations(path, ("torch", "envcheck.worker", "envcheck.core"))
+    assert not bad, "worker side must import only the stdlib, torch and the core: %s" % bad
+
+
+@pytest.mark.parametrize("path", sorted(_files(CORE)), ids=lambda p: os.path.relpath(p, ROOT))
+def test_core_imports_only_the_stdlib(path):
+    bad = _violations(path, ("envcheck.core",))
+    assert not bad, "the core is imported by ranks that have only torch: %s" % bad
+
+
+def test_supervisor_side_never_imports_the_worker():
+    bad = ["%s line %d: %s" % (os.path.relpath(path, ROOT), line, name)
+           for path in _files(PACKAGE) if not path.startswith(WORKER + os.sep)
+           for line, name in _imported(path)
+           if name == "envcheck.worker" or name.startswith("envcheck.worker.")]
+    assert not bad, "the supervisor side reaches the worker through envcheck.core only: %s" % bad
+
+
+def test_the_import_reader_resolves_relative_imports():
+    """The checks above are only as good as this resolution of relative imports."""
+    runtime = os.path.join(WORKER, "runtime.py")
+    names = {name for _, name in _imported(runtime)}
+    assert {"envcheck.core.records", "envcheck.worker.context"} <= names
+    cli = {name for _, name in _imported(os.path.join(PACKAGE, "cli.py"))}
+    assert {"envcheck.core.errors", "typer"} <= cli
+    assert _violations(runtime, ("torch", "envcheck.worker")) == [
+        "line %d: %s" % (line, name) for line, name in _imported(runtime)
+        if name.startswith("envcheck.core")]
 
 
 def test_probe_modules_import_torch_only_inside_functions():

@@ -107,3 +107,73 @@ def test_readme_probe_example_runs(tmp_path):
     check = checks_by_id(load_report(report))["my-setup.same_cpu_count"]
     assert check["outcome"] == "passed"
     assert check["detail"] == "%d CPUs on each of 2 ranks" % os.cpu_count()
+
+
+DECLARED = '''
+CHECKS = {"declared": ("listed",), "strict": ("one",)}
+
+
+def probe_declared(ctx):
+    """reports only what it declares"""
+    with ctx.check("listed") as c:
+        c.detail = "fine"
+
+
+def probe_strict(ctx):
+    """declares one check, then opens another"""
+    with ctx.check("one"):
+        pass
+    with ctx.check("two"):
+        pass
+'''
+
+
+def test_declared_checks_are_listed_and_enforced(write_probes, tmp_path):
+    path = write_probes(DECLARED)
+    listed = run_cli("probes", "--checks", "--probe-path", path)
+    assert listed.code == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[:4] == ["setup.import_torch", "setup.init_process_group",
+                         "setup.final_barrier", "setup.between_probes"]
+    assert lines[-4:] == ["declared.listed", "declared.run", "strict.one", "strict.run"]
+    assert "collectives.all_gather_object" in lines
+
+    report = tmp_path / "r.json"
+    result = run_cli("run", "--probe-path", path, "-p", "declared", "-p", "strict",
+                     "--json", str(report), "-q")
+    assert result.code == 1
+    checks = checks_by_id(load_report(report))
+    assert checks["declared.listed"]["outcome"] == "passed"
+    assert checks["strict.one"]["outcome"] == "passed"
+    assert "strict.two" not in checks
+    run = checks["strict.run"]
+    assert (run["outcome"], run["error"]["type"]) == ("failed", "UndeclaredCheck")
+    assert run["error"]["message"] == ("probe 'strict' reports check 'two', which its "
+                                       "CHECKS does not declare (one)")
+
+
+@pytest.mark.parametrize("declaration,message", [
+    ("CHECKS = ('a', 1)", "CHECKS must list check names"),
+    ("CHECKS = ('a', 'a')", "CHECKS names a check twice"),
+    ("CHECKS = ['a.b']", "CHECKS must list check names"),
+    ("CHECKS = tuple('ab')", "CHECKS must be a literal tuple"),
+    ("CHECKS = {'other': ('a',)}", "CHECKS names no probe of this file: other"),
+])
+def test_a_malformed_declaration_is_a_one_line_error(write_probes, declaration, message):
+    path = write_probes(declaration + "\n\n\ndef probe_x(ctx):\n    pass\n")
+    result = run_cli("probes", "--probe-path", path)
+    assert result.code == 2
+    assert result.stderr.startswith("envcheck: error: --probe-path %s line 1: " % path)
+    assert message in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_the_matrix_validates_against_the_declaration(write_probes, tmp_path):
+    path = write_probes(DECLARED)
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "ours.toml").write_text(
+        '[[expectation]]\ncheck = "strict.two"\ntorch = ">=2.0"\noutcome = "passed"\n'
+        'source = "https://example.org/ours"\n')
+    result = run_cli("matrix", "--validate", "--matrix", str(team), "--probe-path", path)
+    assert result.code == 2
+    assert "probe 'strict' has no check 'two' (its checks: one, run)" in result.stderr

@@ -1,9 +1,19 @@
-"""Which probes exist, found without importing them (so without importing torch).
+"""Which probes exist, and which checks each declares, found without importing them.
 
 Built-in probes are the modules of ``envcheck.worker.probes``; custom probes come from
 files given with ``--probe-path`` and from the ``envcheck.probes`` entry-point group of
-installed packages. A probe is any top-level ``def probe_NAME(ctx)``; it is found by
-reading the file's syntax tree, because importing it would import torch here.
+installed packages. A probe is any top-level ``def probe_NAME(ctx)`` (underscores in NAME
+become dashes); its docstring's first line is its summary. Files are read as syntax
+trees, not imported: importing would import torch, and the supervisor never does.
+
+A probe *declares* its checks in a module-level ``CHECKS``: a tuple of check names for
+the file's probes, or a dict ``{"probe-name": (...)}`` when a file holds several. The
+ranks refuse a check that is not declared, so the declaration is what ``envcheck
+probes --checks`` lists and what the matrix validates check ids against. A custom probe
+without ``CHECKS`` may report any check (the matrix then accepts any check of it).
+
+The order probes run in, and the plan entries handed to the ranks, come from here for
+both drivers (``envcheck run`` and launcher mode).
 """
 
 import ast
@@ -11,11 +21,18 @@ import dataclasses
 import importlib.metadata
 import importlib.util
 import os
+from typing import Optional, Tuple
 
 from .errors import UsageError
 
-BUILTIN_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "worker", "probes")
+BUILTIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "worker", "probes")
 BUILTIN_ORDER = ("launch", "collectives", "nccl", "serialization", "checkpoint", "ddp-sync")
+# What the drivers report outside any probe, as the pseudo-probe ``setup``.
+SETUP = "setup"
+SETUP_CHECKS = ("import_torch", "init_process_group", "final_barrier", "between_probes")
+# Every probe may also report ``run``: it broke outside any of its checks.
+RUN = "run"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,12 +40,14 @@ class ProbeSpec:
     name: str
     summary: str
     function: str
+    checks: Optional[Tuple[str, ...]]  # declared checks; None: undeclared (any)
     module: str = None  # importable module name (built-in and entry-point probes)
     path: str = None  # file path (--probe-path probes)
     builtin: bool = False
 
     def plan_entry(self):
-        entry = {"name": self.name, "function": self.function}
+        entry = {"name": self.name, "function": self.function,
+                 "checks": list(self.checks) if self.checks is not None else None}
         if self.path:
             entry["path"] = self.path
         else:
@@ -36,18 +55,59 @@ class ProbeSpec:
         return entry
 
 
-def _probes_in_file(path):
+def _declared(tree, path):
+    """The module's ``CHECKS`` value (a tuple or a dict), or None."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "CHECKS" for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                raise ValueError("%s line %d: CHECKS must be a literal tuple of check "
+                                 "names (or a dict of them by probe)" % (path, node.lineno))
+            return value, node.lineno
+    return None, None
+
+
+def _names(value, where):
+    if not isinstance(value, (tuple, list)) or not all(
+            isinstance(v, str) and v and "." not in v for v in value):
+        raise ValueError("%s: CHECKS must list check names (strings without dots)" % where)
+    if len(set(value)) != len(value):
+        raise ValueError("%s: CHECKS names a check twice" % where)
+    return tuple(value)
+
+
+def probes_in_file(path):
+    """[(name, function, summary, checks)] for the probes one file defines.
+
+    ValueError (or SyntaxError, OSError) when the file or its CHECKS is malformed.
+    """
     with open(path, encoding="utf-8") as f:
-        source = f.read()
-    tree = ast.parse(source, filename=path)
+        tree = ast.parse(f.read(), filename=path)
     found = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
                 and node.name.startswith("probe_") and len(node.name) > len("probe_"):
             doc = ast.get_docstring(node) or ""
             summary = doc.strip().splitlines()[0] if doc.strip() else ""
-            found.append((node.name[len("probe_"):].replace("_", "-"), node.name, summary))
-    return found
+            found.append([node.name[len("probe_"):].replace("_", "-"), node.name, summary])
+    declared, line = _declared(tree, path)
+    where = "%s line %s" % (path, line)
+    for item in found:
+        if declared is None:
+            item.append(None)
+        elif isinstance(declared, dict):
+            checks = declared.get(item[0])
+            item.append(None if checks is None else _names(checks, where))
+        else:
+            item.append(_names(declared, where))
+    if isinstance(declared, dict):
+        unknown = sorted(set(declared) - {item[0] for item in found})
+        if unknown:
+            raise ValueError("%s: CHECKS names no probe of this file: %s"
+                             % (where, ", ".join(unknown)))
+    return [tuple(item) for item in found]
 
 
 def builtin_probes():
@@ -56,8 +116,10 @@ def builtin_probes():
         if not filename.endswith(".py") or filename.startswith("_"):
             continue
         module = "envcheck.worker.probes." + filename[:-3]
-        for name, function, summary in _probes_in_file(os.path.join(BUILTIN_DIR, filename)):
-            specs.append(ProbeSpec(name, summary, function, module=module, builtin=True))
+        for name, function, summary, checks in probes_in_file(
+                os.path.join(BUILTIN_DIR, filename)):
+            specs.append(ProbeSpec(name, summary, function, checks, module=module,
+                                   builtin=True))
     order = {name: i for i, name in enumerate(BUILTIN_ORDER)}
     return sorted(specs, key=lambda s: (order.get(s.name, len(order)), s.name))
 
@@ -66,17 +128,20 @@ def _file_probes(path):
     if not os.path.isfile(path):
         raise UsageError("--probe-path %s: no such file" % path)
     try:
-        found = _probes_in_file(path)
+        found = probes_in_file(path)
     except SyntaxError as exc:
         raise UsageError("--probe-path %s: syntax error on line %s: %s"
                          % (path, exc.lineno, exc.msg)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError("--probe-path %s: cannot read it (%s)" % (path, exc)) from None
+    except ValueError as exc:
+        raise UsageError("--probe-path %s" % exc) from None
     if not found:
         raise UsageError("--probe-path %s defines no probe: write a top-level "
                          "'def probe_NAME(ctx):'" % path)
     path = os.path.abspath(path)
-    return [ProbeSpec(name, summary, function, path=path) for name, function, summary in found]
+    return [ProbeSpec(name, summary, function, checks, path=path)
+            for name, function, summary, checks in found]
 
 
 def _entry_point_probes():
@@ -90,8 +155,12 @@ def _entry_point_probes():
         if spec is None or not spec.origin or not os.path.isfile(spec.origin):
             raise UsageError("entry point envcheck.probes:%s names %r, which cannot be "
                              "found" % (ep.name, ep.value))
-        for name, function, summary in _probes_in_file(spec.origin):
-            specs.append(ProbeSpec(name, summary, function, module=module))
+        try:
+            found = probes_in_file(spec.origin)
+        except (SyntaxError, ValueError, OSError) as exc:
+            raise UsageError("entry point envcheck.probes:%s: %s" % (ep.name, exc)) from None
+        specs += [ProbeSpec(name, summary, function, checks, module=module)
+                  for name, function, summary, checks in found]
     return specs
 
 
@@ -103,7 +172,7 @@ def all_probes(probe_paths=()):
         extra.extend(_file_probes(path))
     names = {s.name: s for s in specs}
     for spec in extra:
-        if spec.name in names:
+        if spec.name in names or spec.name == SETUP:
             where = spec.path or spec.module
             raise UsageError("probe %r from %s clashes with an existing probe of that "
                              "name: rename its function" % (spec.name, where))
@@ -122,3 +191,34 @@ def select(specs, wanted=(), skipped=()):
     if not chosen:
         raise UsageError("no probe left to run after --probe/--skip")
     return chosen
+
+
+def known_checks(probe_paths=()):
+    """{probe: (check names, any)}: ``any`` when the probe declares none. Files that
+    cannot be read are left out (a run that uses them reports why)."""
+    probes = {SETUP: (set(SETUP_CHECKS), False)}
+    files = [os.path.join(BUILTIN_DIR, f) for f in sorted(os.listdir(BUILTIN_DIR))
+             if f.endswith(".py") and not f.startswith("_")] + list(probe_paths)
+    for path in files:
+        try:
+            found = probes_in_file(path)
+        except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        for name, _, _, checks in found:
+            probes[name] = (set(checks or ()) | {RUN}, checks is None)
+    return probes
+
+
+def unknown_reason(check_id, probes):
+    """Why a check id is unknown (a sentence), or None when it is known."""
+    probe, dot, check = check_id.partition(".")
+    if not dot or not probe or not check:
+        return "check id %r is not PROBE.CHECK" % check_id
+    if probe not in probes:
+        return "unknown probe %r in %r (probes: %s)" % (
+            probe, check_id, ", ".join(sorted(probes)))
+    names, undeclared = probes[probe]
+    if check in names or undeclared:
+        return None
+    return "probe %r has no check %r (its checks: %s)" % (
+        probe, check, ", ".join(sorted(names)))

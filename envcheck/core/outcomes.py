@@ -49,8 +49,39 @@ class Verdict(str, enum.Enum):
 
 
 class ExitCode(enum.IntEnum):
+    """What ``envcheck`` itself exits with."""
+
     OK = 0
     FAILED = 1
     USAGE = 2
     INTERRUPTED = 130  # SIGINT, as shells report it
     TERMINATED = 143  # SIGTERM
+
+
+class RankExit(enum.IntEnum):
+    """What a rank exits with; the drivers read these as well as its records."""
+
+    OK = 0
+    USAGE = 2  # launcher mode: bad arguments or launcher environment
+    SETUP_FAILED = 3  # init_process_group failed; the reason is in the records
+    TEARDOWN_FAILED = 4  # the final barrier failed: a peer died after its last probe
+    HANG = 124  # launcher mode: the rank's watchdog saw no progress (as timeout(1))
+
+
+def exit_code(checks, interrupted=None, strict=False):
+    """0 when nothing unexpected, 1 otherwise; 130/143 when interrupted.
+
+    A judged check counts by its verdict (known issues pass unless ``strict``); a check
+    no matrix judged counts by its outcome.
+    """
+    if interrupted == "SIGINT":
+        return ExitCode.INTERRUPTED
+    if interrupted == "SIGTERM":
+        return ExitCode.TERMINATED
+    for c in checks:
+        if c.verdict is not None:
+            if Verdict(c.verdict).is_bad or (strict and c.verdict == Verdict.KNOWN):
+                return ExitCode.FAILED
+        elif Outcome(c.outcome).is_bad:
+            return ExitCode.FAILED
+    return ExitCode.OK

@@ -1,21 +1,30 @@
-"""The record stream a rank writes for the supervisor.
+"""The record stream a rank writes, and the one way to read it back.
 
 One JSON object per line in ``records-rank{RANK}.jsonl``, flushed after every record so
 that what a rank said before a SIGKILL or a segfault is still there to read. The record
 types, in the order a rank writes them:
 
 - ``hello``: the rank started and imported torch (``torch_import_s``).
+- ``launch``: (launcher mode only) launcher, world size, the plan.
 - ``env``: what this rank sees of its environment (rank 0 collects the full picture).
 - ``setup_start`` / ``setup``: init_process_group, with outcome, seconds and error.
 - ``probe_start`` / ``check_start`` / ``check`` / ``probe_end``: one probe at a time.
-- ``bye``: the rank finished its plan and destroyed its process group.
+- ``teardown_start`` / ``teardown``: the final barrier (``teardown`` only when it failed).
+- ``hang``: (launcher mode only) the rank's watchdog saw no progress past the timeout.
+- ``bye``: the rank finished its plan.
 
-The supervisor reads these files while the ranks run (see ``envcheck.supervisor``).
+Both drivers read these with the same functions: the local supervisor while the ranks
+run (``RecordTail``), launcher mode's report from files after the job (``parse``). A
+line that is not a whole record — the last one of a rank killed mid-write, or the same
+torn line in the middle of a file that concatenates several ranks' streams — is skipped
+and counted, never fatal.
 """
 
 import json
 import os
 import time
+
+MERGED_RECORDS = "records.jsonl"  # launcher mode: rank 0's gathered copy of every rank's
 
 
 def records_path(out_dir, rank):
@@ -40,3 +49,67 @@ class RecordWriter:
 
     def close(self):
         self._f.close()
+
+
+def parse_line(line):
+    """The record on one line, or None when the line is not a whole envcheck record."""
+    if not line.strip():
+        return None
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("t"), str) \
+            or not isinstance(rec.get("rank"), int):
+        return None
+    return rec
+
+
+def parse(text):
+    """(records, number of torn lines skipped) from the text of a record file."""
+    records, torn = [], 0
+    for line in text.split("\n"):
+        if not line.strip():
+            continue
+        rec = parse_line(line)
+        if rec is None:
+            torn += 1
+        else:
+            records.append(rec)
+    return records, torn
+
+
+class RecordTail:
+    """Follows one rank's record file while the rank writes it (``tail -f``).
+
+    A line without its newline yet waits for the rest; a complete line that is not a
+    record is counted in ``torn`` and skipped.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        self.torn = 0
+        self._offset = 0
+        self._pending = b""
+
+    def poll(self):
+        """The records completed since the last call."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+                self._offset = f.tell()
+        except FileNotFoundError:
+            return []
+        lines = (self._pending + chunk).split(b"\n")
+        self._pending = lines.pop()
+        out = []
+        for raw in lines:
+            if not raw.strip():
+                continue
+            rec = parse_line(raw.decode("utf-8", "replace"))
+            if rec is None:
+                self.torn += 1
+            else:
+                out.append(rec)
+        return out

@@ -12,7 +12,7 @@ import re
 
 from packaging.version import Version
 
-from ..core import check_ids
+from ..core import catalog
 from . import versions
 from ..core.errors import UsageError
 from .model import (BACKENDS, BAD_OUTCOMES, OUTCOMES, PLATFORMS, Expectation, Matrix, MatrixFile,
@@ -282,7 +282,7 @@ def _expectation(errors, where, e, directory, probes):
         errors.add(where, "check must be a check id (PROBE.CHECK) or a list of them")
         return None
     for check in checks:
-        reason = check_ids.unknown_reason(check, probes)
+        reason = catalog.unknown_reason(check, probes)
         if reason:
             errors.add(where, reason)
     if "torch" not in e:
@@ -361,7 +361,7 @@ def _read(errors, f):
 def load(extra_dirs=(), probe_paths=()):
     """The whole matrix, validated; MatrixError lists every problem found."""
     files = matrix_files(extra_dirs)
-    probes = check_ids.known_checks(probe_paths)
+    probes = catalog.known_checks(probe_paths)
     errors = _Errors()
     releases, toolkits, expectations = [], [], []
     for f in files.values():

@@ -26,6 +26,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from ..core.outcomes import Outcome
+from . import header
 
 # XML 1.0 forbids most control characters; tracebacks and stderr tails can hold them
 # (ANSI colours, NUL from a crashed rank), and one would make the whole file unreadable.
@@ -87,32 +88,10 @@ def failure_text(report, check):
 
 
 def properties(report):
-    env = report.environment or {}
-    plan = report.plan or {}
-    hosts = sorted({r.get("host") for r in report.ranks or [] if r.get("host")})
-    backends = sorted({r.get("backend") for r in report.ranks or [] if r.get("backend")})
-    props = [
-        ("envcheck_version", report.envcheck_version),
-        ("created", report.created),
-        ("torch", env.get("torch")),
-        ("cuda", env.get("cuda")),
-        ("cudnn", env.get("cudnn")),
-        ("nccl", env.get("nccl")),
-        ("driver", env.get("driver")),
-        ("gpus", "; ".join("%s (%s)" % (g.get("name"), g.get("capability"))
-                           for g in env.get("gpus") or [])),
-        ("python", env.get("python") or plan.get("python_version")),
-        ("python_executable", plan.get("python")),
-        ("os", env.get("os")),
-        ("glibc", env.get("glibc")),
-        ("numpy", env.get("numpy")),
-        ("world_size", plan.get("nproc")),
-        ("hosts", ",".join(hosts)),
-        ("backend", ",".join(backends) or plan.get("backend")),
-        ("timeout_s", plan.get("timeout")),
-        ("interrupted", report.interrupted),
-    ]
+    f = header.facts(report)
+    props = list(f.items())
     # Secrets are already redacted when the environment is collected.
+    env = report.environment or {}
     props += [("env.%s" % k, v) for k, v in sorted((env.get("env") or {}).items())]
     return [(k, "" if v is None else str(v)) for k, v in props]
 

@@ -6,6 +6,7 @@ what to do. Cells are escaped (``|`` would split a row, a newline would end the 
 """
 
 from ..core.outcomes import Outcome
+from . import header
 from .junit import rank_lines
 from .table import VERDICT_LABEL
 
@@ -50,25 +51,8 @@ def _headline(report, strict):
 
 
 def _environment(report):
-    env = report.environment or {}
-    plan = report.plan or {}
-    hosts = sorted({r.get("host") for r in report.ranks or [] if r.get("host")})
-    backend = report.ranks[0].get("backend") if report.ranks else plan.get("backend")
-    gpus = ", ".join("%s (sm_%s)" % (g.get("name"), str(g.get("capability", "")).replace(
-        ".", "")) for g in env.get("gpus") or []) or "none visible to torch"
-    rows = [
-        ("torch", env.get("torch") or "?"),
-        ("CUDA / cuDNN / NCCL", "%s / %s / %s" % (env.get("cuda") or "none",
-                                                  env.get("cudnn") or "-",
-                                                  env.get("nccl") or "-")),
-        ("driver", env.get("driver") or "no nvidia-smi"),
-        ("GPUs", gpus),
-        ("Python", env.get("python") or plan.get("python_version") or "?"),
-        ("OS / glibc", "%s / %s" % (env.get("os") or "?", env.get("glibc") or "-")),
-        ("ranks", "%s on %s, backend %s" % (plan.get("nproc", "?"), ", ".join(hosts) or "?",
-                                              backend)),
-        ("envcheck", "%s · %s" % (report.envcheck_version, report.created)),
-    ]
+    rows = header.rows(report) + [
+        ("envcheck", "%s · %s" % (report.envcheck_version, report.created))]
     lines = ["| | |", "|---|---|"]
     lines += ["| **%s** | %s |" % (cell(k), cell(v)) for k, v in rows]
     return "\n".join(lines)

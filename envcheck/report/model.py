@@ -8,7 +8,6 @@ renders a saved report exactly as the run did. The JSON layout is versioned by
 import dataclasses
 import json
 import os
-import tempfile
 
 from ..core.errors import UsageError
 from ..core.outcomes import Outcome
@@ -113,24 +112,6 @@ def check_writable(path):
         raise UsageError("cannot write %s: directory %s is not writable" % (path, directory))
     if os.path.exists(path) and not os.access(path, os.W_OK):
         raise UsageError("cannot write %s: the file is read-only" % path)
-
-
-def write_atomic(path, text):
-    """Write the whole file or nothing: a temp file beside it, then rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".envcheck-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def load(path):

@@ -6,6 +6,7 @@ import textwrap
 from tabulate import tabulate
 
 from ..core.outcomes import GLYPH, Outcome
+from . import header
 
 VERDICT_LABEL = {"ok": "ok", "known": "known issue", "unexpected": "UNEXPECTED",
                  "fixed": "fixed?", "failure": "FAILURE", "new": "ok (no data)"}
@@ -18,30 +19,7 @@ def _fmt_seconds(s):
 
 
 def environment_lines(report):
-    env = report.environment or {}
-    plan = report.plan or {}
-    gpus = env.get("gpus") or []
-    gpu_text = ", ".join("%s (sm_%s)" % (g["name"], g["capability"].replace(".", ""))
-                         for g in gpus) or "none visible to torch"
-    hosts = sorted({r.get("host") for r in report.ranks if r.get("host")})
-    rows = [
-        ("torch", "%s%s" % (env.get("torch", "?"),
-                            " (git %s)" % env["torch_git"][:10] if env.get("torch_git") else "")),
-        ("CUDA / cuDNN / NCCL", "%s / %s / %s" % (env.get("cuda") or "none",
-                                                  env.get("cudnn") or "-",
-                                                  env.get("nccl") or "-")),
-        ("driver", env.get("driver") or "no nvidia-smi"),
-        ("GPUs", gpu_text),
-        ("Python", "%s (%s)" % (env.get("python", plan.get("python_version", "?")),
-                                plan.get("python", "?"))),
-        ("OS / glibc", "%s / %s" % (env.get("os", "?"), env.get("glibc") or "-")),
-        ("numpy", env.get("numpy") or "not installed"),
-        ("ranks", "%s on %s, backend %s" % (plan.get("nproc", "?"),
-                                              ", ".join(hosts) or "?",
-                                              (report.ranks[0].get("backend")
-                                               if report.ranks else plan.get("backend")))),
-    ]
-    return tabulate(rows, tablefmt="plain")
+    return tabulate(header.rows(report), tablefmt="plain")
 
 
 def _outcome_cell(check):

@@ -5,16 +5,16 @@ import datetime
 import time
 
 from .. import __version__
-from ..core import catalog
+from ..core import catalog, plan as plan_mod
 from ..core.errors import UsageError
-from ..core.outcomes import ExitCode, Outcome, Verdict
+from ..core import outcomes
 from ..preinstall import nvidia_smi
 from ..report.model import Report
 from . import interpreter, merge
 from .supervisor import supervise
 
-BACKENDS = ("auto", "gloo", "nccl")
-DEFAULT_TIMEOUT = 60.0
+BACKENDS = plan_mod.BACKENDS
+DEFAULT_TIMEOUT = plan_mod.DEFAULT_TIMEOUT
 
 
 @dataclasses.dataclass
@@ -83,13 +83,17 @@ def make_plan(opts):
 def execute(plan, on_event=None, startup_timeout=None, while_starting=None):
     started = time.monotonic()
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    attempts = supervise(plan.interpreter.path, [p.plan_entry() for p in plan.probes],
-                         plan.nproc, plan.backend, plan.timeout, plan.options,
+    rank_plan = plan_mod.rank_plan(plan.backend, plan.timeout,
+                                   [p.plan_entry() for p in plan.probes], plan.options)
+    attempts = supervise(plan.interpreter.path, rank_plan, plan.nproc,
                          on_event=on_event, startup_timeout=startup_timeout,
                          master_port=plan.master_port, notes=plan.notes,
                          while_starting=while_starting)
-    checks = merge.merge(attempts, [p.name for p in plan.probes], plan.nproc, plan.timeout)
-    env, ranks = merge.environment(attempts)
+    checks, env, ranks = merge.results(attempts, [p.name for p in plan.probes], plan.nproc,
+                                       plan.timeout)
+    torn = sum(a.torn for a in attempts)
+    if torn:
+        plan.notes.append(merge.torn_note(torn))
     last = attempts[-1].abort if attempts else None
     interrupted = None
     if last and last.kind == "interrupted":
@@ -102,14 +106,4 @@ def execute(plan, on_event=None, startup_timeout=None, while_starting=None):
 
 def exit_code(report, strict=False):
     """0 when nothing unexpected, 1 otherwise; 130/143 when interrupted."""
-    if report.interrupted == "SIGINT":
-        return ExitCode.INTERRUPTED
-    if report.interrupted == "SIGTERM":
-        return ExitCode.TERMINATED
-    for c in report.checks:
-        if c.verdict is not None:
-            if Verdict(c.verdict).is_bad or (strict and c.verdict == Verdict.KNOWN):
-                return ExitCode.FAILED
-        elif Outcome(c.outcome).is_bad:
-            return ExitCode.FAILED
-    return ExitCode.OK
+    return outcomes.exit_code(report.checks, report.interrupted, strict)

@@ -8,6 +8,8 @@ probe that produced no check at all (never reached, or stuck outside any check) 
 reported as its ``run`` check.
 """
 
+import re
+
 from ..core.outcomes import SEVERITY, Outcome, worst
 from ..report.model import CheckResult
 
@@ -39,15 +41,15 @@ def _abort_entry(abort, rank, info, timeout):
     if kind == "hang":
         if rank == abort.root_rank:
             entry["seconds"] = abort.waited_s
-            entry["detail"] = "no progress for %.1f s (timeout %g s) in %s" % (
-                abort.waited_s or 0, timeout, where)
+            entry["detail"] = "rank %d: no progress for %.1f s (timeout %g s) in %s" % (
+                rank, abort.waited_s or 0, timeout, where)
         else:
             entry["detail"] = "stopped by %s while in %s after rank %d hung" % (
                 who, where, abort.root_rank)
     elif kind == "crash":
         if rank == abort.root_rank:
-            how = ("killed by %s" % info["signal"]) if info.get("signal") else \
-                ("exited with code %s" % info.get("exit_code"))
+            how = info.get("how") or (("killed by %s" % info["signal"]) if info.get("signal")
+                                      else ("exited with code %s" % info.get("exit_code")))
             entry["detail"] = "rank %d %s in %s" % (rank, how, where)
         else:
             entry["detail"] = "stopped by %s while in %s after rank %d crashed" % (
@@ -79,7 +81,8 @@ def _merge(probe, check, ranks, root_rank=None):
     differing = sorted(r for r, e in ranks.items() if e["outcome"] != outcome.value)
     if outcome.is_bad and len(ranks) > 1:
         bad = sorted(r for r, e in ranks.items() if e["outcome"] == outcome.value)
-        if differing:
+        # A hang's or crash's own words already start with its rank ("rank 1 exited").
+        if differing and not re.match(r"rank %d\b" % root_rank, detail):
             detail = "rank %s: %s" % (",".join(map(str, bad)), detail)
     seconds = [e["seconds"] for e in ranks.values() if e.get("seconds") is not None]
     return CheckResult(
@@ -291,4 +294,44 @@ def attempts_summary(attempts):
     return out
 
 
-__all__ = ["merge", "environment", "attempts_summary", "SEVERITY", "Outcome"]
+def hosts(attempts):
+    """rank -> host, from the ranks' env records, else their hello (a rank that never
+    got as far as its env record)."""
+    found = {}
+    for attempt in attempts:
+        for rank, recs in attempt.records.items():
+            for rec in recs:
+                if rec["t"] in ("env", "hello") and rec.get("host") and rank not in found:
+                    found[rank] = rec["host"]
+    return found
+
+
+_RANKS_PREFIX = re.compile(r"rank ([\d,]+)\b")
+
+
+def name_hosts(checks, where):
+    """'rank 1: ...' becomes 'rank 1 on node-b: ...' when the ranks span several hosts."""
+    if len(set(where.values())) < 2:
+        return
+    for check in checks:
+        if check.root_rank is None:
+            continue
+        detail = check.detail or ""
+        m = _RANKS_PREFIX.match(detail)  # "rank 1,3: ..." or "rank 1 could not ..."
+        ranks = [int(r) for r in m.group(1).split(",")] if m else [check.root_rank]
+        rest = detail[m.end():] if m else ": " + detail
+        check.detail = "rank %s%s" % (
+            ", ".join("%d on %s" % (r, where.get(r) or "?") for r in ranks), rest)
+
+
+def torn_note(count):
+    return ("%d record line%s could not be read (a rank killed while writing) and %s "
+            "skipped" % (count, "s" if count != 1 else "", "were" if count != 1 else "was"))
+
+
+def results(attempts, planned, nproc, timeout):
+    """(checks, environment, ranks): what both drivers put in a report."""
+    checks = merge(attempts, planned, nproc, timeout)
+    env, ranks = environment(attempts)
+    name_hosts(checks, hosts(attempts))
+    return checks, env, ranks

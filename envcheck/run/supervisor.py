@@ -1,24 +1,24 @@
 """Start the ranks, watch their record streams, and always come back with an answer.
 
+The local driver of the run model (``envcheck.core``); launcher mode is the other.
 Shaped like torch elastic's process context: deadlines on a monotonic clock, SIGTERM
-then SIGKILL to each rank's whole process group, results keyed by rank, and the
-*earliest* failure as the root cause (ranks stuck after a peer died are consequences).
+then SIGKILL to each rank's whole process group, results keyed by rank, and the root
+cause chosen by ``core.blame`` (ranks stuck after a peer failed are consequences).
 
 One *attempt* starts ``nproc`` fresh ranks for a list of probes. It ends when every rank
 said ``bye``, or is aborted:
 
-- ``hang``: a rank spent longer than the timeout in one phase (startup, setup or a
-  probe). Every rank is asked for its Python stacks (SIGUSR1, see the worker) before
-  they are killed.
+- ``hang``: a rank spent longer than the timeout in one phase (startup, setup, a probe,
+  between probes, teardown). Every rank is asked for its Python stacks (SIGUSR1, see
+  the worker) before they are killed.
 - ``crash``: a rank exited without saying ``bye``; exit code or signal and the tail of
   its stderr are kept.
+- ``setup_failed``: init_process_group failed (the rank said why, and exited 3).
 - ``interrupted``: SIGINT or SIGTERM reached envcheck.
 
 After a hang or crash inside a probe, a new attempt runs the probes that were left.
 """
 
-import dataclasses
-import json
 import os
 import shutil
 import signal
@@ -27,16 +27,17 @@ import subprocess
 import tempfile
 import time
 
-from ..core.records import records_path, stacks_path
+from ..core import blame, plan as plan_mod
+from ..core.attempt import Abort, Attempt
+from ..core.outcomes import RankExit
+from ..core.phases import PhaseTracker
+from ..core.records import RecordTail, records_path, stacks_path
 
-# The worker's exit codes after a failed init_process_group and after a failed final
-# barrier (see envcheck.worker.runtime).
-EXIT_SETUP_FAILED = 3
-EXIT_TEARDOWN_FAILED = 4
 POLL_S = 0.02
 STACK_WAIT_S = 1.0
 TERM_GRACE_S = 2.0
 STDERR_TAIL_BYTES = 4000
+STACK_BYTES = 20000
 PORT_RETRIES = 3
 
 
@@ -46,48 +47,18 @@ class Interrupted(Exception):
         self.signum = signum
 
 
-@dataclasses.dataclass
 class RankState:
-    rank: int
-    proc: subprocess.Popen
-    records: list
-    phase: str = "startup"  # startup, setup, probe:<name>, between, teardown, done
-    check: str = None
-    phase_started: float = 0.0
-    offset: int = 0
-    pending: str = ""
-    exit_code: int = None
+    def __init__(self, rank, proc, out_dir, now):
+        self.rank = rank
+        self.proc = proc
+        self.records = []
+        self.tail = RecordTail(records_path(out_dir, rank))
+        self.tracker = PhaseTracker(started=now)
+        self.exit_code = None
 
     @property
     def said_bye(self):
         return bool(self.records) and self.records[-1]["t"] == "bye"
-
-
-@dataclasses.dataclass
-class Abort:
-    kind: str  # hang, crash, interrupted, setup_failed
-    root_rank: int
-    phase: str  # startup, setup, probe:<name>
-    ranks: dict  # rank -> {exit_code, signal, stderr_tail, stack, last_record, phase, check}
-    signum: int = None
-    waited_s: float = None
-    stop_s: float = None  # collecting stacks and killing the ranks
-
-
-@dataclasses.dataclass
-class Attempt:
-    probes: list  # plan entries
-    port: int
-    records: dict  # rank -> list of records
-    abort: Abort = None
-    seconds: float = 0.0
-
-    def setup_error(self):
-        for recs in self.records.values():
-            for r in recs:
-                if r["t"] == "setup" and r["outcome"] == "failed":
-                    return r["error"]
-        return None
 
 
 def free_port():
@@ -130,14 +101,12 @@ def _signal_name(code):
 
 
 class _AttemptRun:
-    def __init__(self, interpreter, probes, nproc, backend, timeout, options, workdir,
-                 shim, port, on_event, startup_timeout):
+    def __init__(self, interpreter, plan, nproc, workdir, shim, port, on_event,
+                 startup_timeout):
         self.interpreter = interpreter
-        self.probes = probes
+        self.plan = plan
         self.nproc = nproc
-        self.backend = backend
-        self.timeout = timeout
-        self.options = options
+        self.timeout = plan["timeout"]
         self.dir = workdir
         self.shim = shim
         self.port = port
@@ -147,10 +116,7 @@ class _AttemptRun:
 
     def start(self):
         plan_path = os.path.join(self.dir, "plan.json")
-        with open(plan_path, "w", encoding="utf-8") as f:
-            json.dump({"backend": self.backend, "timeout": self.timeout,
-                       "group_timeout": 2 * self.timeout + 10,
-                       "probes": self.probes, "options": self.options}, f)
+        plan_mod.write(plan_path, self.plan)
         base = dict(os.environ)
         base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(self.port),
                     WORLD_SIZE=str(self.nproc), LOCAL_WORLD_SIZE=str(self.nproc),
@@ -171,108 +137,92 @@ class _AttemptRun:
             finally:
                 out.close()
                 err.close()
-            self.ranks.append(RankState(rank, proc, [], phase_started=now))
+            self.ranks.append(RankState(rank, proc, self.dir, now))
 
     def _read(self, st):
-        try:
-            with open(records_path(self.dir, st.rank), encoding="utf-8") as f:
-                f.seek(st.offset)
-                chunk = f.read()
-                st.offset = f.tell()
-        except FileNotFoundError:
-            return
-        data = st.pending + chunk
-        lines = data.split("\n")
-        st.pending = lines.pop()  # a partial line waits for the rest
-        for line in lines:
-            if not line.strip():
-                continue
-            rec = json.loads(line)
+        for rec in st.tail.poll():
             st.records.append(rec)
-            self._advance(st, rec)
+            st.tracker.observe(rec)
+            if self.on_event:
+                self.on_event(rec)
 
-    def _advance(self, st, rec):
-        kind, now = rec["t"], time.monotonic()
-        if kind == "setup_start":
-            st.phase, st.phase_started = "setup", now
-        elif kind == "probe_start":
-            st.phase, st.phase_started, st.check = "probe:" + rec["probe"], now, None
-        elif kind == "check_start":
-            st.check = rec["check"]
-        elif kind == "check":
-            st.check = None
-        elif kind == "probe_end":
-            st.phase, st.phase_started, st.check = "between", now, None
-        elif kind == "teardown_start":
-            st.phase, st.phase_started = "teardown", now
-        elif kind == "bye":
-            st.phase = "done"
-        if self.on_event:
-            self.on_event(rec)
-
-    def _limit(self, st):
-        return self.startup_timeout if st.phase == "startup" else self.timeout
+    def _deadline(self, st):
+        limit = self.startup_timeout if st.tracker.phase == "startup" else self.timeout
+        return st.tracker.started + limit
 
     def watch(self):
         """Poll until every rank said bye, or an abort; returns an Abort or None."""
         while True:
             for st in self.ranks:
                 self._read(st)
-            live, died = False, []
-            for st in self.ranks:
-                code = st.proc.poll()
-                if code is None:
-                    live = True
-                    continue
-                if st.exit_code is None:
-                    st.exit_code = code
-                    self._read(st)
-                    if not st.said_bye:
-                        died.append(st)
+            died = self._newly_dead()
             if died:
-                setup = [st for st in died if st.exit_code == EXIT_SETUP_FAILED and any(
-                    r["t"] == "setup" and r["outcome"] == "failed" for r in st.records)]
-                if setup:
-                    return self.stop("setup_failed", setup[0], stacks=False)
-                # Ranks dying in one poll: a rank whose final barrier failed only reacted
-                # to a peer's death; the peer is the root cause.
-                died.sort(key=lambda st: st.exit_code == EXIT_TEARDOWN_FAILED)
-                return self.stop("crash", died[0], stacks=True)
-            if not live:
+                return self._abort_for_deaths(died)
+            if all(st.exit_code is not None for st in self.ranks):
                 return None
             now = time.monotonic()
-            overdue = [st for st in self.ranks if st.exit_code is None
-                       and st.phase != "done" and now - st.phase_started > self._limit(st)]
-            if overdue:
-                root = min(overdue, key=lambda s: s.phase_started + self._limit(s))
-                return self.stop("hang", root, stacks=True,
-                                 waited_s=now - root.phase_started)
+            if any(st.exit_code is None and st.tracker.phase != "done"
+                   and now > self._deadline(st) for st in self.ranks):
+                return self.stop("hang", None, stacks=True)
             time.sleep(POLL_S)
 
-    def stop(self, kind, root, stacks, waited_s=None, signum=None):
+    def _newly_dead(self):
+        died = []
+        for st in self.ranks:
+            code = st.proc.poll()
+            if code is not None and st.exit_code is None:
+                st.exit_code = code
+                self._read(st)
+                if not st.said_bye:
+                    died.append(st)
+        return died
+
+    def _abort_for_deaths(self, died):
+        setup = [st for st in died if st.exit_code == RankExit.SETUP_FAILED and any(
+            r["t"] == "setup" and r["outcome"] == "failed" for r in st.records)]
+        if setup:
+            return self.stop("setup_failed", setup[0].rank, stacks=False)
+        # Ranks dying in one poll: a rank whose final barrier failed only reacted to a
+        # peer's death; the peer is the root cause.
+        root = blame.crash_root([blame.Casualty(
+            st.rank, st.exit_code == RankExit.TEARDOWN_FAILED, 0) for st in died])
+        return self.stop("crash", root, stacks=True)
+
+    def stop(self, kind, root, stacks, signum=None):
+        """Collect stacks (if asked), kill every rank, and describe the abort.
+
+        ``root`` None (a hang) is chosen here, from the stacks: see ``core.blame``.
+        """
         t0 = time.monotonic()
         alive = [st for st in self.ranks if st.proc.poll() is None]
         if stacks and alive:
             self._collect_stacks(alive)
+        dumps = {st.rank: _tail(stacks_path(self.dir, st.rank), STACK_BYTES)
+                 for st in self.ranks} if stacks else {}
+        waited = None
+        if root is None:
+            stuck = [st for st in alive if st.tracker.phase != "done"] or alive
+            root = blame.hang_root([blame.Suspect(
+                st.rank, blame.waiting_in_distributed(dumps.get(st.rank)),
+                self._deadline(st)) for st in stuck])
+            waited = t0 - self.ranks[root].tracker.started
         self.kill_all()
         for st in self.ranks:
             self._read(st)
             if st.exit_code is None:
                 st.exit_code = st.proc.returncode
-        ranks = {}
-        for st in self.ranks:
-            ranks[st.rank] = {
-                "exit_code": st.exit_code,
-                "signal": _signal_name(st.exit_code),
-                "stderr_tail": _tail(os.path.join(self.dir, "stderr-rank%d.txt" % st.rank)),
-                "stack": _tail(stacks_path(self.dir, st.rank), 20000) if stacks else None,
-                "last_record": st.records[-1] if st.records else None,
-                "phase": st.phase,
-                "check": st.check,
-                "killed_by_envcheck": st in alive,
-            }
-        return Abort(kind, root.rank, root.phase, ranks, signum=signum, waited_s=waited_s,
-                     stop_s=time.monotonic() - t0)
+        ranks = {st.rank: {
+            "exit_code": st.exit_code,
+            "signal": _signal_name(st.exit_code),
+            "stderr_tail": _tail(os.path.join(self.dir, "stderr-rank%d.txt" % st.rank)),
+            "stack": dumps.get(st.rank),
+            "last_record": st.records[-1] if st.records else None,
+            "phase": st.tracker.phase,
+            "check": st.tracker.check,
+            "killed_by_envcheck": st in alive,
+        } for st in self.ranks}
+        return Abort(kind, root, self.ranks[root].tracker.phase, ranks, signum=signum,
+                     waited_s=waited, stop_s=time.monotonic() - t0)
 
     def _collect_stacks(self, alive):
         for st in alive:
@@ -295,6 +245,11 @@ class _AttemptRun:
                 break
             sizes = current
             time.sleep(0.05)
+
+    def attempt(self, seconds):
+        return Attempt(self.plan["probes"], self.port,
+                       {st.rank: st.records for st in self.ranks}, None, seconds,
+                       torn=sum(st.tail.torn for st in self.ranks))
 
     def kill_all(self):
         for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -321,9 +276,28 @@ def _is_port_collision(error):
     return "Address already in use" in text or "EADDRINUSE" in text
 
 
-def supervise(interpreter, probes, nproc, backend, timeout, options=None, on_event=None,
-              startup_timeout=None, master_port=None, notes=None, while_starting=None):
-    """Run the probes (plan entries) over ``nproc`` ranks; returns the list of attempts.
+def _remaining_after(attempt):
+    """The probes a fresh attempt should run after this one, or None to stop."""
+    abort = attempt.abort
+    if abort is None or not abort.phase.startswith("probe:"):
+        return None
+    name = abort.phase[len("probe:"):]
+    index = next(i for i, p in enumerate(attempt.probes) if p["name"] == name)
+    return attempt.probes[index + 1:] or None
+
+
+def _interrupted_attempt(run, entries, signum):
+    if run is None or not run.ranks:
+        return Attempt(entries, run.port if run else 0, {},
+                       Abort("interrupted", 0, "startup", {}, signum=signum))
+    attempt = run.attempt(0.0)
+    attempt.abort = run.stop("interrupted", 0, stacks=False, signum=signum)
+    return attempt
+
+
+def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
+              master_port=None, notes=None, while_starting=None):
+    """Run the plan (``core.plan.rank_plan``) over ``nproc`` ranks; returns the attempts.
 
     Never raises for anything a rank does. ``Interrupted`` is not raised either: an
     interrupted run returns its attempts with the last one's abort kind ``interrupted``.
@@ -333,7 +307,7 @@ def supervise(interpreter, probes, nproc, backend, timeout, options=None, on_eve
     What it raises stops the ranks and propagates.
     """
     notes = [] if notes is None else notes
-    startup_timeout = startup_timeout or max(120.0, timeout)
+    startup_timeout = startup_timeout or plan_mod.startup_timeout(plan["timeout"])
     workdir = tempfile.mkdtemp(prefix="envcheck-run-")
     os.chmod(workdir, 0o700)
     shim = make_shim(workdir)
@@ -341,26 +315,25 @@ def supervise(interpreter, probes, nproc, backend, timeout, options=None, on_eve
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig in previous:
         signal.signal(sig, _raise_interrupted)
-    remaining = list(probes)
+    entries = list(plan["probes"])
     port_tries = 0
     run = None
     try:
-        while True:
-            n = len(attempts) + port_tries
-            adir = os.path.join(workdir, "attempt%d" % n)
+        while entries:
+            adir = os.path.join(workdir, "attempt%d" % (len(attempts) + port_tries))
             os.makedirs(adir)
             port = master_port if (master_port and not attempts and not port_tries) \
                 else free_port()
-            run = _AttemptRun(interpreter, remaining, nproc, backend, timeout,
-                              options or {}, adir, shim, port, on_event, startup_timeout)
+            run = _AttemptRun(interpreter, dict(plan, probes=entries), nproc, adir, shim,
+                              port, on_event, startup_timeout)
             t0 = time.monotonic()
             run.start()
             if while_starting is not None:
                 while_starting()
                 while_starting = None
             abort = run.watch()
-            attempt = Attempt(remaining, run.port, {st.rank: st.records for st in run.ranks},
-                              abort, time.monotonic() - t0)
+            attempt = run.attempt(time.monotonic() - t0)
+            attempt.abort = abort
             run.kill_all()  # children a rank left behind, even after a clean bye
             run = None
             if abort and abort.kind == "setup_failed" and \
@@ -371,25 +344,11 @@ def supervise(interpreter, probes, nproc, backend, timeout, options=None, on_eve
                              % attempt.port)
                 continue
             attempts.append(attempt)
-            if abort is None or not abort.phase.startswith("probe:"):
-                break
-            name = abort.phase[len("probe:"):]
-            index = next(i for i, p in enumerate(remaining) if p["name"] == name)
-            remaining = remaining[index + 1:]
-            if not remaining:
-                break
+            entries = _remaining_after(attempt)
     except Interrupted as exc:
         for sig in previous:  # a second Ctrl-C must not cut the cleanup short
             signal.signal(sig, signal.SIG_IGN)
-        if run is not None:
-            root = run.ranks[0] if run.ranks else None
-            abort = run.stop("interrupted", root, stacks=False, signum=exc.signum) \
-                if root else Abort("interrupted", 0, "startup", {}, signum=exc.signum)
-            attempts.append(Attempt(remaining, run.port,
-                                    {st.rank: st.records for st in run.ranks}, abort, 0.0))
-        else:
-            attempts.append(Attempt(remaining, 0, {}, Abort("interrupted", 0, "startup", {},
-                                                              signum=exc.signum)))
+        attempts.append(_interrupted_attempt(run, entries or [], exc.signum))
     finally:
         if run is not None:
             run.kill_all()

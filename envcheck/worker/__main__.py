@@ -2,8 +2,8 @@
 ``python -m envcheck.worker --plan PLAN.json --out DIR`` (see ``runtime.py``)."""
 
 import argparse
-import json
 
+from ..core import plan as plan_mod
 from . import runtime
 
 
@@ -12,17 +12,8 @@ def main(argv=None):
     parser.add_argument("--plan", required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    with open(args.plan, encoding="utf-8") as f:
-        plan = json.load(f)
-    identity = runtime.read_identity()
-    records, host = runtime.start(plan, args.out, identity)
-    ctx = runtime.setup(plan, records, host, identity)
-    if ctx is None:
-        runtime.finish(records, runtime.EXIT_SETUP_FAILED)
-    runtime.run_probes(ctx, plan["probes"])
-    if not runtime.teardown(ctx):
-        runtime.finish(records, runtime.EXIT_TEARDOWN_FAILED)
-    runtime.finish(records)
+    ctx = runtime.run_rank(plan_mod.read(args.plan), args.out, runtime.read_identity())
+    runtime.finish(ctx.records)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,10 @@ class CheckFailed(Exception):
         self.advice = advice
 
 
+class UndeclaredCheck(Exception):
+    pass
+
+
 class Check:
     """The handle a probe fills in while a check runs."""
 
@@ -132,9 +136,21 @@ class Context:
         self.options = options
         self.host = host
         self.probe = None
+        self.declared = None  # the running probe's CHECKS; None: undeclared, any check
         self.init_seconds = None
 
+    @property
+    def records(self):
+        """The rank's record writer (the drivers' business, not a probe's)."""
+        return self._records
+
     def check(self, name):
+        declared = self.declared
+        if declared is not None and name not in declared:
+            # The declaration is what the matrix and `envcheck probes` trust; a check
+            # it does not list would be a result nobody can expect or look up.
+            raise UndeclaredCheck("probe %r reports check %r, which its CHECKS does not "
+                                  "declare (%s)" % (self.probe, name, ", ".join(declared)))
         return _CheckScope(self, name)
 
     def private_tmpdir(self, prefix="envcheck-"):

@@ -35,36 +35,28 @@ in_collective).
 """
 
 import argparse
-import ast
 import ctypes
 import faulthandler
-import json
 import os
 import platform
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 
+from ..core import catalog, plan as plan_mod, records as records_mod
+from ..core.atomic import write_atomic
+from ..core.errors import UsageError
+from ..core.outcomes import RankExit
+from ..core.phases import PhaseTracker
+from ..core.records import MERGED_RECORDS, records_path, stacks_path
 from . import runtime
-from ..core.records import records_path, stacks_path
 
-EXIT_USAGE = 2
-EXIT_HANG = 124  # as timeout(1)
-MERGED_RECORDS = "records.jsonl"
 POLL_S = 0.05
 BACKSTOP_EXTRA_S = 10.0
-
-# Built-in probes in the order envcheck runs them; tests/test_launcher.py checks that
-# this matches envcheck.catalog, which the rank side may not import.
-BUILTIN_ORDER = ("launch", "collectives", "nccl", "serialization", "checkpoint", "ddp-sync")
-PROBES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probes")
-
-
-class LaunchError(Exception):
-    """Bad arguments or launcher environment: one line on stderr, exit 2."""
 
 
 def expand_tasks_per_node(value):
@@ -104,7 +96,7 @@ def export_identity(environ):
         try:
             local_world = _slurm_local_world(environ)
         except (ValueError, KeyError) as exc:
-            raise LaunchError("cannot tell how many tasks run on this node from SLURM's "
+            raise UsageError("cannot tell how many tasks run on this node from SLURM's "
                               "variables (%s); set LOCAL_WORLD_SIZE" % exc) from None
         environ["RANK"] = environ["SLURM_PROCID"]
         environ["WORLD_SIZE"] = environ["SLURM_NTASKS"]
@@ -112,19 +104,19 @@ def export_identity(environ):
         environ["LOCAL_WORLD_SIZE"] = str(local_world)
         environ["GROUP_RANK"] = environ.get("SLURM_NODEID", "0")
     else:
-        raise LaunchError("start this with torchrun or srun: neither RANK/WORLD_SIZE nor "
+        raise UsageError("start this with torchrun or srun: neither RANK/WORLD_SIZE nor "
                           "SLURM_PROCID/SLURM_NTASKS is set (on one machine, use "
                           "'envcheck run')")
     missing = [n for n in ("MASTER_ADDR", "MASTER_PORT") if not environ.get(n)]
     if missing:
-        raise LaunchError(
+        raise UsageError(
             "%s not set: under srun, export them before the step, e.g. "
             "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1) "
             "MASTER_PORT=29500" % " and ".join(missing))
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
         value = environ.get(name)
         if value is not None and not value.strip().isdigit():
-            raise LaunchError("%s=%r is not a non-negative integer" % (name, value))
+            raise UsageError("%s=%r is not a non-negative integer" % (name, value))
     environ["ENVCHECK_LAUNCHER"] = launcher
     return launcher
 
@@ -138,57 +130,17 @@ def run_id(environ):
     return "env:%s:%s" % (environ.get("MASTER_ADDR"), environ.get("MASTER_PORT"))
 
 
-def _probe_functions(path):
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), filename=path)
-    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef)
-            and n.name.startswith("probe_") and len(n.name) > len("probe_")]
-
-
-def _name(function):
-    return function[len("probe_"):].replace("_", "-")
-
-
-def builtin_entries():
-    entries = []
-    for filename in sorted(os.listdir(PROBES_DIR)):
-        if filename.endswith(".py") and not filename.startswith("_"):
-            module = "envcheck.worker.probes." + filename[:-3]
-            for fn in _probe_functions(os.path.join(PROBES_DIR, filename)):
-                entries.append({"name": _name(fn), "function": fn, "module": module})
-    order = {name: i for i, name in enumerate(BUILTIN_ORDER)}
-    return sorted(entries, key=lambda e: (order.get(e["name"], len(order)), e["name"]))
-
-
 def plan_entries(wanted, skipped, probe_paths):
-    entries = builtin_entries()
-    for path in probe_paths:
-        if not os.path.isfile(path):
-            raise LaunchError("--probe-path %s: no such file" % path)
-        try:
-            functions = _probe_functions(path)
-        except SyntaxError as exc:
-            raise LaunchError("--probe-path %s: syntax error on line %s" % (path, exc.lineno))
-        if not functions:
-            raise LaunchError("--probe-path %s defines no probe (def probe_NAME(ctx))" % path)
-        entries += [{"name": _name(fn), "function": fn, "path": os.path.abspath(path)}
-                    for fn in functions]
-    known = [e["name"] for e in entries]
-    for name in list(wanted) + list(skipped):
-        if name not in known:
-            raise LaunchError("unknown probe %r; known probes: %s" % (name, ", ".join(known)))
-    chosen = [e for e in entries if (not wanted or e["name"] in wanted)
-              and e["name"] not in skipped]
-    if not chosen:
-        raise LaunchError("no probe left to run after --probe/--skip")
-    return chosen
+    """The probes to run, as plan entries: the same catalog and order as envcheck run."""
+    specs = catalog.select(catalog.all_probes(probe_paths), wanted, skipped)
+    return [spec.plan_entry() for spec in specs]
 
 
 def _check_writable(path):
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path) or not os.path.isdir(directory) \
             or not os.access(directory, os.W_OK | os.X_OK):
-        raise LaunchError("cannot write %s" % path)
+        raise UsageError("cannot write %s" % path)
 
 
 def _in_torch_distributed(thread_id):
@@ -213,37 +165,37 @@ class Watchdog(threading.Thread):
         self.records = None
         self._lock = threading.Lock()
         self._main = threading.main_thread().ident
-        self.enter("startup", startup_timeout)
+        self.tracker = PhaseTracker()
+        self.limit = startup_timeout
+        self._arm()
 
-    def enter(self, phase, limit=None, check=None):
-        with self._lock:
-            self.phase, self.check = phase, check
-            self.limit = self.timeout if limit is None else limit
-            self.started = time.monotonic()
+    def _arm(self):
         # The C-level timer fires even if a probe holds the GIL and this thread cannot run.
         faulthandler.dump_traceback_later(self.limit + self.grace + BACKSTOP_EXTRA_S,
                                           exit=True, file=self.stacks_file)
 
-    def observe(self, kind, fields):
-        if kind == "setup_start":
-            self.enter("setup")
-        elif kind == "probe_start":
-            self.enter("probe:" + fields["probe"])
-        elif kind == "check_start":
-            self.check = fields["check"]
-        elif kind == "check":
-            self.check = None
-        elif kind == "probe_end":
-            self.enter("between")
-        elif kind == "teardown_start":
-            self.enter("teardown")
+    def enter(self, phase, limit=None, check=None):
+        """A phase of launcher mode's own (gather, report), past the tracker's."""
+        with self._lock:
+            self.tracker.enter(phase, check=check)
+            self.limit = self.timeout if limit is None else limit
+        self._arm()
+
+    def observe(self, rec):
+        with self._lock:
+            changed = self.tracker.observe(rec)
+            if changed:
+                self.limit = self.timeout
+        if changed:
+            self._arm()
 
     def run(self):
         graced = None
         while True:
             time.sleep(POLL_S)
             with self._lock:
-                phase, check, started, limit = self.phase, self.check, self.started, self.limit
+                t = self.tracker
+                phase, check, started, limit = t.phase, t.check, t.started, self.limit
             waited = time.monotonic() - started
             if waited <= limit:
                 graced = None
@@ -252,7 +204,7 @@ class Watchdog(threading.Thread):
             if in_collective and graced != started:
                 graced = started
                 with self._lock:
-                    if self.started == started:
+                    if self.tracker.started == started:
                         self.limit = limit + self.grace
                 continue
             self.fire(phase, check, waited, in_collective)
@@ -262,7 +214,7 @@ class Watchdog(threading.Thread):
         line = ("envcheck: rank %d on %s: no progress for %.1f s in %s (timeout %g s)%s; "
                 "Python stacks follow; exiting with code %d\n" % (
                     self.rank, self.host, waited, where, self.timeout,
-                    ", waiting inside torch.distributed" if in_collective else "", EXIT_HANG))
+                    ", waiting inside torch.distributed" if in_collective else "", RankExit.HANG))
         try:
             if self.records is not None:
                 self.records.write("hang", phase=phase, check=check,
@@ -275,7 +227,7 @@ class Watchdog(threading.Thread):
             sys.stderr.flush()
             faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         finally:
-            os._exit(EXIT_HANG)
+            os._exit(RankExit.HANG)
 
 
 class WatchedRecords:
@@ -290,7 +242,7 @@ class WatchedRecords:
         # Bounded wait: a record about a hang must not wait for the hung thread forever.
         locked = self._lock.acquire(timeout=1.0)
         try:
-            self._watchdog.observe(kind, fields)
+            self._watchdog.observe(dict(fields, t=kind))
             self._writer.write(kind, **fields)
         finally:
             if locked:
@@ -327,53 +279,59 @@ def gather_records(ctx, path):
     return result
 
 
-def _write_atomic(path, data):
-    tmp = "%s.tmp-%d" % (path, os.getpid())
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _bad_outcome(chunks):
+def _failed_checks(chunks):
+    """How many checks failed on some rank, from the gathered record streams."""
+    failed = set()
     for chunk in chunks:
-        for line in chunk.decode("utf-8", "replace").splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("t") in ("check", "setup") and rec.get("outcome") in (
-                    "failed", "hang", "crash"):
-                return True
-    return False
+        records, _ = records_mod.parse(chunk.decode("utf-8", "replace"))
+        failed.update((r.get("probe"), r.get("check")) for r in records
+                      if r["t"] in ("check", "setup") and r.get("outcome") == "failed")
+    return len(failed)
+
+
+def _missing_dependencies(stderr):
+    return "ModuleNotFoundError" in stderr or "No module named" in stderr
+
+
+def _report_commands(args, merged):
+    """Where the report can be built: this interpreter, else an envcheck on PATH (a
+    pipx install, say) when this one lacks envcheck's own dependencies."""
+    tail = ["report", "--records", merged, "--format", args.format]
+    if args.json:
+        tail += ["--json", args.json]
+    if args.junit:
+        tail += ["--junit", args.junit]
+    yield [sys.executable, "-m", "envcheck"] + tail
+    found = shutil.which("envcheck")
+    if found:
+        yield [found] + tail
 
 
 def render_report(args, merged, chunks):
-    """Rank 0: build the report with envcheck's CLI where this interpreter has it."""
-    cmd = [sys.executable, "-m", "envcheck", "report", "--records", merged,
-           "--format", args.format]
-    if args.json:
-        cmd += ["--json", args.json]
-    if args.junit:
-        cmd += ["--junit", args.junit]
-    hint = "envcheck report --records %s --json report.json" % merged
-    try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        proc = None
-        err = str(exc)
-    else:
-        err = proc.stderr
-    if proc is not None and "ModuleNotFoundError" not in err and "No module named" not in err:
-        sys.stdout.write(proc.stdout)
-        sys.stderr.write(err)
-        return proc.returncode
+    """Rank 0: build and judge the report with envcheck's CLI, as envcheck run would.
+
+    Its exit code is the report's. Where no envcheck with its dependencies can be found,
+    nothing can judge the outcomes against the matrix here: a failed check may well be a
+    known issue (envcheck run would exit 0), so this exits 0 and says how to get the
+    verdict, rather than failing the job on outcomes nobody judged.
+    """
+    for cmd in _report_commands(args, merged):
+        try:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if not _missing_dependencies(proc.stderr):
+            sys.stdout.write(proc.stdout)
+            sys.stderr.write(proc.stderr)
+            return proc.returncode
+    failed = _failed_checks(chunks)
     print("envcheck: every rank's records are in %s; this interpreter lacks envcheck's "
-          "own dependencies, so build the report where envcheck is installed: %s"
-          % (merged, hint), file=sys.stderr)
-    return 1 if _bad_outcome(chunks) else 0
+          "own dependencies, so build the report where envcheck is installed: "
+          "envcheck report --records %s --json report.json (its exit code is the verdict)"
+          "%s" % (merged, merged, "; %d check(s) failed, not yet judged against the "
+                  "matrix" % failed if failed else ""), file=sys.stderr)
+    return RankExit.OK
 
 
 def parse_args(argv):
@@ -410,14 +368,11 @@ def main(argv=None):
                 if path:
                     _check_writable(path)
         os.makedirs(args.out, exist_ok=True)
-    except (LaunchError, OSError) as exc:
+    except (UsageError, OSError) as exc:
         print("envcheck: error: %s" % exc, file=sys.stderr)
-        sys.exit(EXIT_USAGE)
+        sys.exit(RankExit.USAGE)
     rank = identity[0]
-    # The group's own timeout is longer than the watchdog's (as under envcheck run), so
-    # that a hang is reported while the ranks still sit in the collective.
-    plan = {"backend": args.backend, "timeout": args.timeout,
-            "group_timeout": 2 * args.timeout + 10, "probes": entries, "options": {}}
+    plan = plan_mod.rank_plan(args.backend, args.timeout, entries)
     try:
         os.remove(records_path(args.out, rank))  # a previous job's, in a reused --out
     except FileNotFoundError:
@@ -425,38 +380,38 @@ def main(argv=None):
     # Append mode: runtime.start truncates this file when it opens it for SIGUSR1, and
     # whatever this handle writes afterwards lands at the end, not over that.
     stacks = open(stacks_path(args.out, rank), "a", encoding="utf-8")
-    watchdog = Watchdog(rank, runtime.host_name(), args.timeout, max(120.0, args.timeout),
-                        stacks)
+    watchdog = Watchdog(rank, runtime.host_name(), args.timeout,
+                        plan_mod.startup_timeout(args.timeout), stacks)
     watchdog.start()
     t0 = time.time()
-    writer, host = runtime.start(plan, args.out, identity)
-    # Ranks the launcher tears down leave their stacks: where they were waiting.
-    faulthandler.register(signal.SIGTERM, file=stacks, all_threads=True, chain=True)
-    records = WatchedRecords(writer, watchdog)
-    watchdog.records = records
-    records.write("launch", launcher=launcher, run_id=run_id(os.environ),
-                  world_size=identity[2], local_world_size=identity[3],
-                  plan={"backend": args.backend, "timeout": args.timeout,
-                        "probes": [e["name"] for e in entries], "options": {}},
-                  python=sys.executable, python_version=platform.python_version(),
-                  master_port=os.environ.get("MASTER_PORT"), started=t0)
-    ctx = runtime.setup(plan, records, host, identity)
-    if ctx is None:
-        runtime.finish(records, runtime.EXIT_SETUP_FAILED)
-    runtime.run_probes(ctx, plan["probes"])
-    if not runtime.teardown(ctx):
-        # A peer died after this rank's last probe: that peer is the root cause. Give the
-        # launcher time to see its exit first and tear this rank down, so torchrun's
-        # "first observed failure" names the right rank.
+
+    def watched(writer):
+        # Ranks the launcher tears down leave their stacks: where they were waiting.
+        faulthandler.register(signal.SIGTERM, file=stacks, all_threads=True, chain=True)
+        records = WatchedRecords(writer, watchdog)
+        watchdog.records = records
+        records.write("launch", launcher=launcher, run_id=run_id(os.environ),
+                      world_size=identity[2], local_world_size=identity[3],
+                      plan=plan_mod.summary(plan), python=sys.executable,
+                      python_version=platform.python_version(),
+                      master_port=os.environ.get("MASTER_PORT"), started=t0)
+        return records
+
+    def peer_died_after_its_last_probe():
+        # That peer is the root cause. Give the launcher time to see its exit first and
+        # tear this rank down, so torchrun's "first observed failure" names the right rank.
         time.sleep(watchdog.grace)
         faulthandler.cancel_dump_traceback_later()
-        runtime.finish(records, runtime.EXIT_TEARDOWN_FAILED)
+
+    ctx = runtime.run_rank(plan, args.out, identity, wrap=watched,
+                           on_teardown_failed=peer_died_after_its_last_probe)
+    records = ctx.records
     watchdog.enter("gather", check="gather_records")
     chunks = gather_records(ctx, records_path(args.out, rank))
     code = 0
     if rank == 0:
         merged = os.path.join(os.path.abspath(args.out), MERGED_RECORDS)
-        _write_atomic(merged, b"".join(c if c.endswith(b"\n") or not c else c + b"\n"
+        write_atomic(merged, b"".join(c if c.endswith(b"\n") or not c else c + b"\n"
                                        for c in chunks))
         watchdog.enter("report", limit=300.0)
         code = render_report(args, merged, chunks)

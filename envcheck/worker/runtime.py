@@ -20,13 +20,9 @@ import traceback
 
 from .context import Context
 from ..core.host import host_name
+from ..core.outcomes import RankExit
 from ..core.records import RecordWriter, records_path, stacks_path
 
-# Exit code of a rank whose process group could not be set up; the reason is in its
-# records, so the supervisor reports it as a failed setup, not as a crash.
-EXIT_SETUP_FAILED = 3
-# Exit code of a rank whose final barrier failed (a peer died after its last probe).
-EXIT_TEARDOWN_FAILED = 4
 
 
 def _int_env(name, default=None):
@@ -136,6 +132,7 @@ def setup(plan, records, host, identity):
 def run_probes(ctx, entries):
     for entry in entries:
         ctx.probe = entry["name"]
+        ctx.declared = entry.get("checks")
         ctx._records.write("probe_start", probe=entry["name"])
         p0 = time.monotonic()
         try:
@@ -148,7 +145,7 @@ def run_probes(ctx, entries):
                                error=_error(exc), advice=None, data={})
         ctx._records.write("probe_end", probe=entry["name"],
                            seconds=round(time.monotonic() - p0, 6))
-    ctx.probe = None
+    ctx.probe = ctx.declared = None
 
 
 def teardown(ctx):
@@ -174,6 +171,26 @@ def teardown(ctx):
         return False
     ctx._records.write("bye")
     return True
+
+
+def run_rank(plan, out_dir, identity, wrap=None, on_teardown_failed=None):
+    """One rank's life, the same under both drivers: start, setup, probes, teardown.
+
+    Returns the Context after a clean final barrier; otherwise the rank exits here with
+    ``RankExit.SETUP_FAILED`` or ``RankExit.TEARDOWN_FAILED``. ``wrap`` may wrap the
+    record writer (launcher mode's watchdog follows every record through it).
+    """
+    writer, host = start(plan, out_dir, identity)
+    records = wrap(writer) if wrap else writer
+    ctx = setup(plan, records, host, identity)
+    if ctx is None:
+        finish(records, RankExit.SETUP_FAILED)
+    run_probes(ctx, plan["probes"])
+    if not teardown(ctx):
+        if on_teardown_failed:
+            on_teardown_failed()
+        finish(records, RankExit.TEARDOWN_FAILED)
+    return ctx
 
 
 def finish(records, code=0):

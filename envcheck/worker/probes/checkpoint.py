@@ -27,6 +27,21 @@ import warnings
 from ..ckpt_files import quiet_load
 from ..ckpt_state import count_tensors, special_tensors
 
+# The checks this probe reports, in the order it runs them (``envcheck probes --checks``,
+# the matrix validation and the ranks read this; a check not declared here is an error).
+CHECKS = (
+    "model",
+    "save_load",
+    "weights_only",
+    "default_load",
+    "dcp_save_load",
+    "dcp_dedup",
+    "reshard_load",
+    "async_save",
+    "async_snapshot",
+    "no_process_group",
+)
+
 _RESUME_ADVICE = (
     "checkpoints that pickle Python objects (here %(names)s) no longer load with "
     "torch.load(path). For files you trust: torch.load(path, weights_only=False). To keep "

@@ -5,6 +5,17 @@ broken transport (P2P, IB, shared memory) or mismatched NCCL/driver. Every check
 computes a value every rank can predict, so a wrong number is caught, not just an error.
 """
 
+# The checks this probe reports, in the order it runs them (``envcheck probes --checks``,
+# the matrix validation and the ranks read this; a check not declared here is an error).
+CHECKS = (
+    "init",
+    "all_reduce",
+    "broadcast",
+    "all_gather",
+    "all_gather_object",
+    "barrier",
+)
+
 
 def probe_collectives(ctx):
     """init time and backend; all_reduce, broadcast, all_gather, all_gather_object, barrier give correct values"""

@@ -14,6 +14,14 @@ import datetime
 import time
 import traceback
 
+# The checks this probe reports, in the order it runs them (``envcheck probes --checks``,
+# the matrix validation and the ranks read this; a check not declared here is an error).
+CHECKS = (
+    "mismatched_shapes",
+    "extra_parameter",
+    "barrier_after_setup",
+)
+
 # How long a rank may take to notice a mismatch before it counts as "did not fail fast".
 # Detection is one allgather of parameter metadata: milliseconds when ranks are in step.
 FAIL_FAST_S = 3.0

@@ -8,6 +8,17 @@ told, so a wrong mapping shows up before training does.
 
 import os
 
+# The checks this probe reports, in the order it runs them (``envcheck probes --checks``,
+# the matrix validation and the ranks read this; a check not declared here is an error).
+CHECKS = (
+    "env",
+    "rank_mapping",
+    "device",
+    "unique_device",
+    "cuda_visible_devices",
+    "slurm",
+)
+
 
 def _env_int(name):
     value = os.environ.get(name)

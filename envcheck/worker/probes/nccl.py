@@ -36,6 +36,16 @@ import time
 
 from ..environment import nccl_version_string
 
+# The checks this probe reports, in the order it runs them (``envcheck probes --checks``,
+# the matrix validation and the ranks read this; a check not declared here is an error).
+CHECKS = (
+    "version",
+    "env",
+    "init",
+    "collectives",
+    "bandwidth",
+)
+
 # Sizes in bytes. GPU: nccl-tests territory (latency to bandwidth), a few seconds at
 # most even over PCIe. CPU/gloo: small, so the default suite stays fast.
 GPU_SIZES = (64 << 10, 1 << 20, 16 << 20, 128 << 20)

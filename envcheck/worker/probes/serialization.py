@@ -15,6 +15,21 @@ version matrix, not this probe, says which failures are expected. With ``--model
 DDP checks run on the user's model instead of the built-in toy.
 """
 
+# The checks this probe reports, in the order it runs them (``envcheck probes --checks``,
+# the matrix validation and the ranks read this; a check not declared here is an error).
+CHECKS = (
+    "pickle_default_group",
+    "pickle_subgroup",
+    "deepcopy_module_with_group",
+    "model",
+    "ddp_wrap",
+    "deepcopy_ddp",
+    "deepcopy_ddp_module",
+    "fresh_load_state_dict",
+    "pickle_ddp",
+    "save_module_with_group",
+)
+
 _GROUP_ADVICE = (
     "a process group cannot be pickled or copied: keep it out of objects you copy, save or "
     "send to other processes; pass ranks (or look the group up where it is used) instead")

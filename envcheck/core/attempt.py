@@ -1,0 +1,40 @@
+"""One attempt: fresh ranks running a list of probes, and how it ended.
+
+Both drivers describe what happened this way, and ``envcheck.run.merge`` turns attempts
+into check results: the local supervisor builds them while it watches the ranks; launcher
+mode replays them from the record files the ranks left (``envcheck.run.launcher``).
+"""
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class Abort:
+    """Why an attempt stopped before every rank said ``bye``."""
+
+    kind: str  # hang, crash, interrupted, setup_failed
+    root_rank: int
+    phase: str  # the root rank's phase: startup, setup, probe:<name>, between, teardown
+    # rank -> {exit_code, signal, stderr_tail, stack, last_record, phase, check,
+    #          killed_by_envcheck, stopped_by}
+    ranks: dict
+    signum: int = None
+    waited_s: float = None
+    stop_s: float = None  # collecting stacks and killing the ranks
+
+
+@dataclasses.dataclass
+class Attempt:
+    probes: list  # plan entries ({"name": ...})
+    port: int
+    records: dict  # rank -> list of records
+    abort: Abort = None
+    seconds: float = 0.0
+    torn: int = 0  # record lines that were not whole records (skipped)
+
+    def setup_error(self):
+        for recs in self.records.values():
+            for r in recs:
+                if r["t"] == "setup" and r["outcome"] == "failed":
+                    return r["error"]
+        return None

@@ -1,0 +1,115 @@
+"""The run model both drivers share (envcheck.core), and the proof that they share it:
+one scenario run by ``envcheck run`` and by ranks under torchrun gives the same report."""
+
+import re
+import sys
+
+from conftest import STUCK, checks_by_id, load_report, run_cli, torchrun
+from envcheck.core import blame, records
+from envcheck.core.phases import PhaseTracker, replay
+from envcheck.run.supervisor import free_port
+
+TORN = '{"t": "hello", "rank": 1, "time": 1.0, "host": "b"}\n{"t": "env", "ra'
+
+
+def test_a_torn_line_in_the_middle_is_skipped_and_counted():
+    # What rank 0 gathers when rank 1 was killed mid-write: its torn last line ends up
+    # in the middle of records.jsonl, followed by rank 2's stream.
+    text = TORN + "\n" + '{"t": "hello", "rank": 2, "time": 2.0}\nnot json\n[1, 2]\n'
+    recs, torn = records.parse(text)
+    assert [(r["t"], r["rank"]) for r in recs] == [("hello", 1), ("hello", 2)]
+    assert torn == 3
+
+
+def test_record_tail_waits_for_a_partial_line_and_skips_a_torn_one(tmp_path):
+    path = tmp_path / "records-rank0.jsonl"
+    tail = records.RecordTail(str(path))
+    assert tail.poll() == []  # no file yet
+    path.write_bytes(b'{"t": "hello", "rank": 0, "time": 1}\n{"t": "se')
+    assert [r["t"] for r in tail.poll()] == ["hello"]
+    with open(path, "ab") as f:
+        f.write(b'tup_start", "rank": 0, "time": 2}\n\xff\xfe garbage\n')
+    assert [r["t"] for r in tail.poll()] == ["setup_start"]
+    assert tail.torn == 1
+
+
+def test_phase_tracker_follows_a_rank_through_its_life():
+    kinds = [("hello", {}), ("setup_start", {}), ("probe_start", {"probe": "p"}),
+             ("check_start", {"probe": "p", "check": "c"})]
+    tracker = replay([dict(extra, t=t, rank=0, time=float(i)) for i, (t, extra)
+                      in enumerate(kinds)])
+    assert (tracker.phase, tracker.check, tracker.probe, tracker.started) == \
+        ("probe:p", "c", "p", 2.0)
+    t = PhaseTracker(started=0.0)
+    for rec in ({"t": "check"}, {"t": "probe_end"}, {"t": "teardown_start"}, {"t": "bye"}):
+        t.observe(rec, now=5.0)
+    assert (t.phase, t.check, t.probe) == ("done", None, None)
+
+
+def test_hang_blames_the_rank_outside_torch_distributed_before_the_earliest_deadline():
+    suspects = [blame.Suspect(0, True, 10.0), blame.Suspect(1, False, 10.2),
+                blame.Suspect(2, True, 9.0)]
+    assert blame.hang_root(suspects) == 1
+    assert blame.hang_root([blame.Suspect(3, True, 5.0), blame.Suspect(1, True, 6.0)]) == 3
+    assert blame.hang_root([blame.Suspect(3, False, 5.0), blame.Suspect(1, False, 5.0)]) == 1
+
+
+def test_crash_blames_the_rank_that_did_not_only_react_to_a_peer():
+    assert blame.crash_root([blame.Casualty(0, True, 1.0), blame.Casualty(2, False, 3.0),
+                             blame.Casualty(1, False, 4.0)]) == 2
+
+
+def test_the_main_thread_of_a_faulthandler_dump_decides_waiting():
+    waiting = ('Thread 0x00007f01 (most recent call first):\n'
+               '  File "/usr/lib/python3.11/threading.py", line 320 in wait\n\n'
+               'Current thread 0x00007f00 (most recent call first):\n'
+               '  File "/v/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", '
+               'line 81 in wrapper\n  File "/tmp/p.py", line 9 in probe_stuck\n')
+    sleeping = ('Thread 0x00007f01 (most recent call first):\n'
+                '  File "/v/site-packages/torch/distributed/elastic/agent.py", line 1 in x\n\n'
+                'Current thread 0x00007f00 (most recent call first):\n'
+                '  File "/tmp/p.py", line 7 in probe_stuck\n')
+    assert blame.waiting_in_distributed(waiting) is True
+    assert blame.waiting_in_distributed(sleeping) is False
+    assert blame.waiting_in_distributed("") is False
+
+
+def _normal(text):
+    """Timings vary run to run; the words must not."""
+    return re.sub(r"\d+\.\d+ ?s\b", "N s", text or "")
+
+
+def _essence(report):
+    return [(c["id"], c["outcome"], c["root_rank"], c["verdict"], _normal(c["detail"]))
+            for c in report["checks"]]
+
+
+def test_one_scenario_both_ways_gives_the_same_report(tmp_path):
+    """Collectives pass, then rank 1 hangs while rank 0 waits in a barrier: envcheck run
+    and a torchrun job must give the same checks, outcomes, root ranks, verdicts, words."""
+    probe = tmp_path / "stuck.py"
+    probe.write_text(STUCK)
+    args = ["-p", "collectives", "-p", "stuck", "--probe-path", str(probe),
+            "--timeout", "3"]
+    local = tmp_path / "local.json"
+    res = run_cli("run", "--nproc", "2", "--json", str(local), "-q", *args)
+    assert res.code == 1, res.stderr
+
+    out = tmp_path / "out"
+    job = torchrun(sys.executable, 1, 0, 2, free_port(), ["--out", str(out), *args],
+                   str(tmp_path))
+    job.communicate(timeout=120)
+    assert job.returncode != 0  # the hung rank exited 124, torchrun tore the job down
+    launched = tmp_path / "launched.json"
+    res = run_cli("report", "--records", str(out), "--json", str(launched))
+    assert res.code == 1, res.stderr
+
+    a, b = load_report(str(local)), load_report(str(launched))
+    assert _essence(a) == _essence(b)
+    wait = checks_by_id(a)["stuck.wait"]
+    assert (wait["outcome"], wait["root_rank"]) == ("hang", 1)
+    assert _normal(wait["detail"]) == "rank 1: no progress for N s (timeout 3 s) in wait"
+    assert [(x["abort"]["kind"], x["abort"]["root_rank"], x["abort"]["phase"])
+            for x in (a["attempts"][0], b["attempts"][0])] == [("hang", 1, "probe:stuck")] * 2
+    for report in (a, b):
+        assert "probe_stuck" in checks_by_id(report)["stuck.wait"]["ranks"]["1"]["stack"]
