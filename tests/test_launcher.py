@@ -16,7 +16,6 @@ import pytest
 
 from conftest import (STUCK, checks_by_id, launcher_env as _env, load_report, run_cli,
                       torch_only_python, torchrun, validate_report)
-from envcheck.core import catalog
 from envcheck.run.supervisor import free_port
 from envcheck.worker import launched
 

@@ -20,7 +20,6 @@ skipped and counted in a note.
 
 import datetime
 import glob
-import json
 import os
 import re
 

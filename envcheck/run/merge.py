@@ -10,7 +10,7 @@ reported as its ``run`` check.
 
 import re
 
-from ..core.outcomes import SEVERITY, Outcome, worst
+from ..core.outcomes import worst
 from ..report.model import CheckResult
 
 SETUP = "setup"

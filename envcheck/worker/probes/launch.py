@@ -32,120 +32,140 @@ def _env_int(name):
 
 def probe_launch(ctx):
     """RANK/LOCAL_RANK/WORLD_SIZE consistent, one device per rank, CUDA_VISIBLE_DEVICES and SLURM agree"""
-    import torch
+    # The checks share nothing but the context: one function each.
+    for name, body in (("env", _env), ("rank_mapping", _rank_mapping), ("device", _device),
+                       ("unique_device", _unique_device),
+                       ("cuda_visible_devices", _cuda_visible_devices), ("slurm", _slurm)):
+        with ctx.check(name) as c:
+            body(ctx, c)
+
+
+def _env(ctx, c):
     import torch.distributed as dist
 
+    c.advice = ("launch with torchrun (or set RANK, LOCAL_RANK, WORLD_SIZE and "
+                "LOCAL_WORLD_SIZE for every process); use LOCAL_RANK, not RANK, "
+                "to pick a device")
+    rank, local_rank = _env_int("RANK"), _env_int("LOCAL_RANK")
+    world, local_world = _env_int("WORLD_SIZE"), _env_int("LOCAL_WORLD_SIZE")
+    problems = []
+    if world != dist.get_world_size():
+        problems.append("WORLD_SIZE=%d but the process group has %d ranks"
+                        % (world, dist.get_world_size()))
+    if rank != dist.get_rank():
+        problems.append("RANK=%d but the process group says rank %d"
+                        % (rank, dist.get_rank()))
+    if not 0 <= local_rank < local_world:
+        problems.append("LOCAL_RANK=%d is outside 0..LOCAL_WORLD_SIZE-1 (%d)"
+                        % (local_rank, local_world - 1))
+    if local_world > world:
+        problems.append("LOCAL_WORLD_SIZE=%d > WORLD_SIZE=%d" % (local_world, world))
+    if problems:
+        c.fail("; ".join(problems))
+    c.detail = "rank %d/%d, local rank %d/%d" % (rank, world, local_rank, local_world)
+
+
+def _rank_mapping(ctx, c):
     from ..gather import all_gather_ints, all_gather_strings
 
-    with ctx.check("env") as c:
-        c.advice = ("launch with torchrun (or set RANK, LOCAL_RANK, WORLD_SIZE and "
-                    "LOCAL_WORLD_SIZE for every process); use LOCAL_RANK, not RANK, "
-                    "to pick a device")
-        rank, local_rank = _env_int("RANK"), _env_int("LOCAL_RANK")
-        world, local_world = _env_int("WORLD_SIZE"), _env_int("LOCAL_WORLD_SIZE")
-        problems = []
-        if world != dist.get_world_size():
-            problems.append("WORLD_SIZE=%d but the process group has %d ranks"
-                            % (world, dist.get_world_size()))
-        if rank != dist.get_rank():
-            problems.append("RANK=%d but the process group says rank %d"
-                            % (rank, dist.get_rank()))
-        if not 0 <= local_rank < local_world:
-            problems.append("LOCAL_RANK=%d is outside 0..LOCAL_WORLD_SIZE-1 (%d)"
-                            % (local_rank, local_world - 1))
-        if local_world > world:
-            problems.append("LOCAL_WORLD_SIZE=%d > WORLD_SIZE=%d" % (local_world, world))
-        if problems:
-            c.fail("; ".join(problems))
-        c.detail = "rank %d/%d, local rank %d/%d" % (rank, world, local_rank, local_world)
+    c.advice = ("every host must run LOCAL_WORLD_SIZE ranks with local ranks "
+                "0..LOCAL_WORLD_SIZE-1; check the launcher's --nproc-per-node "
+                "and --nnodes")
+    hosts = all_gather_strings(ctx, ctx.host)
+    ids = all_gather_ints(ctx, [ctx.rank, ctx.local_rank, ctx.local_world_size])
+    problems = []
+    if sorted(r for r, _, _ in ids) != list(range(ctx.world_size)):
+        problems.append("ranks are %s, expected 0..%d"
+                        % (sorted(r for r, _, _ in ids), ctx.world_size - 1))
+    for host in sorted(set(hosts)):
+        on_host = [ids[i] for i, h in enumerate(hosts) if h == host]
+        local = sorted(lr for _, lr, _ in on_host)
+        sizes = sorted(set(lws for _, _, lws in on_host))
+        if local != list(range(len(on_host))):
+            problems.append("host %s has local ranks %s for %d ranks"
+                            % (host, local, len(on_host)))
+        if sizes != [len(on_host)]:
+            problems.append("host %s runs %d ranks but they were told "
+                            "LOCAL_WORLD_SIZE=%s" % (host, len(on_host), sizes))
+    if problems:
+        c.fail("; ".join(problems))
+    c.detail = "%d ranks on %d host(s)" % (ctx.world_size, len(set(hosts)))
 
-    with ctx.check("rank_mapping") as c:
-        c.advice = ("every host must run LOCAL_WORLD_SIZE ranks with local ranks "
-                    "0..LOCAL_WORLD_SIZE-1; check the launcher's --nproc-per-node "
-                    "and --nnodes")
-        hosts = all_gather_strings(ctx, ctx.host)
-        ids = all_gather_ints(ctx, [ctx.rank, ctx.local_rank, ctx.local_world_size])
-        problems = []
-        if sorted(r for r, _, _ in ids) != list(range(ctx.world_size)):
-            problems.append("ranks are %s, expected 0..%d"
-                            % (sorted(r for r, _, _ in ids), ctx.world_size - 1))
-        for host in sorted(set(hosts)):
-            on_host = [ids[i] for i, h in enumerate(hosts) if h == host]
-            local = sorted(lr for _, lr, _ in on_host)
-            sizes = sorted(set(lws for _, _, lws in on_host))
-            if local != list(range(len(on_host))):
-                problems.append("host %s has local ranks %s for %d ranks"
-                                % (host, local, len(on_host)))
-            if sizes != [len(on_host)]:
-                problems.append("host %s runs %d ranks but they were told "
-                                "LOCAL_WORLD_SIZE=%s" % (host, len(on_host), sizes))
-        if problems:
-            c.fail("; ".join(problems))
-        c.detail = "%d ranks on %d host(s)" % (ctx.world_size, len(set(hosts)))
 
-    with ctx.check("device") as c:
-        if ctx.device.type != "cuda":
-            c.skip("ranks run on CPU (backend %s): no device to map" % ctx.backend)
-        c.advice = "call torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) in every rank"
-        current = torch.cuda.current_device()
-        if ctx.device.index != ctx.local_rank or current != ctx.local_rank:
-            c.fail("rank %d (local rank %d) uses cuda:%d, expected cuda:%d"
-                   % (ctx.rank, ctx.local_rank, current, ctx.local_rank))
-        c.detail = "rank %d on cuda:%d" % (ctx.rank, current)
+def _device(ctx, c):
+    import torch
 
-    with ctx.check("unique_device") as c:
-        if ctx.device.type != "cuda":
-            c.skip("ranks run on CPU (backend %s): no device to share" % ctx.backend)
-        c.advice = ("two ranks on one GPU: give each rank its own device "
-                    "(cuda:LOCAL_RANK) and do not narrow CUDA_VISIBLE_DEVICES per rank "
-                    "unless LOCAL_RANK is remapped too")
-        props = torch.cuda.get_device_properties(ctx.device)
-        ident = str(getattr(props, "uuid", "")) or "%s/%s" % (
-            os.environ.get("CUDA_VISIBLE_DEVICES", "all"), ctx.device.index)
-        keys = all_gather_strings(ctx, "%s|%s" % (ctx.host, ident))
-        seen = {}
-        for r, key in enumerate(keys):
-            seen.setdefault(key, []).append(r)
-        shared = [ranks for ranks in seen.values() if len(ranks) > 1]
-        if shared:
-            c.fail("ranks %s share one GPU" % " and ".join(str(s) for s in shared))
-        c.detail = "%d ranks on %d distinct GPUs" % (ctx.world_size, len(seen))
+    if ctx.device.type != "cuda":
+        c.skip("ranks run on CPU (backend %s): no device to map" % ctx.backend)
+    c.advice = "call torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) in every rank"
+    current = torch.cuda.current_device()
+    if ctx.device.index != ctx.local_rank or current != ctx.local_rank:
+        c.fail("rank %d (local rank %d) uses cuda:%d, expected cuda:%d"
+               % (ctx.rank, ctx.local_rank, current, ctx.local_rank))
+    c.detail = "rank %d on cuda:%d" % (ctx.rank, current)
 
-    with ctx.check("cuda_visible_devices") as c:
-        value = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if value is None:
-            c.detail = "not set"
-        else:
-            c.advice = ("set CUDA_VISIBLE_DEVICES to distinct device ids, at least "
-                        "LOCAL_WORLD_SIZE of them, or leave it unset")
-            entries = [e.strip() for e in value.split(",") if e.strip()]
-            if len(set(entries)) != len(entries):
-                c.fail("CUDA_VISIBLE_DEVICES=%r lists a device twice" % value)
-            if ctx.device.type == "cuda" and len(entries) < ctx.local_world_size \
-                    and len(entries) < torch.cuda.device_count():
-                c.fail("CUDA_VISIBLE_DEVICES=%r shows %d device(s) to %d local ranks"
-                       % (value, len(entries), ctx.local_world_size))
-            c.detail = "%r (%d device(s))" % (value, len(entries))
 
-    with ctx.check("slurm") as c:
-        if "SLURM_PROCID" not in os.environ:
-            c.skip("not running under SLURM (SLURM_PROCID is not set)")
-        launcher = os.environ.get("ENVCHECK_LAUNCHER")
-        if launcher == "local":
-            c.skip("ranks were started by envcheck run, not by srun: SLURM task ids "
-                   "describe the envcheck process, not the ranks")
-        if launcher in ("torchrun", "env"):
-            c.skip("ranks were started by %s inside the SLURM step: SLURM task ids "
-                   "describe the launcher's agents, not the ranks" % launcher)
-        c.advice = ("under srun, derive RANK from SLURM_PROCID, LOCAL_RANK from "
-                    "SLURM_LOCALID and WORLD_SIZE from SLURM_NTASKS")
-        pairs = (("SLURM_PROCID", ctx.rank), ("SLURM_LOCALID", ctx.local_rank),
-                 ("SLURM_NTASKS", ctx.world_size))
-        problems = ["%s=%s but the rank's %s is %d" % (name, os.environ[name],
-                    {"SLURM_PROCID": "rank", "SLURM_LOCALID": "local rank",
-                     "SLURM_NTASKS": "world size"}[name], value)
-                    for name, value in pairs
-                    if name in os.environ and os.environ[name] != str(value)]
-        if problems:
-            c.fail("; ".join(problems))
-        c.detail = "SLURM task ids agree with torch's"
+def _unique_device(ctx, c):
+    import torch
+
+    from ..gather import all_gather_strings
+
+    if ctx.device.type != "cuda":
+        c.skip("ranks run on CPU (backend %s): no device to share" % ctx.backend)
+    c.advice = ("two ranks on one GPU: give each rank its own device "
+                "(cuda:LOCAL_RANK) and do not narrow CUDA_VISIBLE_DEVICES per rank "
+                "unless LOCAL_RANK is remapped too")
+    props = torch.cuda.get_device_properties(ctx.device)
+    ident = str(getattr(props, "uuid", "")) or "%s/%s" % (
+        os.environ.get("CUDA_VISIBLE_DEVICES", "all"), ctx.device.index)
+    keys = all_gather_strings(ctx, "%s|%s" % (ctx.host, ident))
+    seen = {}
+    for r, key in enumerate(keys):
+        seen.setdefault(key, []).append(r)
+    shared = [ranks for ranks in seen.values() if len(ranks) > 1]
+    if shared:
+        c.fail("ranks %s share one GPU" % " and ".join(str(s) for s in shared))
+    c.detail = "%d ranks on %d distinct GPUs" % (ctx.world_size, len(seen))
+
+
+def _cuda_visible_devices(ctx, c):
+    import torch
+
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        c.detail = "not set"
+    else:
+        c.advice = ("set CUDA_VISIBLE_DEVICES to distinct device ids, at least "
+                    "LOCAL_WORLD_SIZE of them, or leave it unset")
+        entries = [e.strip() for e in value.split(",") if e.strip()]
+        if len(set(entries)) != len(entries):
+            c.fail("CUDA_VISIBLE_DEVICES=%r lists a device twice" % value)
+        if ctx.device.type == "cuda" and len(entries) < ctx.local_world_size \
+                and len(entries) < torch.cuda.device_count():
+            c.fail("CUDA_VISIBLE_DEVICES=%r shows %d device(s) to %d local ranks"
+                   % (value, len(entries), ctx.local_world_size))
+        c.detail = "%r (%d device(s))" % (value, len(entries))
+
+
+def _slurm(ctx, c):
+    if "SLURM_PROCID" not in os.environ:
+        c.skip("not running under SLURM (SLURM_PROCID is not set)")
+    launcher = os.environ.get("ENVCHECK_LAUNCHER")
+    if launcher == "local":
+        c.skip("ranks were started by envcheck run, not by srun: SLURM task ids "
+               "describe the envcheck process, not the ranks")
+    if launcher in ("torchrun", "env"):
+        c.skip("ranks were started by %s inside the SLURM step: SLURM task ids "
+               "describe the launcher's agents, not the ranks" % launcher)
+    c.advice = ("under srun, derive RANK from SLURM_PROCID, LOCAL_RANK from "
+                "SLURM_LOCALID and WORLD_SIZE from SLURM_NTASKS")
+    pairs = (("SLURM_PROCID", ctx.rank), ("SLURM_LOCALID", ctx.local_rank),
+             ("SLURM_NTASKS", ctx.world_size))
+    problems = ["%s=%s but the rank's %s is %d" % (name, os.environ[name],
+                {"SLURM_PROCID": "rank", "SLURM_LOCALID": "local rank",
+                 "SLURM_NTASKS": "world size"}[name], value)
+                for name, value in pairs
+                if name in os.environ and os.environ[name] != str(value)]
+    if problems:
+        c.fail("; ".join(problems))
+    c.detail = "SLURM task ids agree with torch's"

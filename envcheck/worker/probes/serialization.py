@@ -50,18 +50,22 @@ _MISMATCH_ADVICE = (
 
 def probe_serialization(ctx):
     """pickle/deepcopy of process groups, modules holding one and DDP; fresh+load_state_dict fix; torch.save"""
-    import copy
-    import os
-    import pickle
-
     import torch
     import torch.distributed as dist
 
-    from .. import toy
-    from ..gather import all_gather_ints
-    from ..model import describe_model, model_spec, user_model
+    subgroup = _process_group_checks(ctx, torch, dist)
+    subject = _Subject(ctx, torch)
+    _ddp_wrap(ctx, subject, torch)
+    _ddp_copies(ctx, subject, torch)
+    _save_module_with_group(ctx, subgroup or dist.group.WORLD, torch)
 
-    # --- what torch does with process groups (always on built-in objects) ---
+
+def _process_group_checks(ctx, torch, dist):
+    """What torch does with process groups, always on built-in objects; the subgroup."""
+    import copy
+    import pickle
+
+    from .. import toy
 
     with ctx.check("pickle_default_group") as c:
         c.advice = _GROUP_ADVICE
@@ -85,105 +89,140 @@ def probe_serialization(ctx):
         clone = copy.deepcopy(holder)
         _verify_copy(c, clone, holder, torch)
         c.detail = "module with .group: " + c.detail
+    return subgroup
 
-    # --- the model under test (the user's with --model), wrapped in DDP ---
 
-    spec = model_spec(ctx)
-    model = None
-    if spec:
+class _Subject:
+    """The model under test (the user's with --model, else the toy), its DDP wrapper
+    and EMA copy as the checks make them, and why the checks after a failure skip."""
+
+    def __init__(self, ctx, torch):
+        from .. import toy
+        from ..gather import all_gather_ints
+        from ..model import describe_model, model_spec, user_model
+
+        self.ctx = ctx
+        self.ddp = self.ema = None
+        spec = model_spec(ctx)
+        self.label = spec["spec"] if spec else "toy model"
+        if not spec:
+            self.model, self.skip = toy.build_toy(ctx.rank, ctx.device), None
+            self._fresh = lambda seed: toy.build_toy(seed, ctx.device)
+            return
+        self.model = None
         with ctx.check("model") as c:
             c.advice = ("make %s import and return a torch.nn.Module in every rank, called "
                         "with no arguments or with rank=/device= (see the traceback)"
                         % spec["spec"])
-            model = user_model(ctx)
-            c.detail = "%s: %s on %s" % (spec["spec"], describe_model(model), ctx.device)
-            c.data = {"class": "%s.%s" % (type(model).__module__, type(model).__qualname__),
-                      "parameters": sum(p.numel() for p in model.parameters())}
-        skip_reason = _disagree(ctx, model is not None, all_gather_ints,
-                                "the model did not load (see serialization.model)")
+            self.model = user_model(ctx)
+            c.detail = "%s: %s on %s" % (spec["spec"], describe_model(self.model), ctx.device)
+            c.data = {"class": "%s.%s" % (type(self.model).__module__,
+                                          type(self.model).__qualname__),
+                      "parameters": sum(p.numel() for p in self.model.parameters())}
+        self.skip = _disagree(ctx, self.model is not None, all_gather_ints,
+                              "the model did not load (see serialization.model)")
+        self._fresh = lambda seed: user_model(ctx)
 
-        def build_fresh(seed):
-            return user_model(ctx)
-    else:
-        model = toy.build_toy(ctx.rank, ctx.device)
-        skip_reason = None
+    def build_fresh(self, seed):
+        """A new copy of the model, seeded differently on each rank (the toy's weights
+        then differ until they are loaded)."""
+        return self._fresh(seed)
 
-        def build_fresh(seed):
-            return toy.build_toy(seed, ctx.device)
-    label = spec["spec"] if spec else "toy model"
 
-    ddp = None
+def _ddp_wrap(ctx, subject, torch):
+    from ..gather import all_gather_ints
+
     with ctx.check("ddp_wrap") as c:
-        if skip_reason:
-            c.skip(skip_reason)
+        if subject.skip:
+            c.skip(subject.skip)
         c.advice = ("DistributedDataParallel(model) failed before any copy was made: every "
                     "rank must build the same model, with parameters that require grad")
-        ddp = _wrap_ddp(ctx, model, torch)
-        c.detail = "DistributedDataParallel(%s)" % label
-    if not skip_reason:
-        skip_reason = _disagree(ctx, ddp is not None, all_gather_ints,
-                                "DistributedDataParallel(model) failed (see serialization.ddp_wrap)")
+        subject.ddp = _wrap_ddp(ctx, subject.model, torch)
+        c.detail = "DistributedDataParallel(%s)" % subject.label
+    if not subject.skip:
+        subject.skip = _disagree(
+            ctx, subject.ddp is not None, all_gather_ints,
+            "DistributedDataParallel(model) failed (see serialization.ddp_wrap)")
 
+
+def _ddp_copies(ctx, subject, torch):
+    """deepcopy(DDP), deepcopy(ddp.module) (the EMA pattern), the fresh-model fix, and
+    pickle(DDP): each compared with the original, tensor by tensor."""
+    import copy
+    import pickle
+
+    ddp, label = subject.ddp, subject.label
     with ctx.check("deepcopy_ddp") as c:
-        if skip_reason:
-            c.skip(skip_reason)
+        if subject.skip:
+            c.skip(subject.skip)
         c.advice = _DDP_COPY_ADVICE
         clone = copy.deepcopy(ddp)
         _verify_copy(c, clone.module, ddp.module, torch, runner=clone)
         c.detail = "%s: %s" % (label, c.detail)
 
-    ema = None
     with ctx.check("deepcopy_ddp_module") as c:
-        if skip_reason:
-            c.skip(skip_reason)
+        if subject.skip:
+            c.skip(subject.skip)
         c.advice = _COPY_ADVICE
-        ema = copy.deepcopy(ddp.module)
-        _verify_copy(c, ema, ddp.module, torch)
+        subject.ema = copy.deepcopy(ddp.module)
+        _verify_copy(c, subject.ema, ddp.module, torch)
         c.detail = "%s: %s" % (label, c.detail)
 
     with ctx.check("fresh_load_state_dict") as c:
-        if skip_reason:
-            c.skip(skip_reason)
-        c.advice = ("building a fresh copy and loading the weights failed: fix this before "
-                    "relying on it for an EMA model")
-        # A rank-dependent seed makes fresh copies differ until the weights are loaded.
-        fresh, error = None, None
-        try:
-            fresh = build_fresh(1000 + ctx.rank)
-            fresh.load_state_dict(ddp.module.state_dict())
-        except Exception as exc:
-            error = exc
-        # Collective outside the failure path, so one failing rank cannot hang the others.
-        digests = _gather_digest(ctx, fresh if error is None else None, torch)
-        if error is not None:
-            raise error
-        _verify_copy(c, fresh, ddp.module, torch)
-        if ema is not None:
-            _verify_copy(c, fresh, ema, torch)
-            versus = "equals original and deepcopy"
-        else:
-            versus = "equals original (where deepcopy failed)"
-        missing = [r for r, d in enumerate(digests) if d != d]
-        if missing:
-            c.fail("rank(s) %s could not build the fresh copy" % ", ".join(map(str, missing)))
-        if len(set(digests)) != 1:
-            c.fail("the fresh copies differ between ranks: %s" % digests,
-                   advice=_MISMATCH_ADVICE)
-        c.detail = "%s: %s on all %d ranks" % (label, versus, ctx.world_size)
+        if subject.skip:
+            c.skip(subject.skip)
+        _fresh_load_state_dict(ctx, c, subject, torch)
 
     with ctx.check("pickle_ddp") as c:
-        if skip_reason:
-            c.skip(skip_reason)
+        if subject.skip:
+            c.skip(subject.skip)
         c.advice = ("pickle or save the weights, not the DDP wrapper: "
                     "torch.save(ddp.module.state_dict(), path)")
         loaded = pickle.loads(pickle.dumps(ddp))
         _verify_copy(c, loaded.module, ddp.module, torch)
         c.detail = "%s: %s" % (label, c.detail)
 
+
+def _fresh_load_state_dict(ctx, c, subject, torch):
+    """The fix for the EMA pattern: a fresh model plus load_state_dict, equal everywhere."""
+    c.advice = ("building a fresh copy and loading the weights failed: fix this before "
+                "relying on it for an EMA model")
+    ddp = subject.ddp
+    # A rank-dependent seed makes fresh copies differ until the weights are loaded.
+    fresh, error = None, None
+    try:
+        fresh = subject.build_fresh(1000 + ctx.rank)
+        fresh.load_state_dict(ddp.module.state_dict())
+    except Exception as exc:
+        error = exc
+    # Collective outside the failure path, so one failing rank cannot hang the others.
+    digests = _gather_digest(ctx, fresh if error is None else None, torch)
+    if error is not None:
+        raise error
+    _verify_copy(c, fresh, ddp.module, torch)
+    if subject.ema is not None:
+        _verify_copy(c, fresh, subject.ema, torch)
+        versus = "equals original and deepcopy"
+    else:
+        versus = "equals original (where deepcopy failed)"
+    missing = [r for r, d in enumerate(digests) if d != d]
+    if missing:
+        c.fail("rank(s) %s could not build the fresh copy" % ", ".join(map(str, missing)))
+    if len(set(digests)) != 1:
+        c.fail("the fresh copies differ between ranks: %s" % digests,
+               advice=_MISMATCH_ADVICE)
+    c.detail = "%s: %s on all %d ranks" % (subject.label, versus, ctx.world_size)
+
+
+def _save_module_with_group(ctx, group, torch):
+    import os
+
+    from .. import toy
+
     with ctx.check("save_module_with_group") as c:
         c.advice = _SAVE_ADVICE
         torch.manual_seed(0)
-        holder = toy.GroupHoldingNet(subgroup or dist.group.WORLD).to(ctx.device)
+        holder = toy.GroupHoldingNet(group).to(ctx.device)
         with ctx.private_tmpdir() as tmp:
             path = os.path.join(tmp, "module.pt")
             torch.save(holder, path)
