@@ -107,6 +107,8 @@ def test_readme_probe_example_runs(tmp_path):
     check = checks_by_id(load_report(report))["my-setup.same_cpu_count"]
     assert check["outcome"] == "passed"
     assert check["detail"] == "%d CPUs on each of 2 ranks" % os.cpu_count()
+    listed = run_cli("probes", "--checks", "--probe-path", str(path))
+    assert listed.stdout.splitlines()[-2:] == ["my-setup.same_cpu_count", "my-setup.run"]
 
 
 DECLARED = '''

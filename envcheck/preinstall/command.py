@@ -6,7 +6,7 @@ from typing import Optional
 
 from .. import __version__
 from ..matrix import load as matrix_load
-from . import evaluate as precheck, node as node_mod, pins as torch_pin
+from . import evaluate, node as node_mod, pins
 from ..core.errors import UsageError
 from ..core.outcomes import ExitCode
 
@@ -15,7 +15,7 @@ from ..core.outcomes import ExitCode
 class Result:
     requirement: Optional[str]
     node: node_mod.Node
-    answer: Optional[precheck.Answer]
+    answer: Optional[evaluate.Answer]
     alternatives: list
     suggestions: Optional[list]
     matrix_files: list
@@ -34,13 +34,13 @@ def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(
                          "-r requirements.txt, or --suggest")
     pin = None
     if requirement:
-        pin = torch_pin.parse(requirement)
+        pin = pins.parse(requirement)
     elif requirements_file:
-        pin = torch_pin.from_file(requirements_file)
+        pin = pins.from_file(requirements_file)
     matrix = matrix_load.load(matrix_dirs)
     if pin is not None:
         # Resolve before touching nvidia-smi: an unknown version is the user's to fix.
-        release, build, notes = precheck.resolve(matrix, pin, cuda)
+        release, build, notes = evaluate.resolve(matrix, pin, cuda)
     elif cuda is not None:
         raise UsageError("--cuda needs a requirement to apply to")
     node = node_mod.read(python_version, driver, gpus)
@@ -49,13 +49,13 @@ def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(
     if pin is not None:
         if pin.where:
             notes = ["%s: %s" % (pin.where, pin.text)] + notes
-        answer = precheck.evaluate(matrix, release, build, node, notes)
+        answer = evaluate.evaluate(matrix, release, build, node, notes)
         if not answer.works:
             code = ExitCode.FAILED
-            alternatives = precheck.working_builds(matrix, release, build.torch, node,
+            alternatives = evaluate.working_builds(matrix, release, build.torch, node,
                                                    exclude=build.variant)
     if suggest:
-        suggestions = precheck.suggest(matrix, node)
+        suggestions = evaluate.suggest(matrix, node)
         if pin is None and not suggestions:
             code = ExitCode.FAILED
     return Result(pin.text if pin else None, node, answer, alternatives, suggestions,

@@ -55,57 +55,68 @@ def _issue_lines(e, width):
 
 
 def render(result, width=100):
-    """result: check_command.Result."""
+    """result: preinstall.command.Result."""
     out = ["node: " + node_line(result.node)]
     out += ["note: %s" % n for n in result.node.notes]
-    a = result.answer
-    if a is not None:
-        out += ["", "%s on this node:" % a.build.name]
-        out += ["note: %s" % n for n in a.notes]
-        for c in a.criteria:
-            out += _criterion_lines(c, width - 4)
-        if a.known_issues:
-            out += ["", "Known distributed-training issues of %s (from the matrix):"
-                    % a.build.name]
-            for e in a.known_issues:
-                out += _issue_lines(e, width - 8)
-        out.append("")
-        unknown = [LABEL.get(c.id, c.id) for c in a.criteria if c.status == UNKNOWN]
-        if a.works and unknown:
-            out.append("? %s: nothing fails, but the matrix cannot judge %s: %s"
-                       % (a.build.name, ", ".join(unknown), a.build.pip))
-        elif a.works:
-            out.append("✓ %s will work here: %s" % (a.build.name, a.build.pip))
-        else:
-            out.append("✗ %s will not work here: %s failed"
-                       % (a.build.name, ", ".join(LABEL.get(c.id, c.id) for c in a.failed)))
-            if result.alternatives:
-                out.append("Builds of %s that would work here:" % a.build.torch)
-                out += ["  %-18s %s" % (b.build.name, b.build.pip)
-                        for b in result.alternatives]
-            elif result.suggestions is None:
-                out.append("No other build of %s works here: 'envcheck check --suggest' "
-                           "lists the ones that do." % a.build.torch)
+    if result.answer is not None:
+        out += _answer_lines(result, width)
     if result.suggestions is not None:
-        out += ["", "Newest torch builds that will work here:" if result.suggestions
-                else "No torch build in the matrix will work here."]
-        cpu_only = not result.node.gpus
-        if cpu_only and result.suggestions:
-            out.append("  (no NVIDIA GPU here: these CUDA builds run on CPU only; the smaller "
-                       "CPU wheels are at %s)" % (INDEX_URL % "cpu"))
-        for s in result.suggestions:
-            flags = [c for c in s.criteria if c.status in (WARN, UNKNOWN) and
-                     c.id != "known_issues" and not (cpu_only and c.id == "driver")]
-            extra = "  (%s)" % "; ".join("%s %s" % (GLYPH[c.status], c.message)
-                                         for c in flags) if flags else ""
-            failing = {c for e in s.known_issues for c in e.checks}
-            issues = "  [%d known issue%s]" % (len(failing), "" if len(failing) == 1
-                                               else "s") if failing else ""
-            out.append("  %-18s %s%s" % (s.build.name, s.build.pip, issues))
-            if extra:
-                out += textwrap.wrap(extra.strip(), width - 8, initial_indent="      ",
-                                     subsequent_indent="      ")
+        out += _suggestion_lines(result, width)
     return "\n".join(out) + "\n"
+
+
+def _answer_lines(result, width):
+    """The pinned build: each criterion, its known issues, then the verdict line."""
+    a = result.answer
+    out = ["", "%s on this node:" % a.build.name]
+    out += ["note: %s" % n for n in a.notes]
+    for c in a.criteria:
+        out += _criterion_lines(c, width - 4)
+    if a.known_issues:
+        out += ["", "Known distributed-training issues of %s (from the matrix):"
+                % a.build.name]
+        for e in a.known_issues:
+            out += _issue_lines(e, width - 8)
+    out.append("")
+    unknown = [LABEL.get(c.id, c.id) for c in a.criteria if c.status == UNKNOWN]
+    if a.works and unknown:
+        out.append("? %s: nothing fails, but the matrix cannot judge %s: %s"
+                   % (a.build.name, ", ".join(unknown), a.build.pip))
+    elif a.works:
+        out.append("✓ %s will work here: %s" % (a.build.name, a.build.pip))
+    else:
+        out.append("✗ %s will not work here: %s failed"
+                   % (a.build.name, ", ".join(LABEL.get(c.id, c.id) for c in a.failed)))
+        if result.alternatives:
+            out.append("Builds of %s that would work here:" % a.build.torch)
+            out += ["  %-18s %s" % (b.build.name, b.build.pip) for b in result.alternatives]
+        elif result.suggestions is None:
+            out.append("No other build of %s works here: 'envcheck check --suggest' "
+                       "lists the ones that do." % a.build.torch)
+    return out
+
+
+def _suggestion_lines(result, width):
+    """--suggest: the newest builds that work here, with what to watch for."""
+    out = ["", "Newest torch builds that will work here:" if result.suggestions
+           else "No torch build in the matrix will work here."]
+    cpu_only = not result.node.gpus
+    if cpu_only and result.suggestions:
+        out.append("  (no NVIDIA GPU here: these CUDA builds run on CPU only; the smaller "
+                   "CPU wheels are at %s)" % (INDEX_URL % "cpu"))
+    for s in result.suggestions:
+        flags = [c for c in s.criteria if c.status in (WARN, UNKNOWN) and
+                 c.id != "known_issues" and not (cpu_only and c.id == "driver")]
+        extra = "  (%s)" % "; ".join("%s %s" % (GLYPH[c.status], c.message)
+                                     for c in flags) if flags else ""
+        failing = {c for e in s.known_issues for c in e.checks}
+        issues = "  [%d known issue%s]" % (len(failing), "" if len(failing) == 1
+                                           else "s") if failing else ""
+        out.append("  %-18s %s%s" % (s.build.name, s.build.pip, issues))
+        if extra:
+            out += textwrap.wrap(extra.strip(), width - 8, initial_indent="      ",
+                                 subsequent_indent="      ")
+    return out
 
 
 def _answer_dict(a):

@@ -133,63 +133,15 @@ def probe_nccl(ctx):
     import torch
     import torch.distributed as dist
 
-    from ..environment import relevant_env
-    from ..gather import all_gather_strings
-
     no_nccl = _no_nccl_reason(torch, ctx)
-
     with ctx.check("version") as c:
-        c.advice = ("every rank must load the same NCCL: install the same torch wheel on "
-                    "every node, and do not put another libnccl on LD_LIBRARY_PATH")
-        if not getattr(torch.version, "cuda", None):
-            c.skip(no_nccl)
-        version = nccl_version_string(torch.cuda.nccl.version())
-        versions = all_gather_strings(ctx, "%s|%s" % (version, ctx.host))
-        c.data = {"nccl": version, "ranks": versions}
-        others = sorted({v for v in versions if v.split("|")[0] != version})
-        if others:
-            c.fail("rank %d on %s has NCCL %s, but %s" % (
-                ctx.rank, ctx.host, version, ", ".join(
-                    "rank %d on %s has %s" % (r, v.split("|")[1], v.split("|")[0])
-                    for r, v in enumerate(versions) if v.split("|")[0] != version)))
-        c.detail = "NCCL %s (torch %s, CUDA %s)" % (version, torch.__version__,
-                                                     torch.version.cuda)
-        if no_nccl:
-            c.detail += "; not run here: %s" % no_nccl
-
+        _version(ctx, c, torch, no_nccl)
     with ctx.check("env") as c:
-        nccl_env = {k: v for k, v in relevant_env().items() if k.startswith("NCCL_")}
-        c.data = {"NCCL": nccl_env}
-        c.detail = ", ".join("%s=%s" % kv for kv in sorted(nccl_env.items())) or \
-            "no NCCL_* variable set"
-        if no_nccl and nccl_env:
-            c.detail += " (unused: backend %s)" % ctx.backend
-
-    group = None
+        _env(ctx, c, no_nccl)
+    comm = {}
     with ctx.check("init") as c:
-        if no_nccl:
-            c.skip(no_nccl)
-        c.advice = ("NCCL could not set up its communicator: rerun with NCCL_DEBUG=INFO; "
-                    "check that every GPU is visible (nvidia-smi) and that "
-                    "NCCL_SOCKET_IFNAME names a NIC every node has")
-        t0 = time.monotonic()
-        group = dist.new_group(ranks=list(range(ctx.world_size)), backend="nccl")
-        t = torch.ones(1, device=ctx.device)
-        dist.all_reduce(t, group=group)  # NCCL creates its communicator lazily, here
-        torch.cuda.synchronize(ctx.device)
-        seconds = time.monotonic() - t0
-        if t.item() != ctx.world_size:
-            c.fail("first all_reduce on the new communicator: expected %d, got %s"
-                   % (ctx.world_size, t.item()))
-        devices = all_gather_strings(ctx, "%s|%s" % (ctx.host, ctx.device))
-        local = torch.cuda.device_count()
-        c.data = {"seconds": seconds, "devices": devices, "local_gpus": local}
-        c.detail = "communicator over %d GPU(s) on %d host(s) in %.2f s" % (
-            ctx.world_size, len({d.split("|")[0] for d in devices}), seconds)
-        if ctx.local_world_size < local:
-            c.detail += "; %d of %d local GPUs untested (one rank per GPU covers all)" % (
-                local - ctx.local_world_size, local)
-
+        _init(ctx, c, torch, dist, no_nccl, comm)
+    group = comm.get("group")
     with ctx.check("collectives") as c:
         if group is None:
             c.skip(no_nccl or "the NCCL communicator did not initialise (see nccl.init)")
@@ -197,39 +149,104 @@ def probe_nccl(ctx):
                     "NCCL_DEBUG=INFO and try NCCL_P2P_DISABLE=1, then NCCL_SHM_DISABLE=1, "
                     "then NCCL_IB_DISABLE=1 to find the broken path")
         _nccl_collectives(torch, dist, ctx, group, c)
-
     with ctx.check("bandwidth") as c:
-        if group is not None:
-            device, sizes, warmup, iters = ctx.device, GPU_SIZES, GPU_WARMUP, GPU_ITERS
-            backend = "nccl"
-        else:
-            device, sizes, warmup, iters = torch.device("cpu"), CPU_SIZES, CPU_WARMUP, \
-                CPU_ITERS
-            backend = dist.get_backend()
-            if backend != "gloo":
-                # A GPU-only backend without a communicator of ours: measure gloo.
-                group = dist.new_group(backend="gloo")
-                backend = "gloo"
-        sizes = tuple(ctx.options.get("bandwidth_sizes") or sizes)
-        rows = measure_allreduce(torch, dist, ctx, group, device, sizes, warmup, iters)
-        c.data = {"backend": backend, "ranks": ctx.world_size, "op": "all_reduce sum",
-                  "dtype": "float32", "warmup": warmup, "iters": iters,
-                  "time": "max over ranks", "busbw_factor": busbw_factor(ctx.world_size),
-                  "sizes": rows}
-        wrong = [r for r in rows if r["wrong"]]
-        if wrong:
-            c.fail("all_reduce gave wrong elements: %s" % ", ".join(
-                "%d of %d at %s" % (r["wrong"], r["count"], _human(r["bytes"]))
-                for r in wrong),
-                advice="the transport corrupts data: rerun with NCCL_DEBUG=INFO "
-                       "(or GLOO_SOCKET_IFNAME on CPU)")
-        peak = max(rows, key=lambda r: r["busbw_gbs"])
-        c.data["peak_busbw_gbs"] = peak["busbw_gbs"]
-        c.detail = "%s all_reduce, %d ranks: peak busbw %.2f GB/s at %s (algbw %.2f GB/s, " \
-            "%s .. %s)" % (backend, ctx.world_size, peak["busbw_gbs"], _human(peak["bytes"]),
-                           peak["algbw_gbs"], _human(min(sizes)), _human(max(sizes)))
-        if ctx.world_size == 1:
-            c.detail += "; 1 rank: busbw is 0 by definition (2(n-1)/n)"
+        _bandwidth(ctx, c, torch, dist, group)
+
+
+def _version(ctx, c, torch, no_nccl):
+    from ..gather import all_gather_strings
+
+    c.advice = ("every rank must load the same NCCL: install the same torch wheel on "
+                "every node, and do not put another libnccl on LD_LIBRARY_PATH")
+    if not getattr(torch.version, "cuda", None):
+        c.skip(no_nccl)
+    version = nccl_version_string(torch.cuda.nccl.version())
+    versions = all_gather_strings(ctx, "%s|%s" % (version, ctx.host))
+    c.data = {"nccl": version, "ranks": versions}
+    others = sorted({v for v in versions if v.split("|")[0] != version})
+    if others:
+        c.fail("rank %d on %s has NCCL %s, but %s" % (
+            ctx.rank, ctx.host, version, ", ".join(
+                "rank %d on %s has %s" % (r, v.split("|")[1], v.split("|")[0])
+                for r, v in enumerate(versions) if v.split("|")[0] != version)))
+    c.detail = "NCCL %s (torch %s, CUDA %s)" % (version, torch.__version__,
+                                                 torch.version.cuda)
+    if no_nccl:
+        c.detail += "; not run here: %s" % no_nccl
+
+
+def _env(ctx, c, no_nccl):
+    from ..environment import relevant_env
+
+    nccl_env = {k: v for k, v in relevant_env().items() if k.startswith("NCCL_")}
+    c.data = {"NCCL": nccl_env}
+    c.detail = ", ".join("%s=%s" % kv for kv in sorted(nccl_env.items())) or \
+        "no NCCL_* variable set"
+    if no_nccl and nccl_env:
+        c.detail += " (unused: backend %s)" % ctx.backend
+
+
+def _init(ctx, c, torch, dist, no_nccl, comm):
+    from ..gather import all_gather_strings
+
+    if no_nccl:
+        c.skip(no_nccl)
+    c.advice = ("NCCL could not set up its communicator: rerun with NCCL_DEBUG=INFO; "
+                "check that every GPU is visible (nvidia-smi) and that "
+                "NCCL_SOCKET_IFNAME names a NIC every node has")
+    t0 = time.monotonic()
+    # Kept even if this check then fails: the collectives check still runs on it.
+    comm["group"] = group = dist.new_group(ranks=list(range(ctx.world_size)), backend="nccl")
+    t = torch.ones(1, device=ctx.device)
+    dist.all_reduce(t, group=group)  # NCCL creates its communicator lazily, here
+    torch.cuda.synchronize(ctx.device)
+    seconds = time.monotonic() - t0
+    if t.item() != ctx.world_size:
+        c.fail("first all_reduce on the new communicator: expected %d, got %s"
+               % (ctx.world_size, t.item()))
+    devices = all_gather_strings(ctx, "%s|%s" % (ctx.host, ctx.device))
+    local = torch.cuda.device_count()
+    c.data = {"seconds": seconds, "devices": devices, "local_gpus": local}
+    c.detail = "communicator over %d GPU(s) on %d host(s) in %.2f s" % (
+        ctx.world_size, len({d.split("|")[0] for d in devices}), seconds)
+    if ctx.local_world_size < local:
+        c.detail += "; %d of %d local GPUs untested (one rank per GPU covers all)" % (
+            local - ctx.local_world_size, local)
+
+
+def _bandwidth(ctx, c, torch, dist, group):
+    """all_reduce bus bandwidth as nccl-tests measures it; over gloo on CPU."""
+    if group is not None:
+        device, sizes, warmup, iters = ctx.device, GPU_SIZES, GPU_WARMUP, GPU_ITERS
+        backend = "nccl"
+    else:
+        device, sizes, warmup, iters = torch.device("cpu"), CPU_SIZES, CPU_WARMUP, \
+            CPU_ITERS
+        backend = dist.get_backend()
+        if backend != "gloo":
+            # A GPU-only backend without a communicator of ours: measure gloo.
+            group = dist.new_group(backend="gloo")
+            backend = "gloo"
+    sizes = tuple(ctx.options.get("bandwidth_sizes") or sizes)
+    rows = measure_allreduce(torch, dist, ctx, group, device, sizes, warmup, iters)
+    c.data = {"backend": backend, "ranks": ctx.world_size, "op": "all_reduce sum",
+              "dtype": "float32", "warmup": warmup, "iters": iters,
+              "time": "max over ranks", "busbw_factor": busbw_factor(ctx.world_size),
+              "sizes": rows}
+    wrong = [r for r in rows if r["wrong"]]
+    if wrong:
+        c.fail("all_reduce gave wrong elements: %s" % ", ".join(
+            "%d of %d at %s" % (r["wrong"], r["count"], _human(r["bytes"]))
+            for r in wrong),
+            advice="the transport corrupts data: rerun with NCCL_DEBUG=INFO "
+                   "(or GLOO_SOCKET_IFNAME on CPU)")
+    peak = max(rows, key=lambda r: r["busbw_gbs"])
+    c.data["peak_busbw_gbs"] = peak["busbw_gbs"]
+    c.detail = "%s all_reduce, %d ranks: peak busbw %.2f GB/s at %s (algbw %.2f GB/s, " \
+        "%s .. %s)" % (backend, ctx.world_size, peak["busbw_gbs"], _human(peak["bytes"]),
+                       peak["algbw_gbs"], _human(min(sizes)), _human(max(sizes)))
+    if ctx.world_size == 1:
+        c.detail += "; 1 rank: busbw is 0 by definition (2(n-1)/n)"
 
 
 def _nccl_collectives(torch, dist, ctx, group, c):
