@@ -66,7 +66,7 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False):
         sys.stdout.write(render_markdown(report, strict=strict))
     else:
         from .report.table import render as render_table
-        sys.stdout.write(render_table(report))
+        sys.stdout.write(render_table(report, strict=strict))
 
 
 @app.command()

@@ -33,7 +33,8 @@ def test_probe_path_runs_and_lists(write_probes, tmp_path):
     assert "helper" not in listed.stdout
 
     report = tmp_path / "r.json"
-    result = run_cli("run", "--probe-path", path, "-p", "team-setup", "--json", str(report),
+    # The function's spelling names the probe too (probe_team_setup: team-setup).
+    result = run_cli("run", "--probe-path", path, "-p", "team_setup", "--json", str(report),
                      "-q")
     assert result.code == 0, result.stdout + result.stderr
     checks = checks_by_id(load_report(report))

@@ -95,30 +95,32 @@ import not_a_real_module_envcheck
 '''
 
 
-def _run(tmp_path_factory, name, source, spec, cwd_is_dir=False):
+def _run(tmp_path_factory, name, source, spec, code, cwd_is_dir=False,
+         probes=("serialization",)):
     folder = tmp_path_factory.mktemp(name)
     target = folder / source[0]
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(textwrap.dedent(source[1]))
     report = folder / "report.json"
     model = spec if cwd_is_dir else "%s:%s" % (target, spec)
-    result = run_cli("run", "-p", "serialization", "--json", str(report), "-q",
-                     "--model", model, cwd=str(folder))
-    assert result.code in (0, 1), result.stderr
+    args = [a for p in probes for a in ("-p", p)]
+    result = run_cli("run", *args, "--json", str(report), "-q", "--model", model,
+                     cwd=str(folder))
+    assert result.code == code, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     return result, checks_by_id(load_report(str(report)))
 
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
-    return _run(tmp_path_factory, "good", ("net.py", GOOD), "make")
+    return _run(tmp_path_factory, "good", ("net.py", GOOD), "make", 0)
 
 
 @pytest.fixture(scope="module")
 def open_sora(tmp_path_factory):
     # MODULE:FACTORY form, importable from the cwd the way `python -m` would find it.
     return _run(tmp_path_factory, "opensora", ("mymodels/stdit.py", OPEN_SORA_LIKE),
-                "mymodels.stdit:build_model", cwd_is_dir=True)
+                "mymodels.stdit:build_model", 0, cwd_is_dir=True)
 
 
 def test_user_model_loads_with_rank_and_device(good):
@@ -163,7 +165,7 @@ def test_open_sora_shape_fresh_build_is_the_fix_that_works(open_sora):
 
 
 def test_factory_that_raises_is_a_failed_check_with_the_users_traceback(tmp_path_factory):
-    result, checks = _run(tmp_path_factory, "raises", ("broken.py", RAISES), "build")
+    result, checks = _run(tmp_path_factory, "raises", ("broken.py", RAISES), "build", 1)
     model = checks["serialization.model"]
     assert model["outcome"] == "failed"
     assert model["error"]["type"].endswith("UserModelError")
@@ -181,7 +183,7 @@ def test_factory_that_raises_is_a_failed_check_with_the_users_traceback(tmp_path
 
 
 def test_non_module_on_one_rank_fails_there_and_nothing_hangs(tmp_path_factory):
-    _, checks = _run(tmp_path_factory, "notmodule", ("weird.py", NOT_A_MODULE), "build")
+    _, checks = _run(tmp_path_factory, "notmodule", ("weird.py", NOT_A_MODULE), "build", 1)
     model = checks["serialization.model"]
     assert model["outcome"] == "failed"
     assert model["root_rank"] == 1
@@ -195,8 +197,12 @@ def test_non_module_on_one_rank_fails_there_and_nothing_hangs(tmp_path_factory):
 
 
 def test_import_error_is_a_failed_check(tmp_path_factory):
-    _, checks = _run(tmp_path_factory, "importerror", ("needs.py", IMPORT_ERROR), "build")
+    _, checks = _run(tmp_path_factory, "importerror", ("needs.py", IMPORT_ERROR), "build", 1,
+                     probes=("serialization", "checkpoint"))
     model = checks["serialization.model"]
+    # One broken model, one verdict, whichever probe loaded it.
+    assert (model["verdict"], checks["checkpoint.model"]["verdict"]) == \
+        ("unexpected", "unexpected")
     assert model["outcome"] == "failed"
     assert "importing" in model["error"]["message"]
     assert "No module named 'not_a_real_module_envcheck'" in model["error"]["message"]

@@ -48,6 +48,20 @@ def probe_hang_all(ctx):
         time.sleep(3600)
 
 
+def probe_half_done(ctx):
+    """rank 0 finishes the check; rank 1 is still inside it when envcheck is stopped"""
+    marker = os.environ.get("ENVCHECK_TEST_STARTED")
+    with ctx.check("half") as c:
+        if ctx.rank == 1:
+            while not os.path.exists(marker + ".rank0"):
+                time.sleep(0.01)
+            open(marker, "w").close()
+            time.sleep(3600)
+    if ctx.rank == 0:
+        open(marker + ".rank0", "w").close()
+    time.sleep(3600)
+
+
 def probe_segfault(ctx):
     """rank 1 dereferences NULL"""
     with ctx.check("segv") as c:
@@ -240,6 +254,23 @@ def test_signal_to_envcheck_writes_a_partial_report(faults, tmp_path, sig, code)
     assert "interrupted" in checks["hang-all.sleeping"]["detail"]
     assert "interrupted" in checks["after.run"]["detail"]
     assert "INTERRUPTED" in out
+    assert leftovers(marker) == []
+
+
+def test_a_check_cut_short_on_one_rank_is_interrupted_not_passed(faults, tmp_path):
+    """Rank 0 passed the check, rank 1 was still in it: proved nothing, so no verdict
+    (it used to read "passed" and be judged against the matrix)."""
+    marker, started = uuid.uuid4().hex, str(tmp_path / "started")
+    proc, report = _start_envcheck(faults, tmp_path, ["half-done"], marker,
+                                   {"ENVCHECK_TEST_STARTED": started})
+    _wait_for(started, proc)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    half = checks_by_id(load_report(report))["half-done.half"]
+    assert (half["outcome"], half["verdict"]) == ("skipped", None)
+    assert half["ranks"]["0"]["outcome"] == "passed"
+    assert half["detail"] == "interrupted (SIGINT) while in half"
     assert leftovers(marker) == []
 
 

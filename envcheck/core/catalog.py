@@ -181,10 +181,17 @@ def all_probes(probe_paths=()):
     return specs
 
 
+def probe_name(text):
+    """A probe as the user may write it: ``my_setup`` (the function's spelling) or
+    ``my-setup`` (the name envcheck prints) are one probe."""
+    return text.strip().replace("_", "-")
+
+
 def select(specs, wanted=(), skipped=()):
     """The probes to run, in catalog order; unknown names are an error."""
     known = [s.name for s in specs]
-    for name in list(wanted) + list(skipped):
+    wanted, skipped = [probe_name(n) for n in wanted], [probe_name(n) for n in skipped]
+    for name in wanted + skipped:
         if name not in known:
             raise UsageError("unknown probe %r; known probes: %s" % (name, ", ".join(known)))
     chosen = [s for s in specs if (not wanted or s.name in wanted) and s.name not in skipped]

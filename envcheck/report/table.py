@@ -8,8 +8,9 @@ from tabulate import tabulate
 from ..core.outcomes import GLYPH, Outcome
 from . import header
 
-VERDICT_LABEL = {"ok": "ok", "known": "known issue", "unexpected": "UNEXPECTED",
-                 "fixed": "fixed?", "failure": "FAILURE", "new": "ok (no data)"}
+# The verdict as every renderer writes it: the JSON word, upper case where it fails the run.
+VERDICT_LABEL = {"ok": "ok", "new": "new", "known": "known issue", "fixed": "fixed?",
+                 "unexpected": "UNEXPECTED", "failure": "FAILURE"}
 
 
 def _fmt_seconds(s):
@@ -60,22 +61,26 @@ def _wrap(text, width, indent, max_lines=4):
     return lines
 
 
-def _verdict_summary(report):
+def verdict_summary(report, strict=False):
+    """'nothing unexpected, 2 known issues' / '1 UNEXPECTED, 1 FAILURE': the words agree
+    with the exit code (under --strict a known issue fails the run, and says so)."""
     counts = {}
     for c in report.checks:
         if c.verdict:
             counts[c.verdict] = counts.get(c.verdict, 0) + 1
-    bad = counts.get("unexpected", 0) + counts.get("failure", 0)
-    parts = []
-    if counts.get("known"):
-        parts.append("%d known issue%s" % (counts["known"], "s" * (counts["known"] != 1)))
+    bad = ["%d %s" % (counts[v], VERDICT_LABEL[v]) for v in ("unexpected", "failure")
+           if counts.get(v)]
+    parts = bad or ["nothing unexpected"]
+    known = counts.get("known", 0)
+    if known:
+        parts.append("%d known issue%s%s" % (known, "s" * (known != 1),
+                                              " (failing under --strict)" if strict else ""))
     if counts.get("fixed"):
         parts.append("%d fixed? (the matrix expected a failure)" % counts["fixed"])
-    head = "%d UNEXPECTED" % bad if bad else "nothing unexpected"
-    return ", ".join([head] + parts)
+    return ", ".join(parts)
 
 
-def render(report, width=100):
+def render(report, width=100, strict=False):
     has_verdicts = any(c.verdict for c in report.checks)
     headers = ["probe", "check", "outcome"] + (["verdict"] if has_verdicts else []) + \
         ["time", "detail"]
@@ -117,7 +122,7 @@ def render(report, width=100):
     if report.interrupted:
         tail += " — INTERRUPTED by %s, report is partial" % report.interrupted
     elif any(c.verdict for c in report.checks):
-        tail += "; " + _verdict_summary(report)
+        tail += "; " + verdict_summary(report, strict)
     for note in (report.plan or {}).get("notes") or []:
         out.append("note: %s" % note)
     out.append(tail)

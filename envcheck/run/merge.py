@@ -56,6 +56,7 @@ def _abort_entry(abort, rank, info, timeout):
                 who, where, abort.root_rank)
     elif kind == "interrupted":
         entry["detail"] = "interrupted (%s) while in %s" % (abort_signal(abort), where)
+        entry["interrupted"] = True
     else:  # setup_failed: ranks still waiting for the one whose setup failed
         entry["detail"] = "stopped by %s after rank %d failed to set up" % (
             who, abort.root_rank)
@@ -68,6 +69,13 @@ def abort_signal(abort):
 
 
 def _merge(probe, check, ranks, root_rank=None):
+    cut = [r for r, e in ranks.items() if e.get("interrupted")]
+    if cut:
+        # Cut short on some rank: what the others saw proves nothing either way (a
+        # half-run check that "passed" would otherwise be judged as fixed).
+        return CheckResult(probe=probe, check=check, outcome="skipped",
+                           detail=ranks[min(cut)]["detail"],
+                           ranks={str(r): e for r, e in sorted(ranks.items())})
     outcome = worst(e["outcome"] for e in ranks.values())
     if root_rank is None or root_rank not in ranks \
             or ranks[root_rank]["outcome"] != outcome.value:
