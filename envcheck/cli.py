@@ -81,6 +81,10 @@ def run(
     timeout: float = typer.Option(60.0, "--timeout", metavar="SECONDS",
                                   help="Per probe (and for init_process_group): past it, the "
                                        "probe is a hang and its stacks are collected."),
+    startup_timeout: Optional[float] = typer.Option(
+        None, "--startup-timeout", metavar="SECONDS",
+        help="For starting the ranks and importing torch [default: the larger of --timeout "
+             "and 120 s: a cold shared filesystem can take minutes]."),
     python: Optional[str] = typer.Option(None, "--python", metavar="PATH",
                                          help="Run the ranks under this interpreter (e.g. another "
                                               "venv's python); it needs torch, not envcheck."),
@@ -117,7 +121,7 @@ def run(
     plan = runner.make_plan(runner.RunOptions(
         nproc=nproc, backend=backend, probes=tuple(probe), skip=tuple(skip),
         timeout=timeout, python=python, probe_paths=tuple(probe_path), model=model,
-        master_port=master_port))
+        master_port=master_port, startup_timeout=startup_timeout))
     matrix = []
 
     def load_matrix():

@@ -4,6 +4,8 @@ one scenario run by ``envcheck run`` and by ranks under torchrun gives the same 
 import re
 import sys
 
+import pytest
+
 from conftest import STUCK, checks_by_id, load_report, run_cli, torchrun
 from envcheck.core import blame, records
 from envcheck.core.phases import PhaseTracker, replay
@@ -108,8 +110,71 @@ def test_one_scenario_both_ways_gives_the_same_report(tmp_path):
     assert _essence(a) == _essence(b)
     wait = checks_by_id(a)["stuck.wait"]
     assert (wait["outcome"], wait["root_rank"]) == ("hang", 1)
-    assert _normal(wait["detail"]) == "rank 1: no progress for N s (timeout 3 s) in wait"
+    assert _normal(wait["detail"]) == \
+        "rank 1: no progress for N s (timeout 3 s) in wait; at stuck.py:8 probe_stuck"
     assert [(x["abort"]["kind"], x["abort"]["root_rank"], x["abort"]["phase"])
             for x in (a["attempts"][0], b["attempts"][0])] == [("hang", 1, "probe:stuck")] * 2
     for report in (a, b):
         assert "probe_stuck" in checks_by_id(report)["stuck.wait"]["ranks"]["1"]["stack"]
+
+
+STRAGGLER = '''
+import os
+import time
+
+
+def probe_straggler(ctx):
+    """one rank (ENVCHECK_TEST_STUCK) sleeps in its own code; the others wait in a barrier"""
+    import torch.distributed as dist
+    with ctx.check("wait"):
+        if ctx.rank == int(os.environ["ENVCHECK_TEST_STUCK"]):
+            time.sleep(600)
+        dist.barrier()
+
+
+def probe_stopped(ctx):
+    """rank 1 stops itself (SIGSTOP), as Ctrl-Z or a debugger would"""
+    import signal
+    import torch.distributed as dist
+    with ctx.check("frozen"):
+        if ctx.rank == 1:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        dist.barrier()
+'''
+
+
+@pytest.mark.parametrize("stuck", [0, 1, 2])
+def test_the_straggler_is_named_whichever_rank_it_is(tmp_path, stuck):
+    probe = tmp_path / "straggler.py"
+    probe.write_text(STRAGGLER)
+    report = tmp_path / "r.json"
+    res = run_cli("run", "--nproc", "3", "--probe-path", str(probe), "-p", "straggler",
+                  "--timeout", "3", "--json", str(report),
+                  env={"ENVCHECK_TEST_STUCK": str(stuck)})
+    assert res.code == 1, res.stderr
+    wait = checks_by_id(load_report(report))["straggler.wait"]
+    assert (wait["outcome"], wait["root_rank"]) == ("hang", stuck)
+    assert re.fullmatch(r"rank %d: no progress for \d+\.\d s \(timeout 3 s\) in wait; "
+                        r"at straggler\.py:11 probe_straggler" % stuck, wait["detail"])
+    others = ",".join(str(r) for r in range(3) if r != stuck)
+    # The table itself says where every rank is: no JSON needed.
+    lines = [line.strip() for line in res.stdout.splitlines()]
+    assert "rank %d: at straggler.py:11 probe_straggler" % stuck in lines
+    assert any(re.fullmatch(r"ranks %s: waiting in barrier \(distributed_c10d\.py:\d+ "
+                            r"barrier\)" % others, line) for line in lines), res.stdout
+
+
+def test_a_stopped_rank_is_said_to_be_stopped(tmp_path):
+    probe = tmp_path / "straggler.py"
+    probe.write_text(STRAGGLER)
+    report = tmp_path / "r.json"
+    res = run_cli("run", "--nproc", "2", "--probe-path", str(probe), "-p", "stopped",
+                  "--timeout", "3", "--json", str(report))
+    assert res.code == 1, res.stderr
+    frozen = checks_by_id(load_report(report))["stopped.frozen"]
+    assert (frozen["outcome"], frozen["root_rank"]) == ("hang", 1)
+    assert frozen["detail"].endswith(
+        "in frozen; stopped (state T: SIGSTOP, Ctrl-Z or a debugger), so it showed no "
+        "stack; resume it with kill -CONT PID")
+    assert frozen["ranks"]["1"]["where"] == {"at": None, "waiting_in": None, "stopped": True}
+    assert "rank 1: stopped (state T), no stack" in res.stdout

@@ -6,6 +6,7 @@ the run left behind (found by a marker in the environment every child inherits).
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -141,7 +142,9 @@ def test_exception_in_one_rank_and_hang_in_a_collective(faults, tmp_path):
     # outside torch.distributed, is the cause.
     assert stuck["root_rank"] == 1
     assert stuck["detail"].startswith("rank 1: no progress for ")
-    assert stuck["ranks"]["0"]["detail"] == "stopped by envcheck while in stuck after rank 1 hung"
+    assert re.fullmatch(r"stopped by envcheck while in stuck after rank 1 hung; it was "
+                        r"waiting in all_reduce \(distributed_c10d\.py:\d+ all_reduce\)",
+                        stuck["ranks"]["0"]["detail"])
     # Rank 1 sat in time.sleep inside the probe; rank 0 waited in the all_reduce.
     assert "probe_hang_one" in stuck["ranks"]["1"]["stack"]
     assert "all_reduce" in stuck["ranks"]["0"]["stack"]
@@ -290,3 +293,32 @@ def test_taken_rendezvous_port_is_retried_on_a_free_one(tmp_path):
     assert data["attempts"][0]["port"] != port
     assert checks_by_id(data)["setup.init_process_group"]["outcome"] == "passed"
     assert "note: port %d was taken" % port in result.stdout
+
+
+def test_a_rank_stuck_before_python_starts_follows_the_startup_timeout(tmp_path):
+    """Rank 1's interpreter never starts (a wrapper sleeps first, as a hung filesystem
+    would): reported at --startup-timeout, not after a fixed two minutes."""
+    wrapper = tmp_path / "python"
+    wrapper.write_text('#!/bin/sh\n[ "$RANK" = "1" ] && sleep 600\nexec "%s" "$@"\n'
+                       % sys.executable)
+    wrapper.chmod(0o755)
+    marker = uuid.uuid4().hex
+    report = tmp_path / "r.json"
+    res = run_cli("run", "--python", str(wrapper), "-p", "launch", "--startup-timeout", "3",
+                  "--json", str(report), "-q", env={"ENVCHECK_TEST_MARKER": marker})
+    assert res.code == 1, res.stderr
+    data = load_report(report)
+    assert data["plan"]["startup_timeout"] == 3
+    imported = checks_by_id(data)["setup.import_torch"]
+    assert (imported["outcome"], imported["root_rank"]) == ("hang", 1)
+    assert re.fullmatch(r"rank 1: no progress for \d+\.\d s \(startup timeout 3 s\) in "
+                        r"startup.*", imported["detail"]), imported["detail"]
+    assert checks_by_id(data)["launch.run"]["detail"] == \
+        "not run: the ranks did not start (see setup.import_torch)"
+    assert leftovers(marker) == []
+
+
+def test_startup_timeout_must_be_positive():
+    res = run_cli("run", "--startup-timeout", "0")
+    assert (res.code, res.stderr) == (
+        2, "envcheck: error: --startup-timeout 0: must be a positive number of seconds\n")

@@ -20,6 +20,7 @@ class Abort:
     ranks: dict
     signum: int = None
     waited_s: float = None
+    limit_s: float = None  # hang: the limit the root rank's phase had (startup has its own)
     stop_s: float = None  # collecting stacks and killing the ranks
 
 

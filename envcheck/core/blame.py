@@ -19,10 +19,17 @@ import os
 import re
 
 Suspect = collections.namedtuple("Suspect", "rank in_collective deadline")
+Frame = collections.namedtuple("Frame", "path line function")
 Casualty = collections.namedtuple("Casualty", "rank consequence when")
 
 _DIST_FRAME = os.sep + os.path.join("torch", "distributed") + os.sep
 _THREAD_HEADER = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+", re.M)
+_FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (\S+)', re.M)
+# Frames that say nothing of where a rank is: the interpreter's own modules (a wait in
+# threading.py) and envcheck's rank driver around every probe.
+_PLUMBING = (os.sep + "threading.py", os.sep + "selectors.py", os.sep + "subprocess.py",
+             os.path.join("envcheck", "worker", "runtime.py"),
+             os.path.join("envcheck", "worker", "context.py"))
 
 
 def main_thread_stack(dump):
@@ -37,6 +44,32 @@ def main_thread_stack(dump):
 def waiting_in_distributed(dump):
     """Is the main thread of this stack dump inside torch.distributed?"""
     return _DIST_FRAME in main_thread_stack(dump).replace("/", os.sep)
+
+
+def frames(dump):
+    """The main thread's frames, innermost first (as faulthandler lists them)."""
+    return [Frame(m.group(1), int(m.group(2)), m.group(3))
+            for m in _FRAME.finditer(main_thread_stack(dump))]
+
+
+def whereabouts(dump):
+    """Where a rank's main thread is, for people: ``{"at": "file.py:8 func",
+    "waiting_in": "all_reduce" or None}``, or None when the dump shows no frame.
+
+    ``at`` is the innermost frame of the user's or torch's code; ``waiting_in`` is the
+    outermost torch.distributed function the rank is inside (what it called: all_reduce,
+    barrier, DistributedDataParallel's sync), when it is waiting in one.
+    """
+    stack = frames(dump)
+    if not stack:
+        return None
+    useful = [f for f in stack if not any(p in f.path.replace("/", os.sep)
+                                          for p in _PLUMBING)] or stack
+    inner = useful[0]
+    dist = [f for f in stack if _DIST_FRAME in f.path.replace("/", os.sep)
+            and not f.function.startswith("_") and f.function != "wrapper"]
+    return {"at": "%s:%d %s" % (os.path.basename(inner.path), inner.line, inner.function),
+            "waiting_in": dist[-1].function if dist else None}
 
 
 def hang_root(suspects):

@@ -8,7 +8,7 @@ what to do. Cells are escaped (``|`` would split a row, a newline would end the 
 from ..core.outcomes import Outcome
 from . import header
 from .junit import rank_lines
-from .table import VERDICT_LABEL
+from .table import VERDICT_LABEL, whereabouts_lines
 
 ICON = {"passed": "✅", "failed": "❌", "hang": "⏳", "crash": "💥", "skipped": "⏭️"}
 KNOWN_ICON = "⚠️"
@@ -93,8 +93,8 @@ def _todo(report, strict):
         if source:
             out.append("  - source: %s" % cell(source))
         if c.outcome == "hang":
-            out.append("  - each rank's Python stack is in the JSON report: "
-                       "`checks[].ranks[].stack`")
+            out += ["  - %s" % cell(line) for line in whereabouts_lines(c, "")]
+            out.append("  - full Python stacks: the JSON report, `checks[].ranks[].stack`")
     return "\n".join(out)
 
 

@@ -80,6 +80,25 @@ def verdict_summary(report, strict=False):
     return ", ".join(parts)
 
 
+def whereabouts_lines(check, indent):
+    """Where every rank was when a hang stopped them, ranks in the same place grouped:
+    '  ranks 0,2: waiting in all_reduce (distributed_c10d.py:2806 all_reduce)'."""
+    places = {}
+    for key, entry in sorted((check.ranks or {}).items(), key=lambda kv: int(kv[0])):
+        where = entry.get("where")
+        if not where:
+            continue
+        if where.get("stopped"):
+            text = "stopped (state T), no stack"
+        elif where.get("waiting_in"):
+            text = "waiting in %s (%s)" % (where["waiting_in"], where["at"])
+        else:
+            text = "at %s" % where["at"]
+        places.setdefault(text, []).append(key)
+    return ["%s%s %s: %s" % (indent, "ranks" if len(ranks) > 1 else "rank", ",".join(ranks),
+                             text) for text, ranks in places.items()]
+
+
 def render(report, width=100, strict=False):
     has_verdicts = any(c.verdict for c in report.checks)
     headers = ["probe", "check", "outcome"] + (["verdict"] if has_verdicts else []) + \
@@ -112,8 +131,8 @@ def render(report, width=100, strict=False):
             if c.expectation and c.expectation.get("source"):
                 out.extend(_wrap("source: %s" % c.expectation["source"], width, "      "))
             if c.outcome == "hang":
-                out.append("      each rank's Python stack is in the JSON report "
-                           "(--json PATH): checks[].ranks[].stack")
+                out.extend(whereabouts_lines(c, "      "))
+                out.append("      full Python stacks: --json PATH, checks[].ranks[].stack")
         out.append("")
     s = report.summary()
     parts = ["%d %s" % (s[k], k) for k in ("passed", "failed", "hang", "crash", "skipped")

@@ -41,10 +41,12 @@ class Plan:
     options: dict
     notes: list
     master_port: int = None
+    startup_timeout: float = None
 
     def to_dict(self):
         return {"nproc": self.nproc, "backend": self.backend,
                 "probes": [p.name for p in self.probes], "timeout": self.timeout,
+                "startup_timeout": self.startup_timeout,
                 "python": self.interpreter.path,
                 "python_version": self.interpreter.python_version,
                 "options": self.options, "notes": self.notes}
@@ -60,6 +62,9 @@ def make_plan(opts):
         raise UsageError("--master-port %d: not a TCP port (1-65535)" % opts.master_port)
     if not opts.timeout > 0:
         raise UsageError("--timeout %g: must be a positive number of seconds" % opts.timeout)
+    if opts.startup_timeout is not None and not opts.startup_timeout > 0:
+        raise UsageError("--startup-timeout %g: must be a positive number of seconds"
+                         % opts.startup_timeout)
     notes = []
     try:
         gpus = nvidia_smi.query()
@@ -76,17 +81,18 @@ def make_plan(opts):
         from .model_spec import check_model_spec
         options["model"] = check_model_spec(opts.model)
     interp = interpreter.resolve(opts.python)
+    startup = float(opts.startup_timeout or plan_mod.startup_timeout(float(opts.timeout)))
     return Plan(nproc, opts.backend, specs, float(opts.timeout), interp, options, notes,
-                opts.master_port)
+                opts.master_port, startup)
 
 
-def execute(plan, on_event=None, startup_timeout=None, while_starting=None):
+def execute(plan, on_event=None, while_starting=None):
     started = time.monotonic()
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rank_plan = plan_mod.rank_plan(plan.backend, plan.timeout,
                                    [p.plan_entry() for p in plan.probes], plan.options)
     attempts = supervise(plan.interpreter.path, rank_plan, plan.nproc,
-                         on_event=on_event, startup_timeout=startup_timeout,
+                         on_event=on_event, startup_timeout=plan.startup_timeout,
                          master_port=plan.master_port, notes=plan.notes,
                          while_starting=while_starting)
     checks, env, ranks = merge.results(attempts, [p.name for p in plan.probes], plan.nproc,

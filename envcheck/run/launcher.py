@@ -107,7 +107,7 @@ def _phase_of_hang(rec):
     return phase, check
 
 
-def _abort(per_rank, stacks, world):
+def _abort(per_rank, stacks, world, timeout):
     hangs = [(rank, rec) for rank, recs in per_rank.items() for rec in recs
              if rec["t"] == "hang"]
     unfinished = [r for r in range(world)
@@ -131,10 +131,21 @@ def _abort(per_rank, stacks, world):
         for r, h in hangs:
             info[r]["phase"], info[r]["check"] = _phase_of_hang(h)
         # A rank's watchdog writes its hang record at its deadline (plus a grace when it
-        # waits in a collective): the record's time is that deadline.
-        rank = blame.hang_root([blame.Suspect(r, h.get("in_collective"), h["time"])
-                                for r, h in hangs])
-        waited = next(h for r, h in hangs if r == rank).get("waited_s")
+        # waits in a collective): the record's time is that deadline. A rank that left
+        # no hang record either was torn down first (its SIGTERM stack shows where) or
+        # could not run its watchdog at all (stopped, or killed): a suspect too.
+        suspects = [blame.Suspect(r, h.get("in_collective"), h["time"]) for r, h in hangs]
+        reported = {r for r, _ in hangs}
+        for r in unfinished:
+            if r not in reported and per_rank.get(r):
+                suspects.append(blame.Suspect(
+                    r, blame.waiting_in_distributed(stacks.get(r)),
+                    replay(per_rank[r]).started + timeout))
+        rank = blame.hang_root(suspects)
+        waited = next((h.get("waited_s") for r, h in hangs if r == rank), None)
+        if waited is None:  # silent: from its last phase change to the job's last word
+            last = max(rec["time"] for recs in per_rank.values() for rec in recs)
+            waited = max(0.0, last - replay(per_rank[rank]).started)
     else:
         failed = [(rec["time"], r) for r in unfinished for rec in per_rank.get(r, [])
                   if rec["t"] == "setup" and rec.get("outcome") == "failed"]
@@ -166,7 +177,7 @@ def build(path):
     plan_in = launch.get("plan") or {}
     probes = list(plan_in.get("probes") or [])
     timeout = float(plan_in.get("timeout") or 60.0)
-    abort = _abort(per_rank, stacks, world)
+    abort = _abort(per_rank, stacks, world, timeout)
     times = [rec["time"] for recs in per_rank.values() for rec in recs if "time" in rec]
     start = launch.get("started") or min(times)
     attempt = Attempt([{"name": p} for p in probes], int(launch.get("master_port") or 0),

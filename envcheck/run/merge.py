@@ -10,6 +10,7 @@ reported as its ``run`` check.
 
 import re
 
+from ..core import blame
 from ..core.outcomes import worst
 from ..report.model import CheckResult
 
@@ -38,14 +39,19 @@ def _abort_entry(abort, rank, info, timeout):
     where = info.get("check") or info.get("phase")
     # Under torchrun/srun (envcheck.run.launcher) the launcher stops the other ranks.
     who = info.get("stopped_by") or "envcheck"
+    entry["where"] = blame.whereabouts(info.get("stack"))
+    if info.get("stopped"):
+        entry["where"] = {"at": None, "waiting_in": None, "stopped": True}
     if kind == "hang":
         if rank == abort.root_rank:
             entry["seconds"] = abort.waited_s
-            entry["detail"] = "rank %d: no progress for %.1f s (timeout %g s) in %s" % (
-                rank, abort.waited_s or 0, timeout, where)
+            limit = abort.limit_s or timeout
+            entry["detail"] = "rank %d: no progress for %.1f s (%s %g s) in %s%s" % (
+                rank, abort.waited_s or 0, "timeout" if limit == timeout else
+                "startup timeout", limit, where, _location(entry["where"], "; "))
         else:
-            entry["detail"] = "stopped by %s while in %s after rank %d hung" % (
-                who, where, abort.root_rank)
+            entry["detail"] = "stopped by %s while in %s after rank %d hung%s" % (
+                who, where, abort.root_rank, _location(entry["where"], "; it was "))
     elif kind == "crash":
         if rank == abort.root_rank:
             how = info.get("how") or (("killed by %s" % info["signal"]) if info.get("signal")
@@ -61,6 +67,19 @@ def _abort_entry(abort, rank, info, timeout):
         entry["detail"] = "stopped by %s after rank %d failed to set up" % (
             who, abort.root_rank)
     return entry
+
+
+def _location(where, lead):
+    """'; waiting in all_reduce (distributed_c10d.py:2806 all_reduce)', '; at x.py:8 f',
+    or a stopped process: where a rank was when the run stopped it."""
+    if not where:
+        return ""
+    if where.get("stopped"):
+        return ("%sstopped (state T: SIGSTOP, Ctrl-Z or a debugger), so it showed no stack; "
+                "resume it with kill -CONT PID" % lead.replace("it was ", "it is "))
+    if where.get("waiting_in"):
+        return "%swaiting in %s (%s)" % (lead, where["waiting_in"], where["at"])
+    return "%sat %s" % (lead, where["at"])
 
 
 def abort_signal(abort):

@@ -91,6 +91,17 @@ def _tail(path, limit=STDERR_TAIL_BYTES):
         return ""
 
 
+def _stopped(pid):
+    """Is the process stopped (SIGSTOP, SIGTSTP, a debugger)? It then cannot dump its
+    stack: the SIGUSR1 waits until it is continued."""
+    try:
+        with open("/proc/%d/stat" % pid, encoding="ascii", errors="replace") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return data[data.rfind(")") + 2:data.rfind(")") + 3] in ("T", "t")
+
+
 def _signal_name(code):
     if code is not None and code < 0:
         try:
@@ -146,9 +157,11 @@ class _AttemptRun:
             if self.on_event:
                 self.on_event(rec)
 
+    def _limit(self, st):
+        return self.startup_timeout if st.tracker.phase == "startup" else self.timeout
+
     def _deadline(self, st):
-        limit = self.startup_timeout if st.tracker.phase == "startup" else self.timeout
-        return st.tracker.started + limit
+        return st.tracker.started + self._limit(st)
 
     def watch(self):
         """Poll until every rank said bye, or an abort; returns an Abort or None."""
@@ -195,17 +208,19 @@ class _AttemptRun:
         """
         t0 = time.monotonic()
         alive = [st for st in self.ranks if st.proc.poll() is None]
+        stopped = {st.rank for st in alive if _stopped(st.proc.pid)}
         if stacks and alive:
             self._collect_stacks(alive)
         dumps = {st.rank: _tail(stacks_path(self.dir, st.rank), STACK_BYTES)
                  for st in self.ranks} if stacks else {}
-        waited = None
+        waited = limit = None
         if root is None:
             stuck = [st for st in alive if st.tracker.phase != "done"] or alive
             root = blame.hang_root([blame.Suspect(
                 st.rank, blame.waiting_in_distributed(dumps.get(st.rank)),
                 self._deadline(st)) for st in stuck])
             waited = t0 - self.ranks[root].tracker.started
+            limit = self._limit(self.ranks[root])
         self.kill_all()
         for st in self.ranks:
             self._read(st)
@@ -220,9 +235,10 @@ class _AttemptRun:
             "phase": st.tracker.phase,
             "check": st.tracker.check,
             "killed_by_envcheck": st in alive,
+            "stopped": st.rank in stopped,
         } for st in self.ranks}
         return Abort(kind, root, self.ranks[root].tracker.phase, ranks, signum=signum,
-                     waited_s=waited, stop_s=time.monotonic() - t0)
+                     waited_s=waited, limit_s=limit, stop_s=time.monotonic() - t0)
 
     def _collect_stacks(self, alive):
         for st in alive:

@@ -351,9 +351,13 @@ def parse_args(argv):
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                    help="per probe, and for setup and the final gather [%(default)s]")
     p.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"))
+    p.add_argument("--startup-timeout", type=float, metavar="SECONDS",
+                   help="for importing torch before setup [the larger of --timeout and 120]")
     args = p.parse_args(argv)
     if not args.timeout > 0:
         p.error("--timeout must be a positive number of seconds")
+    if args.startup_timeout is not None and not args.startup_timeout > 0:
+        p.error("--startup-timeout must be a positive number of seconds")
     return args
 
 
@@ -381,7 +385,7 @@ def main(argv=None):
     # whatever this handle writes afterwards lands at the end, not over that.
     stacks = open(stacks_path(args.out, rank), "a", encoding="utf-8")
     watchdog = Watchdog(rank, runtime.host_name(), args.timeout,
-                        plan_mod.startup_timeout(args.timeout), stacks)
+                        args.startup_timeout or plan_mod.startup_timeout(args.timeout), stacks)
     watchdog.start()
     t0 = time.time()
 
