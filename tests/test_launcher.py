@@ -239,3 +239,32 @@ def test_report_needs_one_source(tmp_path):
     assert res.code == 2 and "give either a saved report" in res.stderr
     res = run_cli("report", "--records", str(tmp_path))
     assert res.code == 2 and "holds no records-rank*.jsonl" in res.stderr
+
+
+def test_two_agents_rank_0_without_dependencies_known_issues_only_all_exit_0(tmp_path):
+    """Two nodes under torchrun, a training venv with only torch, known issues only: every
+    agent exits 0 as soon as the job is done (torchrun used to sit in its exit barrier on
+    the other node when rank 0 exited 1)."""
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                           if p and not os.path.exists(os.path.join(p, "envcheck")))
+    out = tmp_path / "out"
+    port = free_port()
+    cmd = [torch_only_python(), "-m", "torch.distributed.run", "--nnodes", "2",
+           "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+           "127.0.0.1:%d" % port, "--rdzv-id", "envcheck-known", "-m",
+           "envcheck.worker.launched", "--out", str(out), "-p", "serialization",
+           "--timeout", "60"]
+    agents = [subprocess.Popen(cmd, cwd=str(tmp_path), stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=_env(PATH=path, ENVCHECK_HOST="node%d" % i))
+              for i in (0, 1)]
+    results = [a.communicate(timeout=180) for a in agents]
+    ended = time.time()
+    assert [a.returncode for a in agents] == [0, 0], results
+    with open(out / launched.MERGED_RECORDS) as f:
+        last = max(json.loads(line)["time"] for line in f if line.strip())
+    assert ended - last < 60  # seconds after the last record, not torchrun's 300 s barrier
+    res = run_cli("report", "--records", str(out), "--format", "json")
+    assert res.code == 0, res.stdout
+    report = validate_report(json.loads(res.stdout))
+    assert {c["verdict"] for c in report["checks"] if c["outcome"] == "failed"} == {"known"}

@@ -214,3 +214,132 @@ def test_malformed_model_option_is_a_usage_error(tmp_path):
     assert result.code == 2
     assert "--model" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+HF_LIKE = '''
+import collections
+import dataclasses
+
+import torch
+
+
+class Cache:
+    """Like transformers' DynamicCache: tensors per layer and a counter, no __eq__."""
+
+    def __init__(self):
+        self.key_cache = []
+        self.seen_tokens = 0
+
+    def update(self, key):
+        self.key_cache.append(key)
+        self.seen_tokens += key.shape[-2]
+
+
+@dataclasses.dataclass
+class Output(collections.OrderedDict):
+    """Like transformers.utils.ModelOutput: a dataclass that is also an OrderedDict."""
+
+    logits: torch.Tensor = None
+    past_key_values: object = None
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value is not None:
+                self[field.name] = value
+
+
+class TinyLM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(16, 8)
+        self.head = torch.nn.Linear(8, 16)
+        self.example_inputs = (torch.tensor([[1, 2, 3]]),)
+
+    def forward(self, ids):
+        hidden = self.emb(ids)
+        cache = Cache()
+        cache.update(hidden)
+        return Output(logits=self.head(hidden), past_key_values=cache)
+
+
+def build():
+    torch.manual_seed(0)
+    return TinyLM()
+'''
+
+
+def test_a_model_output_with_a_cache_object_compares_as_training_would(tmp_path_factory):
+    """A Hugging Face-shaped output (ModelOutput with a KV cache object): the copies'
+    outputs are equal tensor by tensor; the cache objects are never compared by
+    identity, which used to fail every copy check."""
+    result, checks = _run(tmp_path_factory, "hflike", ("lm.py", HF_LIKE), "build", 0,
+                          probes=("serialization", "checkpoint"))
+    for name in ("deepcopy_ddp", "deepcopy_ddp_module", "pickle_ddp"):
+        check = checks["serialization." + name]
+        assert (check["outcome"], check["verdict"]) == ("passed", "ok"), check
+        assert check["detail"].endswith(", same output")
+    assert checks["serialization.fresh_load_state_dict"]["outcome"] == "passed"
+    assert checks["checkpoint.model"]["outcome"] == "passed"
+
+
+def test_difference_says_which_output_and_how_many_elements():
+    import torch
+
+    from envcheck.worker.probes.serialization import difference
+
+    a = {"logits": torch.zeros(2, 3), "cache": [torch.ones(4), 7]}
+    b = {"logits": torch.zeros(2, 3), "cache": [torch.tensor([1.0, 2, 1, 3]), 7]}
+    assert difference(a, b, torch) == "output.cache[0]: 2 of 4 elements differ"
+    assert difference((torch.zeros(2),), (torch.zeros(3),), torch) == \
+        "output[0]: (2,) torch.float32 vs (3,) torch.float32"
+    assert difference(torch.tensor([float("nan")]), torch.tensor([float("nan")]),
+                      torch) is None
+    assert difference({"n": 1}, {"n": 2}, torch) == "output.n: 1 vs 2"
+    assert difference(object(), object(), torch) is None  # identity says nothing
+
+
+TORCHVISION_MODEL = '''
+import torch
+
+
+def build():
+    import torchvision  # noqa: F401 - built for another torch than this one
+    return torch.nn.Linear(2, 2)
+'''
+
+
+@pytest.fixture(scope="module")
+def mismatched_torchvision(tmp_path_factory):
+    """PyPI's torchvision 0.29.1 (built for torch 2.14, CUDA) beside this torch: the build
+    mismatch users hit. Installed into a directory of its own, without dependencies."""
+    import subprocess
+    import sys
+
+    target = tmp_path_factory.mktemp("torchvision")
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                           "--target", str(target), "torchvision==0.29.1"],
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        pytest.skip("torchvision 0.29.1 cannot be installed here: %s"
+                    % proc.stderr.strip().splitlines()[-1:])
+    return str(target)
+
+
+def test_a_torchvision_built_for_another_torch_is_recognised(tmp_path, mismatched_torchvision):
+    import importlib.metadata
+
+    model = tmp_path / "vision.py"
+    model.write_text(TORCHVISION_MODEL)
+    report = tmp_path / "r.json"
+    result = run_cli("run", "-p", "serialization", "--model", "%s:build" % model, "--json",
+                     str(report), "-q", env={"PYTHONPATH": mismatched_torchvision})
+    assert result.code == 1
+    check = checks_by_id(load_report(str(report)))["serialization.model"]
+    assert check["outcome"] == "failed"
+    assert "operator torchvision::nms does not exist" in check["error"]["message"]
+    torch_version = importlib.metadata.version("torch")
+    assert check["advice"].startswith(
+        "torchvision 0.29.1 does not match torch %s: an extension built for another torch "
+        "release or variant (CUDA vs CPU) cannot register its operators." % torch_version)
+    assert "pip install torch==%s torchvision" % torch_version.split("+")[0] in check["advice"]

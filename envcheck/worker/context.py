@@ -96,7 +96,8 @@ class _CheckScope:
             if isinstance(exc, CheckFailed):
                 fields["advice"] = exc.advice or c.advice
             else:
-                fields["advice"] = c.advice or advice_for(exc)
+                fields["advice"] = (advice_for(exc, environment_only=True) or c.advice
+                                    or advice_for(exc))
             if not fields["detail"]:
                 fields["detail"] = _first_line(message)
         else:

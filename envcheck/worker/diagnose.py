@@ -50,8 +50,33 @@ def numpy_advice():
             "numpy' in this interpreter to see why, and reinstall numpy" % version)
 
 
+def _installed(name):
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def extension_advice():
+    """torchvision (or torchaudio) built for another torch than the one installed: its
+    C++ operators do not register, and the first use says 'operator torchvision::nms
+    does not exist' (seen with PyPI's torchvision beside a CPU build of torch)."""
+    torch_version = _installed("torch") or "?"
+    found = ["%s %s" % (n, v) for n in ("torchvision", "torchaudio")
+             for v in [_installed(n)] if v]
+    release, _, variant = torch_version.partition("+")
+    where = ("--index-url https://download.pytorch.org/whl/%s" % variant if variant
+             else "(both from PyPI)")
+    return ("%s does not match torch %s: an extension built for another torch release or "
+            "variant (CUDA vs CPU) cannot register its operators. Install the pair from one "
+            "index: pip install torch==%s torchvision %s" % (
+                " and ".join(found) or "a torch extension", torch_version, release, where))
+
+
 _KNOWN = (
     ("Numpy is not available", numpy_advice),
+    ("operator torchvision::", extension_advice),
+    ("operator torchaudio::", extension_advice),
     ("_ARRAY_API not found", numpy_advice),
     ("No module named 'numpy'",
      "numpy is not installed in this environment: pip install numpy"),
@@ -71,9 +96,17 @@ _KNOWN = (
 )
 
 
-def advice_for(exc):
+# Hazards of the environment itself: their advice beats what a probe would say about
+# its own check (a model that does not load because torchvision does not match torch is
+# fixed by reinstalling, not by changing the model).
+_ENVIRONMENT = ("Numpy is not available", "_ARRAY_API not found", "No module named 'numpy'",
+                "operator torchvision::", "operator torchaudio::",
+                "is not allowed: use default_factory")
+
+
+def advice_for(exc, environment_only=False):
     text = "%s: %s" % (type(exc).__name__, exc)
     for needle, advice in _KNOWN:
-        if needle in text:
+        if needle in text and (not environment_only or needle in _ENVIRONMENT):
             return advice() if callable(advice) else advice
     return None

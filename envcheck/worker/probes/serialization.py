@@ -283,8 +283,10 @@ def _forward(c, runner, original, torch):
     finally:
         runner.train(modes[0])
         original.train(modes[1])
-    if not _same(got, want, torch):
-        c.fail("the copy's forward pass gives a different output from the original's",
+    found = difference(got, want, torch)
+    if found:
+        c.detail = ""  # the failure's own words, not the state-dict line before them
+        c.fail("the copy's forward pass differs from the original's: %s" % found,
                advice=_MISMATCH_ADVICE)
     return ", same output"
 
@@ -303,17 +305,58 @@ def _example_inputs(model, torch):
     return tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs)
 
 
-def _same(a, b, torch):
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and torch.equal(a.cpu(), b.cpu())
-    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return len(a) == len(b) and all(_same(x, y, torch) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k], torch) for k in a)
-    try:
-        return bool(a == b)
-    except Exception:
-        return True  # not comparable (custom output types): the forward pass ran
+_PLAIN = (int, float, complex, str, bytes, bool, type(None))
+
+
+def difference(a, b, torch, path="output", depth=0, seen=None):
+    """Where two model outputs differ, as training code would compare them, or None.
+
+    Tensors bit for bit (NaN equals NaN), inside tuples, lists, dicts (Hugging Face's
+    ModelOutput is one), dataclasses and plain objects (a KV cache) alike; plain values
+    with ``==``; anything else is not compared: two copies of an object are never equal
+    by identity, and that says nothing about the model.
+    """
+    seen = set() if seen is None else seen
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            return "%s: a tensor on one side only" % path
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return "%s: %s %s vs %s %s" % (path, tuple(a.shape), a.dtype, tuple(b.shape),
+                                           b.dtype)
+        a, b = a.detach().cpu(), b.detach().cpu()
+        same = a == b
+        if a.is_floating_point() or a.is_complex():
+            same |= torch.isnan(a) & torch.isnan(b)
+        if not bool(same.all()):
+            return "%s: %d of %d elements differ" % (path, int((~same).sum()), same.numel())
+        return None
+    if depth > 8 or id(a) in seen:
+        return None
+    seen.add(id(a))
+    if type(a) is not type(b):
+        return "%s: %s vs %s" % (path, type(a).__name__, type(b).__name__)
+    if isinstance(a, _PLAIN):
+        return None if a == b or (a != a and b != b) else "%s: %r vs %r" % (path, a, b)
+    if isinstance(a, (tuple, list)):
+        if len(a) != len(b):
+            return "%s: %d vs %d items" % (path, len(a), len(b))
+        pairs = [("%s[%d]" % (path, i), x, y) for i, (x, y) in enumerate(zip(a, b))]
+    elif isinstance(a, dict):
+        if list(a) != list(b):
+            return "%s: keys %s vs %s" % (path, list(a)[:5], list(b)[:5])
+        pairs = [("%s.%s" % (path, k) if isinstance(k, str) else "%s[%r]" % (path, k),
+                  a[k], b[k]) for k in a]
+    elif hasattr(a, "__dict__"):
+        # A dataclass or any plain object (a cache holding per-layer tensors): its fields.
+        pairs = [("%s.%s" % (path, k), v, getattr(b, k, None)) for k, v in vars(a).items()
+                 if not k.startswith("__")]
+    else:
+        return None
+    for where, x, y in pairs:
+        found = difference(x, y, torch, where, depth + 1, seen)
+        if found:
+            return found
+    return None
 
 
 def _gather_digest(ctx, model, torch):
