@@ -164,8 +164,10 @@ def dedup(ctx, c, dcp, skip, shared, files, torch):
     from .gather import all_gather_ints
 
     c.advice = _DEDUP_ADVICE
-    sizes = {"layer0.weight": 4096, "layer0.bias": 64, "layer1.weight": 1024,
-             "layer1.bias": 16}
+    # A state of its own, never the --model: what DCP does with replicas that drifted
+    # apart does not depend on the model, and the names must not read as the user's.
+    sizes = {"test_state.layer0.weight": 4096, "test_state.layer0.bias": 64,
+             "test_state.layer1.weight": 1024, "test_state.layer1.bias": 16}
     # The same names on every rank, different values: replicas that drifted apart.
     state = {k: torch.full((n,), float(ctx.rank + 1), device=ctx.device)
              for k, n in sizes.items()}
@@ -198,8 +200,8 @@ def dedup(ctx, c, dcp, skip, shared, files, torch):
     kept = " and ".join("rank %d's values for %s" % (r, ", ".join(ks))
                         for r, ks in sorted(by_rank.items()))
     c.detail = ("hazard: replicas that differ are saved without an error or warning; "
-                "DCP kept %s, the other ranks' values are gone%s. Make replicas "
-                "identical before saving"
+                "on a 4-tensor test state, DCP kept %s, the other ranks' values are gone%s. "
+                "Make replicas identical before saving"
                 % (kept, " (one checkpoint mixes ranks)" if len(by_rank) > 1 else ""))
 
 
