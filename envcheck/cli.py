@@ -60,13 +60,20 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False):
         from .report.junit import render as render_junit
         write_atomic(junit_path, render_junit(report, strict=strict))
     if fmt == "json":
-        sys.stdout.write(text)
+        screen = text
     elif fmt == "markdown":
         from .report.markdown import render as render_markdown
-        sys.stdout.write(render_markdown(report, strict=strict))
+        screen = render_markdown(report, strict=strict)
     else:
         from .report.table import render as render_table
-        sys.stdout.write(render_table(report, strict=strict))
+        screen = render_table(report, strict=strict)
+    try:
+        sys.stdout.write(screen)
+        sys.stdout.flush()
+    except OSError:
+        # The terminal is gone (closed: SIGHUP) or the pipe was cut: the report files
+        # are written, and the exit code still says what happened.
+        pass
 
 
 @app.command()

@@ -63,6 +63,21 @@ def probe_half_done(ctx):
     time.sleep(3600)
 
 
+def probe_setsid_child(ctx):
+    """rank 1 starts a grandchild in a session of its own (out of every process group)"""
+    import subprocess
+    import sys
+    with ctx.check("spawn") as c:
+        if ctx.rank == 1:
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                             start_new_session=True)
+            marker = os.environ.get("ENVCHECK_TEST_STARTED")
+            if marker:
+                open(marker, "w").close()
+        if os.environ.get("ENVCHECK_TEST_HOLD"):
+            time.sleep(3600)
+
+
 def probe_segfault(ctx):
     """rank 1 dereferences NULL"""
     with ctx.check("segv") as c:
@@ -237,7 +252,8 @@ def test_sigkill_of_a_rank_from_outside(faults, tmp_path):
     assert leftovers(marker) == []
 
 
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143),
+                                      (signal.SIGHUP, 129)])
 def test_signal_to_envcheck_writes_a_partial_report(faults, tmp_path, sig, code):
     marker, started = uuid.uuid4().hex, str(tmp_path / "started")
     proc, report = _start_envcheck(faults, tmp_path, ["launch", "hang-all", "after"], marker,
@@ -258,6 +274,41 @@ def test_signal_to_envcheck_writes_a_partial_report(faults, tmp_path, sig, code)
     assert "interrupted" in checks["after.run"]["detail"]
     assert "INTERRUPTED" in out
     assert leftovers(marker) == []
+
+
+def _gone(marker, limit=30):
+    """Processes that still carry the marker once they had LIMIT seconds to go."""
+    deadline = time.monotonic() + limit
+    while leftovers(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return leftovers(marker)
+
+
+def test_a_setsid_grandchild_does_not_outlive_a_clean_run(faults, tmp_path):
+    result, data, _ = run_faults(faults, tmp_path, "setsid-child")  # asserts no leftovers
+    assert checks_by_id(data)["setsid-child.spawn"]["outcome"] == "passed"
+    assert result.code == 0
+
+
+def test_sigkill_of_envcheck_takes_every_rank_and_grandchild_with_it(faults, tmp_path):
+    """Nothing can run in envcheck after SIGKILL: the ranks notice their lifeline end,
+    kill everything of the run (the setsid grandchild too) and remove its directory."""
+    marker, started = uuid.uuid4().hex, str(tmp_path / "started")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc, _ = _start_envcheck(faults, tmp_path, ["setsid-child"], marker,
+                              {"ENVCHECK_TEST_STARTED": started, "ENVCHECK_TEST_HOLD": "1",
+                               "TMPDIR": str(tmp)})
+    _wait_for(started, proc)
+    assert len(leftovers(marker)) == 4  # envcheck, two ranks and the grandchild
+    assert [n for n in os.listdir(tmp) if n.startswith("envcheck-run-")]
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert _gone(marker) == []
+    deadline = time.monotonic() + 10
+    while os.listdir(tmp) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert os.listdir(tmp) == []  # the run's directory, the ranks' TMPDIR inside it
 
 
 def test_a_check_cut_short_on_one_rank_is_interrupted_not_passed(faults, tmp_path):

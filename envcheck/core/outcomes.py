@@ -54,6 +54,7 @@ class ExitCode(enum.IntEnum):
     OK = 0
     FAILED = 1
     USAGE = 2
+    HANGUP = 129  # SIGHUP: the terminal was closed
     INTERRUPTED = 130  # SIGINT, as shells report it
     TERMINATED = 143  # SIGTERM
 
@@ -69,7 +70,7 @@ class RankExit(enum.IntEnum):
 
 
 def exit_code(checks, interrupted=None, strict=False):
-    """0 when nothing unexpected, 1 otherwise; 130/143 when interrupted.
+    """0 when nothing unexpected, 1 otherwise; 130/143/129 when interrupted.
 
     A judged check counts by its verdict (known issues pass unless ``strict``); a check
     no matrix judged counts by its outcome.
@@ -78,6 +79,8 @@ def exit_code(checks, interrupted=None, strict=False):
         return ExitCode.INTERRUPTED
     if interrupted == "SIGTERM":
         return ExitCode.TERMINATED
+    if interrupted == "SIGHUP":
+        return ExitCode.HANGUP
     for c in checks:
         if c.verdict is not None:
             if Verdict(c.verdict).is_bad or (strict and c.verdict == Verdict.KNOWN):

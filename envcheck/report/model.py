@@ -49,7 +49,7 @@ class Report:
     ranks: list
     checks: list
     duration_s: float
-    interrupted: str = None  # SIGINT / SIGTERM when the run was cut short
+    interrupted: str = None  # SIGINT / SIGTERM / SIGHUP when the run was cut short
     attempts: list = dataclasses.field(default_factory=list)
     matrix: dict = None  # which matrix files judged this report
     schema_version: int = SCHEMA_VERSION

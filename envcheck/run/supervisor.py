@@ -14,7 +14,13 @@ said ``bye``, or is aborted:
 - ``crash``: a rank exited without saying ``bye``; exit code or signal and the tail of
   its stderr are kept.
 - ``setup_failed``: init_process_group failed (the rank said why, and exited 3).
-- ``interrupted``: SIGINT or SIGTERM reached envcheck.
+- ``interrupted``: SIGINT, SIGTERM or SIGHUP reached envcheck. The handlers only note
+  the signal; the watch loop acts on it, so a signal never lands between starting a rank
+  and recording it.
+
+Nothing started here outlives the run (``core.lifetime``): ranks carry the run's marker
+and a lifeline, their TMPDIR is inside the run's 0700 work directory, and every attempt
+ends by killing whatever still carries the marker.
 
 After a hang or crash inside a probe, a new attempt runs the probes that were left.
 """
@@ -26,8 +32,9 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 
-from ..core import blame, plan as plan_mod
+from ..core import blame, lifetime, plan as plan_mod
 from ..core.attempt import Abort, Attempt
 from ..core.outcomes import RankExit
 from ..core.phases import PhaseTracker
@@ -41,10 +48,30 @@ STACK_BYTES = 20000
 PORT_RETRIES = 3
 
 
-class Interrupted(Exception):
-    def __init__(self, signum):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Signals:
+    """SIGINT / SIGTERM / SIGHUP while ranks run: noted, acted on at a safe point."""
+
+    def __init__(self):
+        self.signum = None
+        self._previous = {}
+
+    def _note(self, signum, frame):
+        if self.signum is None:
+            self.signum = signum
+
+    def __enter__(self):
+        for sig in SIGNALS:
+            self._previous[sig] = signal.getsignal(sig)
+            signal.signal(sig, self._note)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        return False
 
 
 class RankState:
@@ -113,8 +140,11 @@ def _signal_name(code):
 
 class _AttemptRun:
     def __init__(self, interpreter, plan, nproc, workdir, shim, port, on_event,
-                 startup_timeout):
+                 startup_timeout, run, signals):
         self.interpreter = interpreter
+        self.run = run  # {"id": marker value, "workdir": the run's own directory}
+        self.signals = signals
+        self.lifeline = None
         self.plan = plan
         self.nproc = nproc
         self.timeout = plan["timeout"]
@@ -131,7 +161,12 @@ class _AttemptRun:
         base = dict(os.environ)
         base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(self.port),
                     WORLD_SIZE=str(self.nproc), LOCAL_WORLD_SIZE=str(self.nproc),
-                    ENVCHECK_LAUNCHER="local", PYTHONUNBUFFERED="1")
+                    ENVCHECK_LAUNCHER="local", PYTHONUNBUFFERED="1",
+                    # Temporary files and torch's caches die with the run's directory.
+                    TMPDIR=os.path.join(self.run["workdir"], "tmp"))
+        read_end, self.lifeline = os.pipe()
+        base.update({lifetime.MARKER: self.run["id"], lifetime.LIFELINE: str(read_end),
+                     lifetime.WORKDIR: self.run["workdir"]})
         base["PYTHONPATH"] = os.pathsep.join(
             p for p in (self.shim, os.environ.get("PYTHONPATH")) if p)
         now = time.monotonic()
@@ -144,11 +179,12 @@ class _AttemptRun:
                     [self.interpreter, "-m", "envcheck.worker", "--plan", plan_path,
                      "--out", self.dir],
                     env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                    start_new_session=True)
+                    start_new_session=True, pass_fds=(read_end,))
             finally:
                 out.close()
                 err.close()
             self.ranks.append(RankState(rank, proc, self.dir, now))
+        os.close(read_end)  # the ranks hold it; this side keeps only the write end
 
     def _read(self, st):
         for rec in st.tail.poll():
@@ -166,6 +202,8 @@ class _AttemptRun:
     def watch(self):
         """Poll until every rank said bye, or an abort; returns an Abort or None."""
         while True:
+            if self.signals.signum is not None:
+                return self.stop("interrupted", 0, stacks=False, signum=self.signals.signum)
             for st in self.ranks:
                 self._read(st)
             died = self._newly_dead()
@@ -281,10 +319,15 @@ class _AttemptRun:
                 if all(st.proc.poll() is not None for st in self.ranks):
                     break
                 time.sleep(POLL_S)
+        # What left the ranks' process groups (setsid) still carries the run's marker.
+        lifetime.kill_marked(self.run["id"])
 
-
-def _raise_interrupted(signum, frame):
-    raise Interrupted(signum)
+    def close(self):
+        """The attempt is over: no rank may outlive it, and its lifeline goes."""
+        self.kill_all()
+        if self.lifeline is not None:
+            os.close(self.lifeline)
+            self.lifeline = None
 
 
 def _is_port_collision(error):
@@ -302,20 +345,16 @@ def _remaining_after(attempt):
     return attempt.probes[index + 1:] or None
 
 
-def _interrupted_attempt(run, entries, signum):
-    if run is None or not run.ranks:
-        return Attempt(entries, run.port if run else 0, {},
-                       Abort("interrupted", 0, "startup", {}, signum=signum))
-    attempt = run.attempt(0.0)
-    attempt.abort = run.stop("interrupted", 0, stacks=False, signum=signum)
-    return attempt
+def _interrupted_attempt(port, entries, signum):
+    """Interrupted between attempts: no rank was running."""
+    return Attempt(entries, port, {}, Abort("interrupted", 0, "startup", {}, signum=signum))
 
 
 def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
               master_port=None, notes=None, while_starting=None):
     """Run the plan (``core.plan.rank_plan``) over ``nproc`` ranks; returns the attempts.
 
-    Never raises for anything a rank does. ``Interrupted`` is not raised either: an
+    Never raises for anything a rank does, nor for SIGINT / SIGTERM / SIGHUP: an
     interrupted run returns its attempts with the last one's abort kind ``interrupted``.
     A rendezvous port found taken is retried on a free one, with a line in ``notes``.
     ``while_starting`` is called once, right after the first ranks are started: work
@@ -326,49 +365,49 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
     startup_timeout = startup_timeout or plan_mod.startup_timeout(plan["timeout"])
     workdir = tempfile.mkdtemp(prefix="envcheck-run-")
     os.chmod(workdir, 0o700)
+    os.makedirs(os.path.join(workdir, "tmp"))
     shim = make_shim(workdir)
+    run_ctx = {"id": uuid.uuid4().hex, "workdir": workdir}
     attempts = []
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    for sig in previous:
-        signal.signal(sig, _raise_interrupted)
     entries = list(plan["probes"])
     port_tries = 0
     run = None
-    try:
-        while entries:
-            adir = os.path.join(workdir, "attempt%d" % (len(attempts) + port_tries))
-            os.makedirs(adir)
-            port = master_port if (master_port and not attempts and not port_tries) \
-                else free_port()
-            run = _AttemptRun(interpreter, dict(plan, probes=entries), nproc, adir, shim,
-                              port, on_event, startup_timeout)
-            t0 = time.monotonic()
-            run.start()
-            if while_starting is not None:
-                while_starting()
-                while_starting = None
-            abort = run.watch()
-            attempt = run.attempt(time.monotonic() - t0)
-            attempt.abort = abort
-            run.kill_all()  # children a rank left behind, even after a clean bye
-            run = None
-            if abort and abort.kind == "setup_failed" and \
-                    _is_port_collision(attempt.setup_error()) and port_tries < PORT_RETRIES:
-                # Taken by someone else (or between our free-port probe and the bind).
-                port_tries += 1
-                notes.append("port %d was taken at rendezvous; retried on a free port"
-                             % attempt.port)
-                continue
-            attempts.append(attempt)
-            entries = _remaining_after(attempt)
-    except Interrupted as exc:
-        for sig in previous:  # a second Ctrl-C must not cut the cleanup short
-            signal.signal(sig, signal.SIG_IGN)
-        attempts.append(_interrupted_attempt(run, entries or [], exc.signum))
-    finally:
-        if run is not None:
-            run.kill_all()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        shutil.rmtree(workdir, ignore_errors=True)
+    with Signals() as signals:
+        try:
+            while entries:
+                if signals.signum is not None:
+                    attempts.append(_interrupted_attempt(0, entries, signals.signum))
+                    break
+                adir = os.path.join(workdir, "attempt%d" % (len(attempts) + port_tries))
+                os.makedirs(adir)
+                port = master_port if (master_port and not attempts and not port_tries) \
+                    else free_port()
+                run = _AttemptRun(interpreter, dict(plan, probes=entries), nproc, adir, shim,
+                                  port, on_event, startup_timeout, run_ctx, signals)
+                t0 = time.monotonic()
+                run.start()
+                if while_starting is not None:
+                    while_starting()
+                    while_starting = None
+                abort = run.watch()
+                attempt = run.attempt(time.monotonic() - t0)
+                attempt.abort = abort
+                run.close()  # children a rank left behind, even after a clean bye
+                run = None
+                if abort and abort.kind == "setup_failed" and port_tries < PORT_RETRIES \
+                        and _is_port_collision(attempt.setup_error()):
+                    # Taken by someone else (or between our free-port probe and the bind).
+                    port_tries += 1
+                    notes.append("port %d was taken at rendezvous; retried on a free port"
+                                 % attempt.port)
+                    continue
+                attempts.append(attempt)
+                if abort and abort.kind == "interrupted":
+                    break
+                entries = _remaining_after(attempt)
+        finally:
+            if run is not None:
+                run.close()
+            lifetime.kill_marked(run_ctx["id"])
+            shutil.rmtree(workdir, ignore_errors=True)
     return attempts

@@ -19,6 +19,7 @@ import time
 import traceback
 
 from .context import Context
+from ..core import lifetime
 from ..core.host import host_name
 from ..core.outcomes import RankExit
 from ..core.records import RecordWriter, records_path, stacks_path
@@ -74,6 +75,8 @@ def read_identity():
 def start(plan, out_dir, identity):
     """Stack dumps on SIGUSR1, the record stream, ``import torch``: before any probe."""
     rank, local_rank, _, _ = identity
+    # Under envcheck run: if the supervisor dies, this rank takes the run down with it.
+    lifetime.hold_lifeline()
     # Segfaults print the Python stack to stderr, which the supervisor keeps the tail of.
     faulthandler.enable(file=sys.stderr, all_threads=True)
     stacks = open(stacks_path(out_dir, rank), "w", encoding="utf-8")

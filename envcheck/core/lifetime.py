@@ -1,0 +1,85 @@
+"""Nothing envcheck starts outlives it, whatever kills envcheck and whatever a probe does.
+
+Three pieces, because no one of them covers every case:
+
+- **A marker.** Every rank of a local run gets ``ENVCHECK_RUN=<id>`` in its environment,
+  and everything a rank starts inherits it, ``setsid`` or not. ``kill_marked`` finds
+  those processes through ``/proc/PID/environ`` (same user) and kills them: the
+  supervisor does it after every attempt, which catches grandchildren that left the
+  rank's process group.
+- **A lifeline.** The supervisor holds the write end of a pipe; each rank holds the read
+  end (``ENVCHECK_LIFELINE_FD``) and a thread blocked on it. When the supervisor dies in
+  any way — SIGKILL included — the pipe reaches end of file; the thread kills every
+  process of the run's marker, removes the run's work directory and ends the rank.
+- **Flags, not exceptions, in signal handlers** (``envcheck.run.supervisor``): a signal
+  never interrupts the supervisor halfway through starting or recording a rank.
+"""
+
+import os
+import shutil
+import signal
+import threading
+
+MARKER = "ENVCHECK_RUN"
+LIFELINE = "ENVCHECK_LIFELINE_FD"
+WORKDIR = "ENVCHECK_WORKDIR"
+
+
+def marked(run_id, exclude=()):
+    """PIDs of live processes whose environment carries this run's marker."""
+    needle = ("%s=%s" % (MARKER, run_id)).encode()
+    found = []
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        if pid in exclude:
+            continue
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:  # gone, or another user's: not ours either way
+            continue
+    return found
+
+
+def kill_marked(run_id, exclude=()):
+    """SIGKILL every process of the run (but ``exclude``); returns how many."""
+    pids = marked(run_id, set(exclude) | {os.getpid()})
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return len(pids)
+
+
+def hold_lifeline(environ=os.environ):
+    """In a rank: end the whole run when the supervisor dies. No-op without a lifeline
+    (launcher mode: torchrun and srun own their ranks' lives)."""
+    fd, run_id = environ.get(LIFELINE), environ.get(MARKER)
+    if not fd or not run_id:
+        return None
+    fd = int(fd)
+    workdir = environ.get(WORKDIR)
+
+    def watch():
+        while True:
+            try:
+                if not os.read(fd, 4096):
+                    break
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+        # The supervisor is gone: nobody will stop, report or clean up after this run.
+        kill_marked(run_id)
+        if workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, name="envcheck-lifeline", daemon=True)
+    thread.start()
+    return thread
