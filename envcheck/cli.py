@@ -50,15 +50,21 @@ def _check_format(fmt):
 
 def _emit(report, fmt, json_path=None, junit_path=None, strict=False):
     """Write the report files asked for (each atomically), then print it in FMT."""
+    from .core import redact
     from .core.atomic import write_atomic
     from .report import model as report_mod
 
+    # Secrets by value, wherever a rank put them (an exception, a traceback, a path):
+    # every output below reads this one redacted copy.
+    report = report_mod.Report.from_dict(redact.deep(report.to_dict()))
     text = report_mod.dumps(report)
-    if json_path:
-        write_atomic(json_path, text)
-    if junit_path:
-        from .report.junit import render as render_junit
-        write_atomic(junit_path, render_junit(report, strict=strict))
+    failed = []
+    for path, render in ((json_path, lambda: text), (junit_path, lambda: _junit(report, strict))):
+        if path:
+            try:
+                write_atomic(path, render())
+            except OSError as exc:  # a full disk, a file size limit: the run still happened
+                failed.append("cannot write %s: %s" % (path, exc.strerror or exc))
     if fmt == "json":
         screen = text
     elif fmt == "markdown":
@@ -67,13 +73,26 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False):
     else:
         from .report.table import render as render_table
         screen = render_table(report, strict=strict)
+    # Undecodable bytes a rank passed on show escaped, as in the JSON report.
+    screen = report_mod.jsonable(screen)
     try:
-        sys.stdout.write(screen)
+        try:
+            sys.stdout.write(screen)
+        except UnicodeEncodeError:  # a terminal that cannot show some text: escape it
+            sys.stdout.write(screen.encode("ascii", "backslashreplace").decode("ascii"))
         sys.stdout.flush()
     except OSError:
         # The terminal is gone (closed: SIGHUP) or the pipe was cut: the report files
         # are written, and the exit code still says what happened.
         pass
+    if failed:
+        raise UsageError("; ".join(failed))
+
+
+def _junit(report, strict):
+    from .report.junit import render
+
+    return render(report, strict=strict)
 
 
 @app.command()
@@ -238,7 +257,10 @@ def check(
 
     result = check_command.run(requirement, requirements_file, cuda, driver, tuple(gpu),
                                python_version, suggest, tuple(matrix_dir))
-    sys.stdout.write(render_check.to_json(result) if as_json else render_check.render(result))
+    from .core import redact
+
+    sys.stdout.write(redact.text(render_check.to_json(result) if as_json
+                                 else render_check.render(result)))
     raise typer.Exit(int(result.exit_code))
 
 
@@ -270,7 +292,9 @@ def entry(argv=None):
     try:
         code = command.main(args=argv, prog_name="envcheck", standalone_mode=False)
     except UsageError as exc:
-        print("envcheck: error: %s" % exc, file=sys.stderr)
+        from .core import redact  # the bad input may carry a credential (a URL pin)
+
+        print("envcheck: error: %s" % redact.text(str(exc)), file=sys.stderr)
         sys.exit(ExitCode.USAGE)
     except click_exc.NoArgsIsHelpError as exc:
         print(exc.ctx.get_help())

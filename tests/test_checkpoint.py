@@ -56,11 +56,11 @@ def _run(tmp, *args, env=None, cwd=None):
     report = tmp / "report.json"
     run_tmp = tmp / "tmp"
     run_tmp.mkdir()
-    # A directory a killed run left behind on this host; the next run must remove it.
-    host = socket.gethostname()
-    stale = run_tmp / ("envcheck-ckpt-%s-%d-stale" % (host, _dead_pid()))
-    stale.mkdir()
-    (stale / "x.pt").write_bytes(b"x")
+    # The directory of a run whose machine went down (nothing of it could clean up):
+    # the next run removes it. Checkpoints live inside a run's directory.
+    stale = run_tmp / ("envcheck-run-%d-stale" % _dead_pid())
+    (stale / "tmp" / ("envcheck-ckpt-%s-1-x" % socket.gethostname())).mkdir(parents=True)
+    (stale / "tmp" / "x.pt").write_bytes(b"x")
     result = run_cli("run", "-p", "checkpoint", "--json", str(report), "-q", *args,
                      env=dict(env or {}, TMPDIR=str(run_tmp)), cwd=cwd)
     assert report.exists(), result.stderr

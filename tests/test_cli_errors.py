@@ -5,9 +5,11 @@ import os
 import subprocess
 import sys
 
+import xml.etree.ElementTree as ET
+
 import pytest
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +35,11 @@ def assert_usage_error(result, *fragments):
     (["run", "--nproc", "0"], ["--nproc 0", "at least 1"]),
     (["run", "--nproc", "two"], ["--nproc", "integer"]),
     (["run", "--timeout", "0"], ["--timeout 0"]),
+    (["run", "--timeout", "inf"], ["--timeout inf", "at most 86400 (a day)"]),
+    (["run", "--timeout", "1e12"], ["--timeout 1e+12", "at most 86400"]),
+    (["run", "--nproc", "99999999999999999999"], ["at most 1024 ranks on one machine"]),
+    (["check", "torch===foo"], ["arbitrary equality (===) names no release"]),
+    (["check", "torch==" + "1" * 5000], ["a version of 5000 characters is not a torch"]),
     (["run", "--backend", "mpi"], ["--backend 'mpi'", "gloo"]),
     (["run", "--backend", "nccl"], ["nccl needs NVIDIA GPUs"]),
     (["run", "--format", "yaml"], ["--format 'yaml'"]),
@@ -73,6 +80,14 @@ def test_unwritable_json_path_fails_before_running(tmp_path, where):
     (json.dumps({"schema_version": 99}), "schema_version is 99"),
     (json.dumps({"schema_version": 1, "checks": []}), "missing"),
     ("", "is not a JSON report"),
+    ("[" * 100000 + "]" * 100000, "nested too deeply to read"),
+    (json.dumps({"schema_version": 1, "envcheck_version": "0", "created": "", "plan": 5,
+                 "environment": {}, "ranks": [], "checks": [], "duration_s": 0}),
+     "plan is int, not dict"),
+    (json.dumps({"schema_version": 1, "envcheck_version": "0", "created": "", "plan": {},
+                 "environment": {}, "ranks": [], "duration_s": 0,
+                 "checks": [{"probe": 1, "check": "c", "outcome": "passed"}]}),
+     "checks[0].probe is int, not str"),
 ])
 def test_corrupt_reports(tmp_path, content, fragment):
     path = tmp_path / "bad.json"
@@ -84,3 +99,114 @@ def test_no_arguments_prints_help():
     result = run_cli()
     assert result.code == 0
     assert "Commands" in result.stdout and "run" in result.stdout
+
+
+ODD_OUTPUT = '''
+import os
+
+
+def probe_odd(ctx):
+    """a check whose text and data no strict JSON or UTF-8 encoder takes as they are"""
+    with ctx.check("bytes") as c:
+        c.detail = "path " + os.fsdecode(b"/tmp/caf\\xe9-\\xff")  # not UTF-8 on disk
+        c.data = {"nan": float("nan"), "inf": float("inf"), "ninf": float("-inf")}
+'''
+
+
+def _strict(text):
+    def refuse(word):
+        raise ValueError("not strict JSON: %s" % word)
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_undecodable_text_and_nan_make_strict_utf8_json(write_probes, tmp_path):
+    path = write_probes(ODD_OUTPUT)
+    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    res = run_cli("run", "--probe-path", path, "-p", "odd", "--json", str(report),
+                  "--junit", str(junit), "-q")
+    assert res.code == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    data = _strict(report.read_bytes().decode("utf-8"))
+    check = {c["id"]: c for c in data["checks"]}["odd.bytes"]
+    assert check["detail"] == "path /tmp/caf\\udce9-\\udcff"  # the bytes, escaped
+    assert check["ranks"]["0"]["data"] == {"nan": "NaN", "inf": "Infinity",
+                                           "ninf": "-Infinity"}
+    ET.parse(str(junit))  # well-formed XML
+    assert "path /tmp/caf" in res.stdout
+
+
+def test_a_report_that_cannot_be_written_is_one_line_and_the_table_still_shows(tmp_path):
+    """A file size limit (a full disk behaves alike): exit 2, one line, no half file."""
+    import resource
+    import subprocess
+    import sys
+
+    saved = tmp_path / "saved.json"
+    res = run_cli("run", "-p", "launch", "--json", str(saved), "-q")
+    assert res.code == 0, res.stderr
+    target = tmp_path / "out.json"
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+
+    proc = subprocess.run([sys.executable, "-m", "envcheck", "report", str(saved), "--json",
+                           str(target)], capture_output=True, text=True, preexec_fn=limit,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr == "envcheck: error: cannot write %s: File too large\n" % target
+    assert "\n5 passed, 3 skipped in " in proc.stdout  # the table, all the same
+    assert sorted(os.listdir(tmp_path)) == ["saved.json"]  # no half file, no temp file
+
+
+@pytest.mark.parametrize("target", ["/dev/null", "fifo"])
+def test_a_report_never_replaces_a_device_or_a_fifo(tmp_path, target):
+    if target == "fifo":
+        target = str(tmp_path / "fifo")
+        os.mkfifo(target)
+    res = run_cli("run", "-p", "launch", "--json", target)
+    assert (res.code, res.stderr) == (2, "envcheck: error: cannot write %s: not a regular "
+                                      "file (reports are written atomically, as a new file "
+                                      "renamed over the path)\n" % target)
+    assert not os.path.isfile(target)
+
+
+LEAKY = '''
+def probe_leaky(ctx):
+    """an error that carries credentials, as a failed download would"""
+    with ctx.check("download"):
+        raise RuntimeError("GET https://alice:s3cr3t-pw@hub.example/x failed; "
+                           "token=tok-12345678 hf_abcdefghijklmnopqrstuvwxyz0123")
+'''
+SECRETS = ("s3cr3t-pw", "tok-12345678", "hf_abcdefghijklmnopqrstuvwxyz0123", "jwt-value-1",
+           "ib-pass-2", "akia-value")
+
+
+def test_no_secret_reaches_any_output(write_probes, tmp_path):
+    """By name (SLURM_JWT, NCCL_IB_PASSPHRASE) and by value (a URL's password, tokens in
+    an exception): not in the JSON, the JUnit, the markdown or the screen."""
+    path = write_probes(LEAKY)
+    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    env = {"SLURM_JWT": "jwt-value-1", "NCCL_IB_PASSPHRASE": "ib-pass-2",
+           "SLURM_JOB_ACCOUNT_KEY": "akia-value", "SLURM_JOB_ID": "4242"}
+    res = run_cli("run", "--probe-path", path, "-p", "leaky", "--json", str(report),
+                  "--junit", str(junit), "-q", env=env)
+    assert res.code == 1, res.stderr
+    md = run_cli("report", str(report), "--format", "markdown")
+    outputs = [report.read_text(), junit.read_text(), res.stdout, res.stderr, md.stdout]
+    for secret in SECRETS:
+        assert not any(secret in out for out in outputs), secret
+    data = json.loads(outputs[0])
+    collected = data["environment"]["env"]
+    assert collected["NCCL_IB_PASSPHRASE"] == "<redacted>"
+    assert "SLURM_JWT" not in collected and "SLURM_JOB_ACCOUNT_KEY" not in collected
+    assert collected["SLURM_JOB_ID"] == "4242"  # what describes the job stays
+    message = {c["id"]: c for c in data["checks"]}["leaky.download"]["error"]["message"]
+    assert message == ("GET https://alice:<redacted>@hub.example/x failed; "
+                       "token=<redacted> <redacted>")
+
+
+def test_check_never_echoes_a_password_in_a_pin():
+    res = run_cli("check", "torch @ https://alice:s3cr3t-pw@host/nothing")
+    assert res.code == 2
+    assert "s3cr3t-pw" not in res.stderr + res.stdout
+    assert "https://alice:<redacted>@host/nothing" in res.stderr

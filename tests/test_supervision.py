@@ -16,6 +16,7 @@ import uuid
 import pytest
 
 from conftest import ROOT, checks_by_id, leftovers, load_report, run_cli
+from envcheck.run.supervisor import free_port
 
 FAULTS = '''
 import os
@@ -339,11 +340,30 @@ def test_taken_rendezvous_port_is_retried_on_a_free_one(tmp_path):
                          str(report), "-q")
     assert result.code == 0, result.stdout
     data = load_report(report)
-    assert data["plan"]["notes"] == ["port %d was taken at rendezvous; retried on a free "
-                                     "port" % port]
+    assert data["plan"]["notes"] == ["port %d is in use by another program; used a free "
+                                     "port instead" % port]
     assert data["attempts"][0]["port"] != port
     assert checks_by_id(data)["setup.init_process_group"]["outcome"] == "passed"
-    assert "note: port %d was taken" % port in result.stdout
+    assert "note: port %d is in use by another program" % port in result.stdout
+
+
+def test_another_jobs_live_store_on_the_port_is_never_touched(tmp_path):
+    """A real TCPStore of another job holds the port: envcheck sees the port taken
+    before any rank starts, so not one key lands in that job's store."""
+    import datetime
+
+    import torch.distributed as dist
+
+    port = free_port()
+    store = dist.TCPStore("127.0.0.1", port, 1, True, timeout=datetime.timedelta(seconds=30))
+    store.set("theirs", "1")
+    before = store.num_keys()
+    report = tmp_path / "r.json"
+    result = run_cli("run", "-p", "launch", "--nproc", "2", "--master-port", str(port),
+                     "--json", str(report), "-q")
+    assert result.code == 0, result.stdout
+    assert store.num_keys() == before
+    assert load_report(report)["attempts"][0]["port"] != port
 
 
 def test_a_rank_stuck_before_python_starts_follows_the_startup_timeout(tmp_path):
@@ -372,4 +392,54 @@ def test_a_rank_stuck_before_python_starts_follows_the_startup_timeout(tmp_path)
 def test_startup_timeout_must_be_positive():
     res = run_cli("run", "--startup-timeout", "0")
     assert (res.code, res.stderr) == (
-        2, "envcheck: error: --startup-timeout 0: must be a positive number of seconds\n")
+        2, "envcheck: error: --startup-timeout 0: must be a positive number of seconds, at "
+           "most 86400 (a day)\n")
+
+
+def test_a_rank_that_runs_out_of_memory_while_starting_says_so(tmp_path):
+    """Rank 1 under a memory limit cannot map torch's libraries: the report names the real
+    error and the limit, not a traceback frame and not 'reinstall torch'."""
+    wrapper = tmp_path / "python"
+    wrapper.write_text('#!/bin/sh\n[ "$RANK" = "1" ] && ulimit -v 400000\nexec "%s" "$@"\n'
+                       % sys.executable)
+    wrapper.chmod(0o755)
+    report = tmp_path / "r.json"
+    res = run_cli("run", "--python", str(wrapper), "-p", "launch", "--json", str(report),
+                  "-q")
+    assert res.code == 1, res.stderr
+    imported = checks_by_id(load_report(report))["setup.import_torch"]
+    assert (imported["outcome"], imported["root_rank"]) == ("crash", 1)
+    assert imported["detail"].startswith("rank 1 could not start: ")
+    assert 'File "' not in imported["detail"]
+    assert imported["advice"].startswith("the rank ran out of memory while starting")
+
+
+def test_the_line_that_says_what_went_wrong():
+    from envcheck.run.merge import meaningful_line
+
+    tail = ('Traceback (most recent call last):\n'
+            '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+            "terminate called after throwing an instance of 'std::bad_alloc'\n"
+            "  what():  std::bad_alloc\n"
+            '  File "<frozen runpy>", line 88, in _run_code\n')
+    assert meaningful_line(tail) == \
+        "terminate called after throwing an instance of 'std::bad_alloc'"
+    assert meaningful_line('x\n  File "a.py", line 1, in f\n    ^^^^\n') == "x"
+
+
+MEMORY = '''
+def probe_memory(ctx):
+    """rank 1 raises a bare MemoryError"""
+    with ctx.check("alloc"):
+        if ctx.rank == 1:
+            raise MemoryError()
+'''
+
+
+def test_an_error_without_a_message_is_named_by_its_type(write_probes, tmp_path):
+    path = write_probes(MEMORY, name="memory.py")
+    report = tmp_path / "r.json"
+    res = run_cli("run", "--probe-path", path, "-p", "memory", "--json", str(report), "-q")
+    assert res.code == 1
+    alloc = checks_by_id(load_report(report))["memory.alloc"]
+    assert alloc["detail"] == "rank 1: MemoryError"

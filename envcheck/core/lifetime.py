@@ -16,10 +16,13 @@ Three pieces, because no one of them covers every case:
 """
 
 import os
+import re
 import shutil
 import signal
+import tempfile
 import threading
 
+RUN_DIR_PREFIX = "envcheck-run-"
 MARKER = "ENVCHECK_RUN"
 LIFELINE = "ENVCHECK_LIFELINE_FD"
 WORKDIR = "ENVCHECK_WORKDIR"
@@ -83,3 +86,46 @@ def hold_lifeline(environ=os.environ):
     thread = threading.Thread(target=watch, name="envcheck-lifeline", daemon=True)
     thread.start()
     return thread
+
+
+def make_run_dir():
+    """The run's own 0700 directory in the temp dir, named after this process so that a
+    later run can tell it was left behind (the machine went down mid-run), and remove it."""
+    base = tempfile.gettempdir()
+    sweep_run_dirs(base)
+    path = tempfile.mkdtemp(prefix="%s%d-" % (RUN_DIR_PREFIX, os.getpid()), dir=base)
+    os.chmod(path, 0o700)
+    return path
+
+
+def sweep_run_dirs(base):
+    """Remove this user's run directories whose envcheck process is gone."""
+    pattern = re.compile(r"^%s(\d+)-" % re.escape(RUN_DIR_PREFIX))
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        m = pattern.match(name)
+        path = os.path.join(base, name)
+        if not m:
+            continue
+        try:
+            if os.stat(path).st_uid != os.getuid() or _alive(int(m.group(1))):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -8,6 +8,8 @@ as catalog entries in the order they run, and the probe options (``--model``).
 import json
 
 DEFAULT_TIMEOUT = 60.0
+# Past a day a timeout is a typo (or inf): datetime.timedelta and the OS wait would take it.
+MAX_TIMEOUT = 86400
 BACKENDS = ("auto", "gloo", "nccl")
 
 

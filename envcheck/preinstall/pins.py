@@ -41,6 +41,10 @@ class Pin:
         return None
 
 
+def _shorten(text, limit=80):
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def parse(text, where="", index_variant=None):
     label = where or "requirement"
     try:
@@ -55,6 +59,20 @@ def parse(text, where="", index_variant=None):
         spec = _spec_from_url(req.url, label)
     if not list(spec):
         raise UsageError("%s %r pins no version: write torch==VERSION" % (label, text))
+    for s in spec:
+        bad = None
+        if s.operator == "===":
+            bad = "arbitrary equality (===) names no release"
+        elif len(s.version) > 64:
+            bad = "a version of %d characters is not a torch release" % len(s.version)
+        else:
+            try:
+                versions.parse_version(s.version.rstrip(".*"))
+            except ValueError as exc:
+                bad = str(exc)
+        if bad:
+            raise UsageError("%s %r: %s (write e.g. torch==2.4.1+cu124)"
+                             % (label, _shorten(text), bad))
     variant = None
     for s in spec:
         try:

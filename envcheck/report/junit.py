@@ -34,7 +34,14 @@ _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def _clean(text):
-    return _INVALID_XML.sub("", str(text)) if text is not None else ""
+    if text is None:
+        return ""
+    text = str(text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes a rank passed on: keep them, escaped
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return _INVALID_XML.sub("", text)
 
 
 def _seconds(value):

@@ -7,6 +7,7 @@ renders a saved report exactly as the run did. The JSON layout is versioned by
 
 import dataclasses
 import json
+import math
 import os
 
 from ..core.errors import UsageError
@@ -38,6 +39,14 @@ class CheckResult:
         d = dataclasses.asdict(self)
         d["id"] = self.id
         return d
+
+
+# What a saved report must hold, by type: `envcheck report` reads files from anywhere.
+_TOP_TYPES = {"envcheck_version": str, "created": str, "plan": dict, "environment": dict,
+              "ranks": list, "checks": list, "attempts": list, "matrix": dict,
+              "interrupted": str}
+_CHECK_TYPES = {"probe": str, "check": str, "detail": str, "advice": str, "error": dict,
+                "ranks": dict, "verdict": str, "expectation": dict, "root_rank": int}
 
 
 @dataclasses.dataclass
@@ -82,8 +91,12 @@ class Report:
         missing = sorted(required - set(data))
         if missing:
             raise ValueError("missing %s" % ", ".join(missing))
-        if not isinstance(data["checks"], list):
-            raise ValueError("checks is not a list")
+        for name, kind in _TOP_TYPES.items():
+            if data.get(name) is not None and not isinstance(data[name], kind):
+                raise ValueError("%s is %s, not %s" % (name, type(data[name]).__name__,
+                                                       kind.__name__))
+        if not all(isinstance(r, dict) for r in data["ranks"]):
+            raise ValueError("ranks holds something that is not an object")
         check_fields = {f.name for f in dataclasses.fields(CheckResult)}
         checks = []
         for i, c in enumerate(data["checks"]):
@@ -91,14 +104,41 @@ class Report:
                 raise ValueError("checks[%d] lacks probe, check or outcome" % i)
             if c["outcome"] not in {o.value for o in Outcome}:
                 raise ValueError("checks[%d] has unknown outcome %r" % (i, c["outcome"]))
+            for name, kind in _CHECK_TYPES.items():
+                if c.get(name) is not None and not isinstance(c[name], kind):
+                    raise ValueError("checks[%d].%s is %s, not %s" % (
+                        i, name, type(c[name]).__name__, kind.__name__))
+            if not all(isinstance(e, dict) for e in (c.get("ranks") or {}).values()):
+                raise ValueError("checks[%d].ranks holds something that is not an object" % i)
             checks.append(CheckResult(**{k: v for k, v in c.items() if k in check_fields}))
         kwargs = {k: v for k, v in data.items() if k in fields}
         kwargs["checks"] = checks
         return cls(**kwargs)
 
 
+def jsonable(value):
+    """Any value a rank produced, as strict JSON takes it: NaN and infinities become the
+    strings "NaN", "Infinity", "-Infinity" (strict parsers reject the bare words), and
+    text that is not valid Unicode (bytes from a non-UTF-8 path, decoded with surrogate
+    escapes) keeps its bytes as backslash escapes instead of breaking the encoder."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {jsonable(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return value
+
+
 def dumps(report):
-    return json.dumps(report.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json.dumps(jsonable(report.to_dict()), indent=2, sort_keys=True,
+                      ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def check_writable(path):
@@ -110,6 +150,11 @@ def check_writable(path):
         raise UsageError("cannot write %s: directory %s does not exist" % (path, directory))
     if not os.access(directory, os.W_OK | os.X_OK):
         raise UsageError("cannot write %s: directory %s is not writable" % (path, directory))
+    if os.path.exists(path) and not os.path.isfile(path):
+        # The report replaces the path with a new file (written beside it, then renamed):
+        # over a FIFO or a device (/dev/null, /dev/full) that would replace the node.
+        raise UsageError("cannot write %s: not a regular file (reports are written "
+                         "atomically, as a new file renamed over the path)" % path)
     if os.path.exists(path) and not os.access(path, os.W_OK):
         raise UsageError("cannot write %s: the file is read-only" % path)
 
@@ -124,6 +169,11 @@ def load(path):
         raise UsageError("%s is a directory, not a report" % path) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise UsageError("%s is not a JSON report: %s" % (path, exc)) from None
+    except RecursionError:
+        raise UsageError("%s is not an envcheck report: nested too deeply to read" % path) \
+            from None
+    except OSError as exc:
+        raise UsageError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
     try:
         return Report.from_dict(data)
     except (ValueError, TypeError) as exc:

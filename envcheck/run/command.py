@@ -15,6 +15,7 @@ from .supervisor import supervise
 
 BACKENDS = plan_mod.BACKENDS
 DEFAULT_TIMEOUT = plan_mod.DEFAULT_TIMEOUT
+MAX_NPROC = 1024
 
 
 @dataclasses.dataclass
@@ -58,13 +59,15 @@ def make_plan(opts):
         raise UsageError("--backend %r: choose one of %s" % (opts.backend, ", ".join(BACKENDS)))
     if opts.nproc is not None and opts.nproc < 1:
         raise UsageError("--nproc %d: need at least 1 rank" % opts.nproc)
+    if opts.nproc is not None and opts.nproc > MAX_NPROC:
+        raise UsageError("--nproc %d: at most %d ranks on one machine (each is a Python "
+                         "process importing torch)" % (opts.nproc, MAX_NPROC))
     if opts.master_port is not None and not 1 <= opts.master_port <= 65535:
         raise UsageError("--master-port %d: not a TCP port (1-65535)" % opts.master_port)
-    if not opts.timeout > 0:
-        raise UsageError("--timeout %g: must be a positive number of seconds" % opts.timeout)
-    if opts.startup_timeout is not None and not opts.startup_timeout > 0:
-        raise UsageError("--startup-timeout %g: must be a positive number of seconds"
-                         % opts.startup_timeout)
+    for flag, value in (("--timeout", opts.timeout), ("--startup-timeout", opts.startup_timeout)):
+        if value is not None and not 0 < value <= plan_mod.MAX_TIMEOUT:
+            raise UsageError("%s %g: must be a positive number of seconds, at most %d (a day)"
+                             % (flag, value, plan_mod.MAX_TIMEOUT))
     notes = []
     try:
         gpus = nvidia_smi.query()

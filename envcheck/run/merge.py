@@ -190,11 +190,45 @@ def _import_failure(abort, rank, info, col):
     entry = _abort_entry(abort, rank, info, col.timeout)
     tail = (info.get("stderr_tail") or "").strip()
     if abort.kind == "crash" and rank == abort.root_rank and tail:
-        last = tail.splitlines()[-1]
-        entry["detail"] = "rank %d could not start: %s" % (rank, last[:200])
-        entry["error"] = {"type": last.split(":")[0], "message": last, "traceback": tail}
-        entry["advice"] = "the interpreter's torch does not import; reinstall it"
+        line = meaningful_line(tail)
+        how = ("killed by %s" % info["signal"]) if info.get("signal") else None
+        entry["detail"] = "rank %d could not start: %s" % (rank, (line or how or "")[:200])
+        entry["error"] = {"type": line.split(":")[0] if line else info.get("signal"),
+                          "message": line, "traceback": tail}
+        entry["advice"] = _start_advice(tail)
     return entry
+
+
+_FRAME_LINE = re.compile(r'^\s*(File "|\^+$|~+$|Traceback \(most recent call last\)|'
+                         r'During handling of the above|The above exception was)')
+_ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b|"
+                         r"terminate called|Fatal Python error|Segmentation fault|Aborted|"
+                         r"Killed)")
+
+
+def meaningful_line(text):
+    """The line of a rank's stderr that says what went wrong: the last error or fatal
+    line, never a traceback frame ('File "<frozen runpy>", line 198')."""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if _ERROR_LINE.match(line.strip()):
+            return line.strip()
+    for line in reversed(lines):
+        if not _FRAME_LINE.match(line):
+            return line.strip()
+    return lines[-1].strip() if lines else ""
+
+
+def _start_advice(tail):
+    if re.search(r"bad_alloc|MemoryError|Cannot allocate memory|failed to map segment|"
+                 r"out of memory", tail):
+        return ("the rank ran out of memory while starting: importing torch maps large "
+                "libraries; check the memory limit on this process (ulimit -v, the "
+                "container's or cgroup's limit) and what else holds memory")
+    if re.search(r"ModuleNotFoundError|No module named|undefined symbol|cannot open shared "
+                 r"object", tail):
+        return "the interpreter's torch does not import: reinstall it (and its CUDA libraries)"
+    return "the rank died while starting: run the interpreter with -c 'import torch' to see why"
 
 
 def _setup_advice(err):

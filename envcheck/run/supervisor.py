@@ -30,7 +30,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 import uuid
 
@@ -86,6 +85,18 @@ class RankState:
     @property
     def said_bye(self):
         return bool(self.records) and self.records[-1]["t"] == "bye"
+
+
+def port_is_free(port):
+    """Can a rendezvous bind this port now? Checked before any rank starts: a rank that
+    connected to another job's store there would write keys into it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def free_port():
@@ -362,9 +373,12 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
     What it raises stops the ranks and propagates.
     """
     notes = [] if notes is None else notes
+    if master_port and not port_is_free(master_port):
+        notes.append("port %d is in use by another program; used a free port instead"
+                     % master_port)
+        master_port = None
     startup_timeout = startup_timeout or plan_mod.startup_timeout(plan["timeout"])
-    workdir = tempfile.mkdtemp(prefix="envcheck-run-")
-    os.chmod(workdir, 0o700)
+    workdir = lifetime.make_run_dir()
     os.makedirs(os.path.join(workdir, "tmp"))
     shim = make_shim(workdir)
     run_ctx = {"id": uuid.uuid4().hex, "workdir": workdir}

@@ -99,7 +99,8 @@ class _CheckScope:
                 fields["advice"] = (advice_for(exc, environment_only=True) or c.advice
                                     or advice_for(exc))
             if not fields["detail"]:
-                fields["detail"] = _first_line(message)
+                # MemoryError() and friends carry no message: their type is the story.
+                fields["detail"] = _first_line(message) or fields["error"]["type"]
         else:
             # KeyboardInterrupt / SystemExit: let the rank stop; the supervisor reports it.
             return False

@@ -7,10 +7,10 @@ this torch build cannot give are ``None``, never an exception: a CPU wheel has n
 
 import os
 import platform
-import re
 import subprocess
 import sys
 
+from ..core import redact
 from ..core.host import glibc_version
 from .diagnose import numpy_version
 
@@ -18,15 +18,15 @@ _ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "MASTER_", "SLURM_", "OMP_", "GLOO_
                  "PYTORCH_", "NVIDIA_")
 _ENV_NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
               "LD_LIBRARY_PATH", "PYTHONPATH")
-_SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
-
-
 def relevant_env(environ=None):
+    """The variables that shape a distributed job, secrets redacted (core.redact)."""
     environ = os.environ if environ is None else environ
     out = {}
     for name in sorted(environ):
         if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
-            out[name] = "<redacted>" if _SECRET.search(name) else environ[name]
+            value = redact.environment_value(name, environ[name])
+            if value is not None:
+                out[name] = value
     return out
 
 

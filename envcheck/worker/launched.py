@@ -354,10 +354,10 @@ def parse_args(argv):
     p.add_argument("--startup-timeout", type=float, metavar="SECONDS",
                    help="for importing torch before setup [the larger of --timeout and 120]")
     args = p.parse_args(argv)
-    if not args.timeout > 0:
-        p.error("--timeout must be a positive number of seconds")
-    if args.startup_timeout is not None and not args.startup_timeout > 0:
-        p.error("--startup-timeout must be a positive number of seconds")
+    for flag, value in (("--timeout", args.timeout), ("--startup-timeout", args.startup_timeout)):
+        if value is not None and not 0 < value <= plan_mod.MAX_TIMEOUT:
+            p.error("%s must be a positive number of seconds, at most %d (a day)"
+                    % (flag, plan_mod.MAX_TIMEOUT))
     return args
 
 
