@@ -100,7 +100,12 @@ def make_run_dir():
 
 def sweep_run_dirs(base):
     """Remove this user's run directories whose envcheck process is gone."""
-    pattern = re.compile(r"^%s(\d+)-" % re.escape(RUN_DIR_PREFIX))
+    return sweep_dead(base, re.compile(r"^%s(\d+)-" % re.escape(RUN_DIR_PREFIX)))
+
+
+def sweep_dead(base, pattern):
+    """Remove the directories in ``base`` named by ``pattern`` (its group 1 is the PID
+    of the process that made one) that are this user's and whose process is gone."""
     try:
         names = os.listdir(base)
     except OSError:
@@ -109,7 +114,7 @@ def sweep_run_dirs(base):
     for name in names:
         m = pattern.match(name)
         path = os.path.join(base, name)
-        if not m:
+        if not m or int(m.group(1)) == os.getpid():
             continue
         try:
             if os.stat(path).st_uid != os.getuid() or _alive(int(m.group(1))):

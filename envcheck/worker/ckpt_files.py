@@ -16,6 +16,8 @@ import tempfile
 import warnings
 import zipfile
 
+from ..core import lifetime
+
 PREFIX = "envcheck-ckpt-"
 # DCP writes its files from every rank into one directory; on several hosts that needs a
 # shared filesystem, which only the user can name.
@@ -32,35 +34,8 @@ def own_prefix():
 
 def sweep_stale(base):
     """Remove this user's checkpoint dirs on this host whose process has died."""
-    pattern = re.compile(r"^%s%s-(\d+)-" % (re.escape(PREFIX), re.escape(_host())))
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return []
-    removed = []
-    for name in names:
-        m = pattern.match(name)
-        path = os.path.join(base, name)
-        if not m or int(m.group(1)) == os.getpid():
-            continue
-        try:
-            if os.stat(path).st_uid != os.getuid() or _alive(int(m.group(1))):
-                continue
-        except OSError:
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
-    return removed
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return lifetime.sweep_dead(
+        base, re.compile(r"^%s%s-(\d+)-" % (re.escape(PREFIX), re.escape(_host()))))
 
 
 @contextlib.contextmanager
