@@ -4,6 +4,7 @@ Never imports torch (a test guards it): ``--help``, ``envcheck check`` and repor
 rendering must be instant and must work where torch is not installed.
 """
 
+import os
 import sys
 from typing import List, Optional
 
@@ -290,6 +291,11 @@ def entry(argv=None):
     """Console-script entry: every error is one line, exit 2; never a traceback."""
     command = typer.main.get_command(app)
     try:
+        try:
+            os.getcwd()
+        except OSError:
+            raise UsageError("the current directory no longer exists (deleted or unmounted): "
+                             "cd to one that does and run envcheck again") from None
         code = command.main(args=argv, prog_name="envcheck", standalone_mode=False)
     except UsageError as exc:
         from .core import redact  # the bad input may carry a credential (a URL pin)

@@ -210,3 +210,41 @@ def test_check_never_echoes_a_password_in_a_pin():
     assert res.code == 2
     assert "s3cr3t-pw" not in res.stderr + res.stdout
     assert "https://alice:<redacted>@host/nothing" in res.stderr
+
+
+def test_requirements_files_as_editors_and_pip_compile_write_them(tmp_path):
+    bom = tmp_path / "bom.txt"
+    bom.write_bytes(b"\xef\xbb\xbftorch==2.4.1+cu121\n")
+    hashed = tmp_path / "hashed.txt"
+    hashed.write_text("torch==2.4.1+cu121 \\\n    --hash=sha256:abc \\\n    --hash=sha256:def\n"
+                      "numpy==1.26.4 --hash=sha256:0123\n")
+    for path in (bom, hashed):
+        res = run_cli("check", "-r", str(path), "--json")
+        assert (res.code, res.stderr) == (0, "")  # an answer (no GPU here: it works), not an error
+        assert json.loads(res.stdout)["answer"]["build"] == "2.4.1+cu121"
+
+
+def test_a_deleted_current_directory_is_one_line(tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c",
+                             "import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
+                             "sys.argv = ['envcheck', 'check', 'torch==2.4.1']; "
+                             "from envcheck.cli import entry; entry()", str(gone)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=ROOT))
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (2, "envcheck: error: the current directory no longer "
+                                         "exists (deleted or unmounted): cd to one that does "
+                                         "and run envcheck again\n")
+
+
+def test_nvidia_smi_that_prints_undecodable_bytes_is_one_line(tmp_path):
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text('#!/bin/sh\nprintf "\\377\\376 NVIDIA A100, 8.0, 535.104.05\\n"\n')
+    fake.chmod(0o755)
+    res = run_cli("check", "torch==2.4.1",
+                  env={"PATH": "%s%s%s" % (tmp_path, os.pathsep, os.environ["PATH"])})
+    assert res.code == 2
+    assert res.stderr.startswith("envcheck: error: nvidia-smi printed an unexpected line 1: ")
+    assert len(res.stderr.splitlines()) == 1 and "Traceback" not in res.stderr

@@ -305,7 +305,8 @@ def test_sigkill_of_envcheck_takes_every_rank_and_grandchild_with_it(faults, tmp
     assert [n for n in os.listdir(tmp) if n.startswith("envcheck-run-")]
     proc.kill()
     proc.communicate(timeout=30)
-    assert _gone(marker) == []
+    left = _gone(marker)
+    assert left == [], [open("/proc/%d/cmdline" % p, "rb").read() for p in left]
     deadline = time.monotonic() + 10
     while os.listdir(tmp) and time.monotonic() < deadline:
         time.sleep(0.1)

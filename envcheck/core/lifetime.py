@@ -15,12 +15,15 @@ Three pieces, because no one of them covers every case:
   never interrupts the supervisor halfway through starting or recording a rank.
 """
 
+import errno
 import os
 import re
 import shutil
 import signal
 import tempfile
 import threading
+
+from .errors import UsageError
 
 RUN_DIR_PREFIX = "envcheck-run-"
 MARKER = "ENVCHECK_RUN"
@@ -78,6 +81,10 @@ def hold_lifeline(environ=os.environ):
             except OSError:
                 break
         # The supervisor is gone: nobody will stop, report or clean up after this run.
+        # One rank does it: ranks killing each other mid-scan could each die before
+        # reaching a grandchild further down /proc.
+        if workdir and not _first_to_end(workdir):
+            os._exit(1)  # another rank is ending the run, this one included
         kill_marked(run_id)
         if workdir:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -88,12 +95,31 @@ def hold_lifeline(environ=os.environ):
     return thread
 
 
+def _first_to_end(workdir):
+    """Take the run's end-of-life lock (held until this process exits); False when
+    another rank holds it."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(workdir, ".lifeline.lock"), os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        # Held by another rank; a directory already gone means the run is over anyway.
+        return exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK) and \
+            os.path.isdir(workdir)
+    return True
+
+
 def make_run_dir():
     """The run's own 0700 directory in the temp dir, named after this process so that a
     later run can tell it was left behind (the machine went down mid-run), and remove it."""
-    base = tempfile.gettempdir()
-    sweep_run_dirs(base)
-    path = tempfile.mkdtemp(prefix="%s%d-" % (RUN_DIR_PREFIX, os.getpid()), dir=base)
+    try:
+        base = tempfile.gettempdir()
+        sweep_run_dirs(base)
+        path = tempfile.mkdtemp(prefix="%s%d-" % (RUN_DIR_PREFIX, os.getpid()), dir=base)
+    except OSError as exc:  # includes "No usable temporary directory found"
+        raise UsageError("no usable temporary directory for the run (%s): set TMPDIR to a "
+                         "writable directory" % (exc.strerror or exc)) from None
     os.chmod(path, 0o700)
     return path
 

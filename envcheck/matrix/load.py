@@ -53,7 +53,10 @@ class MatrixError(UsageError):
 
 
 def _display(path):
-    rel = os.path.relpath(path)
+    try:
+        rel = os.path.relpath(path)
+    except (OSError, ValueError):  # no current directory to be relative to
+        return path
     return rel if not rel.startswith("..") else path
 
 

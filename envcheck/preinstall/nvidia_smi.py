@@ -57,7 +57,7 @@ def query(executable="nvidia-smi", timeout=10):
     try:
         proc = subprocess.run(
             [path, "--query-gpu=" + ",".join(FIELDS), "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=timeout)
+            capture_output=True, text=True, errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired:
         raise NvidiaSmiError("nvidia-smi did not answer within %d s" % timeout) from None
     except OSError as exc:

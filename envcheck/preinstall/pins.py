@@ -97,7 +97,8 @@ def _spec_from_url(url, label):
 
 
 def _logical_lines(path):
-    with open(path, encoding="utf-8") as f:
+    # utf-8-sig: a file saved by an editor that writes a BOM must not hide its first line.
+    with open(path, encoding="utf-8-sig") as f:
         raw = f.read().splitlines()
     buf, start = "", None
     for n, line in enumerate(raw, 1):
@@ -141,6 +142,8 @@ def _collect(path, seen):
         name = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)", line)
         if line.startswith("-") or not name or name.group(1).lower() != "torch":
             continue  # other pip options (-c, -f, --hash ...) and other packages
+        # pip-compile writes per-requirement options (--hash=sha256:...) after the pin.
+        line = re.split(r"\s+--?[A-Za-z]", line, maxsplit=1)[0].strip()
         try:
             req = Requirement(line)
             if req.marker is not None and not req.marker.evaluate():

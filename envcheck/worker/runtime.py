@@ -117,9 +117,8 @@ def setup(plan, records, host, identity):
     try:
         if backend == "nccl":
             torch.cuda.set_device(device)
-        dist.init_process_group(backend=backend, init_method="env://", rank=rank,
-                                world_size=world_size,
-                                timeout=datetime.timedelta(seconds=group_timeout))
+        _init_process_group(dist, backend, rank, world_size,
+                            datetime.timedelta(seconds=group_timeout))
     except Exception as exc:
         records.write("setup", outcome="failed", backend=backend,
                       seconds=round(time.monotonic() - t0, 6), error=_error(exc))
@@ -130,6 +129,23 @@ def setup(plan, records, host, identity):
     records.write("setup", outcome="passed", backend=backend,
                   seconds=round(ctx.init_seconds, 6))
     return ctx
+
+
+def _init_process_group(dist, backend, rank, world_size, timeout):
+    """The launcher's rendezvous in launcher mode, as training uses it (env://). Under
+    envcheck run, a store of this run's own: keys go under the run's id, so ranks that
+    reached another job's store on the port (two runs started at once) write nothing that
+    job reads, and rank 0 failing to bind is a port clash the supervisor retries."""
+    run_id = os.environ.get(lifetime.MARKER)
+    if not run_id:
+        dist.init_process_group(backend=backend, init_method="env://", rank=rank,
+                                world_size=world_size, timeout=timeout)
+        return
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                          world_size, rank == 0, timeout)
+    dist.init_process_group(backend=backend, store=dist.PrefixStore("envcheck/%s/" % run_id,
+                                                                    store),
+                            rank=rank, world_size=world_size, timeout=timeout)
 
 
 def run_probes(ctx, entries):
