@@ -79,6 +79,18 @@ def probe_setsid_child(ctx):
             time.sleep(3600)
 
 
+def probe_tmp_hold(ctx):
+    """every rank writes a checkpoint-like file in a private temp dir, then waits"""
+    with ctx.check("holding") as c:
+        with ctx.private_tmpdir(prefix="envcheck-ckpt-") as d:
+            with open(os.path.join(d, "model.pt"), "wb") as f:
+                f.write(b"x" * 1024)
+            marker = os.environ.get("ENVCHECK_TEST_STARTED")
+            if marker and ctx.rank == 1:
+                open(marker, "w").close()
+            time.sleep(3600)
+
+
 def probe_segfault(ctx):
     """rank 1 dereferences NULL"""
     with ctx.check("segv") as c:
@@ -311,6 +323,23 @@ def test_sigkill_of_envcheck_takes_every_rank_and_grandchild_with_it(faults, tmp
     while os.listdir(tmp) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert os.listdir(tmp) == []  # the run's directory, the ranks' TMPDIR inside it
+
+
+def test_ctrl_c_while_checkpoint_files_exist_leaves_no_file(faults, tmp_path):
+    """Ctrl-C while ranks hold checkpoint files: no envcheck-ckpt-* (nor torch's caches)
+    left in the user's temp dir: the ranks' TMPDIR is inside the run's directory."""
+    marker, started = uuid.uuid4().hex, str(tmp_path / "started")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc, report = _start_envcheck(faults, tmp_path, ["tmp-hold"], marker,
+                                   {"ENVCHECK_TEST_STARTED": started, "TMPDIR": str(tmp)})
+    _wait_for(started, proc)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert load_report(report)["interrupted"] == "SIGINT"
+    assert os.listdir(tmp) == []
+    assert leftovers(marker) == []
 
 
 def test_a_check_cut_short_on_one_rank_is_interrupted_not_passed(faults, tmp_path):
