@@ -155,7 +155,8 @@ def test_every_probe_runs_under_an_interpreter_with_only_torch(tmp_path):
     report = tmp_path / "r.json"
     result = run_cli("run", "--python", python, "--json", str(report), "-q",
                      "--timeout", "60")
-    assert result.code in (0, 1), result.stderr
+    # all_gather_object needs numpy: the matrix expects it to pass, so exit 1.
+    assert result.code == 1, result.stderr
     data = load_report(report)
     assert data["plan"]["python"] == python
     assert data["environment"]["numpy"] is None

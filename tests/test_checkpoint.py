@@ -168,7 +168,7 @@ def test_no_checkpoint_directory_survives(run):
 
 def test_table_shows_the_hazard_and_the_advice(run):
     result = run[0]
-    assert result.code in (0, 1), result.stderr  # 0 once the matrix knows default_load
+    assert result.code == 0, result.stderr  # default_load's failure is a known issue
     assert "dcp_dedup" in result.stdout and "hazard" in result.stdout
     assert "weights_only=False" in result.stdout
     assert "Traceback" not in result.stderr

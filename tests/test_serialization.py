@@ -61,8 +61,8 @@ def test_fresh_copy_is_checked_against_the_deepcopy_on_every_rank(run):
 
 def test_failures_show_in_table_with_advice(run):
     result = run[0]
-    # 1 while no matrix expectation covers these failures, 0 once they are known issues.
-    assert result.code in (0, 1), result.stderr
+    # Process groups that do not pickle are known issues: nothing unexpected.
+    assert result.code == 0, result.stderr
     assert "deepcopy_module_with_group" in result.stdout
     assert "load_state_dict" in result.stdout
     assert "Traceback" not in result.stderr
