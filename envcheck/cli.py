@@ -39,8 +39,8 @@ def main(version: bool = typer.Option(False, "--version", callback=_version,
 
 FORMATS = ("table", "json", "markdown")
 MATRIX_HELP = ("Also read the matrix files in DIR (repeatable); a file named like a "
-               "built-in one replaces it. On report: judge the saved report again. See "
-               "docs/matrix.md.")
+               "built-in one replaces it. See docs/matrix.md.")
+REPORT_MATRIX_HELP = MATRIX_HELP + " Given here, the saved report is judged again."
 STRICT_HELP = "Known issues fail too (exit 1), not only unexpected results."
 
 
@@ -177,7 +177,7 @@ def report(
                                             help="Also write the JSON report here (atomically)."),
     junit_path: Optional[str] = typer.Option(None, "--junit", metavar="PATH",
                                              help="Also write JUnit XML here (atomically)."),
-    matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
+    matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=REPORT_MATRIX_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ):
     """Render a saved JSON report again (re-judged with --matrix DIR); runs nothing."""
