@@ -44,6 +44,19 @@ REPORT_MATRIX_HELP = MATRIX_HELP + " Given here, the saved report is judged agai
 STRICT_HELP = "Known issues fail too (exit 1), not only unexpected results."
 
 
+def terminal_width():
+    """The terminal's columns when stdout is one; None for pipes and files, which get
+    the full layout."""
+    import shutil
+
+    try:
+        if not sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return max(40, shutil.get_terminal_size().columns)
+
+
 def _check_format(fmt):
     if fmt not in FORMATS:
         raise UsageError("--format %r: choose %s" % (fmt, ", ".join(FORMATS)))
@@ -73,7 +86,7 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False):
         screen = render_markdown(report, strict=strict)
     else:
         from .report.table import render as render_table
-        screen = render_table(report, strict=strict)
+        screen = render_table(report, width=terminal_width(), strict=strict)
     # Undecodable bytes a rank passed on show escaped, as in the JSON report.
     screen = report_mod.jsonable(screen)
     try:
@@ -227,7 +240,14 @@ def probes(
         return
     rows = [(s.name, "built-in" if s.builtin else (s.path or s.module), s.summary)
             for s in specs]
-    print(tabulate(rows, headers=["probe", "from", "what it proves"]))
+    width = terminal_width()
+    summary_width = None
+    if width:  # the summary wraps in what the name and origin columns leave
+        used = max(len("probe"), *(len(r[0]) for r in rows)) + \
+            max(len("from"), *(len(r[1]) for r in rows)) + 4
+        summary_width = max(20, width - used)
+    print(tabulate(rows, headers=["probe", "from", "what it proves"],
+                   maxcolwidths=[None, None, summary_width]))
 
 
 @app.command()
@@ -261,7 +281,7 @@ def check(
     from .core import redact
 
     sys.stdout.write(redact.text(render_check.to_json(result) if as_json
-                                 else render_check.render(result)))
+                                 else render_check.render(result, width=terminal_width())))
     raise typer.Exit(int(result.exit_code))
 
 

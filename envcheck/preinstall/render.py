@@ -54,15 +54,30 @@ def _issue_lines(e, width):
     return out
 
 
-def render(result, width=100):
-    """result: preinstall.command.Result."""
+def render(result, width=None):
+    """result: preinstall.command.Result. ``width``: the terminal's columns (every line
+    fits); None for pipes and files, which keep whole lines (a pip command stays one)."""
+    terminal, width = width, width or 100
     out = ["node: " + node_line(result.node)]
     out += ["note: %s" % n for n in result.node.notes]
     if result.answer is not None:
         out += _answer_lines(result, width)
     if result.suggestions is not None:
         out += _suggestion_lines(result, width)
-    return "\n".join(out) + "\n"
+    return "\n".join(_within(out, terminal) if terminal else out) + "\n"
+
+
+def _within(lines, width):
+    """Every line within the screen: a longer one wraps under its own indent."""
+    out = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()) + 2)
+        out += textwrap.wrap(line, width, subsequent_indent=indent,
+                             break_on_hyphens=False, break_long_words=False) or [line]
+    return out
 
 
 def _answer_lines(result, width):

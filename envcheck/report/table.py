@@ -99,21 +99,54 @@ def whereabouts_lines(check, indent):
                              text) for text, ranks in places.items()]
 
 
-def render(report, width=100, strict=False):
+DEFAULT_WIDTH = 100  # pipes and files: a width CI logs and editors show whole
+DETAIL_AT_LEAST = 16  # a narrower detail column says nothing: leave it to "What to do"
+
+
+def _fit(lines, width):
+    """Cut what still overflows (a long path in the header) with the one ellipsis."""
+    return [line if len(line) <= width else line[:width - 1] + "…" for line in lines]
+
+
+def _checks_table(report, width):
+    """The table of checks; on a terminal of ``width`` columns the detail gets what the
+    other columns leave, and goes when that is too little to read."""
     has_verdicts = any(c.verdict for c in report.checks)
     headers = ["probe", "check", "outcome"] + (["verdict"] if has_verdicts else []) + \
-        ["time", "detail"]
+        ["time"]
     rows = []
     for c in report.checks:
         row = [c.probe, c.check, _outcome_cell(c)]
         if has_verdicts:
             row.append(VERDICT_LABEL.get(c.verdict, c.verdict or ""))
-        detail = c.detail or ""
-        row += [_fmt_seconds(c.seconds), textwrap.shorten(detail, 60, placeholder="…")
-                if detail else ""]
-        rows.append(row)
-    out = ["envcheck %s · %s" % (report.envcheck_version, report.created), "",
-           environment_lines(report), "", tabulate(rows, headers=headers), ""]
+        rows.append(row + [_fmt_seconds(c.seconds)])
+    fixed = tabulate(rows, headers=headers).splitlines()
+    room = (width - max(len(line) for line in fixed) - 2) if width else 60
+    if width and room < DETAIL_AT_LEAST:
+        # Too narrow for a detail column: what did not pass gets its detail on a line of
+        # its own under the row, from the check column on.
+        indent = " " * (fixed[1].index(" ") + 2)
+        out = fixed[:2]
+        for line, c in zip(fixed[2:], report.checks):
+            out.append(line)
+            if c.detail and c.outcome != "passed":
+                out.append(indent + textwrap.shorten(c.detail, width - len(indent),
+                                                     placeholder="…"))
+        return "\n".join(out)
+    details = [textwrap.shorten(c.detail or "", room, placeholder="…") if c.detail else ""
+               for c in report.checks]
+    return tabulate([r + [d] for r, d in zip(rows, details)], headers=headers + ["detail"])
+
+
+def render(report, width=None, strict=False):
+    """The screen. ``width``: the terminal's columns, every line fits; None (a pipe, a
+    file): the layout of DEFAULT_WIDTH."""
+    terminal = width
+    width = width or DEFAULT_WIDTH
+    out = ["envcheck %s · %s" % (report.envcheck_version, report.created), ""]
+    out += _fit(environment_lines(report).splitlines(), width) if terminal \
+        else [environment_lines(report)]
+    out += ["", _checks_table(report, terminal), ""]
     todo = [c for c in report.checks
             if Outcome(c.outcome).is_bad or c.verdict in ("known", "fixed")]
     if todo:
@@ -131,7 +164,8 @@ def render(report, width=100, strict=False):
             if c.expectation and c.expectation.get("source"):
                 out.extend(_wrap("source: %s" % c.expectation["source"], width, "      "))
             if c.outcome == "hang":
-                out.extend(whereabouts_lines(c, "      "))
+                out.extend(_fit(whereabouts_lines(c, "      "), width) if terminal
+                           else whereabouts_lines(c, "      "))
                 out.append("      full Python stacks: --json PATH, checks[].ranks[].stack")
         out.append("")
     s = report.summary()
@@ -143,6 +177,7 @@ def render(report, width=100, strict=False):
     elif any(c.verdict for c in report.checks):
         tail += "; " + verdict_summary(report, strict)
     for note in (report.plan or {}).get("notes") or []:
-        out.append("note: %s" % note)
-    out.append(tail)
+        out.extend(textwrap.wrap("note: %s" % note, width, subsequent_indent="      ")
+                   if terminal else ["note: %s" % note])
+    out.extend(textwrap.wrap(tail, width, subsequent_indent="  ") if terminal else [tail])
     return "\n".join(out) + "\n"
