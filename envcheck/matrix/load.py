@@ -15,6 +15,7 @@ from packaging.version import Version
 from ..core import catalog
 from . import versions
 from ..core.errors import UsageError
+from . import facts
 from .model import (BACKENDS, BAD_OUTCOMES, OUTCOMES, PLATFORMS, Expectation, Matrix, MatrixFile,
                      Observation, Release, Target, Toolkit, Variant, Where)
 
@@ -24,13 +25,13 @@ except ImportError:  # Python < 3.11
     import tomli as tomllib
 
 BUILTIN_DIR = os.path.join(os.path.dirname(__file__), "data")
-KINDS = ("release", "cuda", "expectation")
+KINDS = ("release", "cuda", "expectation") + facts.KINDS
 TOP_KEYS = set(KINDS) | {"about"}
 
 _ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
 _PTX = re.compile(r"^compute_\d{2,3}[af]?$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_HEADER = re.compile(r"^\s*\[\[\s*(release|cuda|expectation)\s*\]\]")
+_HEADER = re.compile(r"^\s*\[\[\s*(%s)\s*\]\]" % "|".join(KINDS))
 
 RELEASE_KEYS = {"torch", "patches", "python", "default", "glibc", "variants", "source",
                 "manylinux", "released", "unconfirmed", "note"}
@@ -367,13 +368,14 @@ def load(extra_dirs=(), probe_paths=()):
     probes = catalog.known_checks(probe_paths)
     errors = _Errors()
     releases, toolkits, expectations = [], [], []
+    node_facts = {k: [] for k in facts.KINDS}
     for f in files.values():
         data, lines = _read(errors, f)
         if data is None:
             continue
         for key in sorted(set(data) - TOP_KEYS):
-            errors.append("%s: unknown top-level key %r (use [[release]], [[cuda]], "
-                          "[[expectation]] or [about])" % (f.path, key))
+            errors.append("%s: unknown top-level key %r (use %s or [about])"
+                          % (f.path, key, ", ".join("[[%s]]" % k for k in KINDS)))
         for kind in KINDS:
             entries = data.get(kind, [])
             if not isinstance(entries, list):
@@ -389,6 +391,8 @@ def load(extra_dirs=(), probe_paths=()):
                     built, into = _release(errors, where, entry), releases
                 elif kind == "cuda":
                     built, into = _toolkit(errors, where, entry), toolkits
+                elif kind in node_facts:
+                    built, into = facts.parse(errors, where, kind, entry), node_facts[kind]
                 else:
                     built = _expectation(errors, where, entry, os.path.dirname(f.path),
                                          probes)
@@ -396,12 +400,14 @@ def load(extra_dirs=(), probe_paths=()):
                 if built is not None:
                     into.append(built)
     _cross_check(errors, releases, toolkits, expectations)
+    facts.cross_check(errors, node_facts)
     if errors:
         raise MatrixError(errors)
     releases.sort(key=lambda r: Version(r.series))
     toolkits.sort(key=lambda t: Version(t.version))
     return Matrix(tuple(releases), tuple(toolkits), tuple(expectations),
-                  tuple(files.values()))
+                  tuple(files.values()),
+                  facts.NodeFacts(*(tuple(node_facts[k]) for k in facts.KINDS)))
 
 
 def _duplicates(errors, items, key, label):

@@ -255,6 +255,8 @@ class Matrix:
     toolkits: Tuple[Toolkit, ...]
     expectations: Tuple[Expectation, ...]
     files: Tuple[MatrixFile, ...]
+    # GPU generations' driver windows, cuDNN floors, wheel tags, GPU names (facts.py)
+    node: object = None
 
     def release(self, version):
         """The release a torch version belongs to (by major.minor), or None."""
