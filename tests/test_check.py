@@ -106,8 +106,10 @@ def test_glibc_floor():
                (NodeGpu(0, "A100", "sm_80"),))
     answer = precheck.evaluate(m, release, build, old)
     glibc = [c for c in answer.criteria if c.id == "glibc"][0]
-    assert glibc.status == "fail" and glibc.message == "needs glibc ≥ 2.28 (manylinux), " \
-                                                       "found 2.17"
+    assert glibc.status == "fail" and glibc.message == (
+        "needs glibc ≥ 2.28 (manylinux_2_28 wheel), found 2.17: pip finds no wheel for this "
+        "node")
+    assert glibc.source.startswith("PEP 600 (peps.python.org/pep-0600)")
     musl = Node("3.11", "3.11", "Linux", "x86_64", None, None, ())
     answer = precheck.evaluate(m, release, build, musl)
     assert [c.status for c in answer.criteria if c.id == "glibc"] == ["fail"]
@@ -320,3 +322,77 @@ def test_check_never_imports_torch_and_answers_in_under_a_second(tmp_path):
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          cwd=ROOT)
     assert "TORCH=False" in out.stderr
+
+
+# ---- the driver can run the GPU at all: each generation's window, both ends ------------
+# (sm, driver, expected) from NVIDIA's published branches (gpus.toml cites each):
+# Kepler's last branch is R470; Maxwell/Pascal/Volta's R580; Blackwell needs R570+;
+# sm_86 needs R455 (CUDA 11.1), sm_80 R450 (CUDA 11.0), Turing R410 (CUDA 10.0); the
+# Ada/Hopper/sm_103 first branches are unconfirmed, so below them is a warning.
+WINDOWS = [
+    ("sm_37", "470.256.02", "ok"), ("sm_37", "495.29.05", "fail"),
+    ("sm_37", "550.54.15", "fail"), ("sm_35", "470.82.01", "ok"),
+    ("sm_52", "580.95.05", "ok"), ("sm_52", "590.44.01", "fail"),
+    ("sm_61", "580.126.09", "ok"), ("sm_61", "590.48.01", "fail"),
+    ("sm_70", "580.65.06", "ok"), ("sm_70", "595.45.04", "fail"),
+    ("sm_75", "410.48", "ok"), ("sm_75", "396.26", "fail"), ("sm_75", "610.43.02", "ok"),
+    ("sm_80", "450.80.02", "ok"), ("sm_80", "440.33.01", "fail"),
+    ("sm_86", "455.23.05", "ok"), ("sm_86", "450.80.02", "fail"),
+    ("sm_89", "520.61.05", "ok"), ("sm_89", "515.65.01", "warn"),
+    ("sm_90", "520.61.05", "ok"), ("sm_90", "515.65.01", "warn"),
+    ("sm_100", "570.26", "ok"), ("sm_100", "560.35.03", "fail"),
+    ("sm_120", "570.86.16", "ok"), ("sm_120", "565.77", "fail"),
+    ("sm_120", "550.54.15", "fail"), ("sm_120", "535.104.05", "fail"),
+    ("sm_103", "575.51.03", "ok"), ("sm_103", "570.124.06", "warn"),
+]
+
+
+@pytest.mark.parametrize("sm, driver, expected", WINDOWS)
+def test_driver_window_of_each_gpu_generation(sm, driver, expected):
+    m = load()
+    release, build, _ = precheck.resolve(m, torch_pin.parse("torch==2.4.1+cu118"))
+    node = Node("3.11", "3.11", "Linux", "x86_64", "2.36", driver, (NodeGpu(0, "x", sm),),
+                ("python", "driver", "gpus"))
+    answer = precheck.evaluate(m, release, build, node)
+    window = [c for c in answer.criteria if c.id == "gpu_driver"][0]
+    assert window.status == expected, window.message
+    assert bool(window.source) == (expected != "ok")
+
+
+def test_k80_on_a_550_driver_will_not_work_and_says_why():
+    res = check("torch==2.3.1+cu118", "--driver", "550.54.15", "--gpu", "sm_37", *PY311)
+    assert res.code == 1, res.stdout
+    text = " ".join(res.stdout.split())
+    assert "✗ driver/GPU sm_37 (GPU 0, Kepler) is not run by drivers after R470 (Kepler's " \
+           "last branch), found 550.54.15: install a 470.x driver" in text
+    assert "source: NVIDIA, 'Current graphics driver releases'" in text
+    assert "✗ 2.3.1+cu118 will not work here: driver/GPU failed" in text
+
+
+@pytest.mark.parametrize("driver", ["550.54.15", "535.104.05"])
+def test_rtx_5090_needs_r570(driver):
+    res = check("torch==2.7.1+cu128", "--driver", driver, "--gpu", "sm_120", *PY311)
+    assert res.code == 1, res.stdout
+    text = " ".join(res.stdout.split())
+    assert "sm_120 (GPU 0, Blackwell) needs driver branch R570 or newer, found %s" % driver \
+        in text
+    assert "✗ 2.7.1+cu128 will not work here: driver/GPU failed" in text
+    res = check("torch==2.7.1+cu128", "--driver", "570.86.16", "--gpu", "sm_120", *PY311)
+    assert res.code == 0, res.stdout
+
+
+def test_cudnn_floor_below_the_gpu():
+    # 2.4.1+cu118 compiles sm_37 but bundles cuDNN 9.1.0.70, which needs 5.0 (NVIDIA
+    # cuDNN 9.0.0 support matrix); 2.3.1+cu118 bundles 8.7.0.84, whose 3.5 floor is not
+    # confirmed, and says so.
+    res = check("torch==2.4.1+cu118", "--driver", "470.256.02", "--gpu", "sm_37", *PY311)
+    assert res.code == 1, res.stdout
+    text = " ".join(res.stdout.split())
+    assert "✗ cuDNN cuDNN 9.1.0.70 (in 2.4.1+cu118) needs compute capability ≥ sm_50; " \
+           "sm_37 (GPU 0) is below it" in text
+    assert "source: NVIDIA cuDNN Support Matrix 9.0.0" in text
+    assert "✗ 2.4.1+cu118 will not work here: cuDNN failed" in text
+    res = check("torch==2.3.1+cu118", "--driver", "470.256.02", "--gpu", "sm_37", *PY311)
+    assert res.code == 0, res.stdout
+    assert "✓ cuDNN cuDNN 8.7.0.84 supports sm_37 (needs ≥ sm_35) [UNCONFIRMED in the " \
+           "matrix: cuDNN 8.7.0.84 floor]" in " ".join(res.stdout.split())

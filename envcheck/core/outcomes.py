@@ -54,6 +54,7 @@ class ExitCode(enum.IntEnum):
     OK = 0
     FAILED = 1
     USAGE = 2
+    CANNOT_JUDGE = 3  # envcheck check: nothing fails, but the matrix cannot judge it all
     HANGUP = 129  # SIGHUP: the terminal was closed
     INTERRUPTED = 130  # SIGINT, as shells report it
     TERMINATED = 143  # SIGTERM

@@ -50,6 +50,8 @@ def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(
         if pin.where:
             notes = ["%s: %s" % (pin.where, pin.text)] + notes
         answer = evaluate.evaluate(matrix, release, build, node, notes)
+        if answer.cannot_judge:
+            code = ExitCode.CANNOT_JUDGE
         if not answer.works:
             code = ExitCode.FAILED
             alternatives = evaluate.working_builds(matrix, release, build.torch, node,

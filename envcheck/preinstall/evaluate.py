@@ -8,6 +8,7 @@ functions over a ``Matrix`` and a ``node.Node``: nothing here imports torch or p
 """
 
 import dataclasses
+import re
 from typing import Tuple
 
 from packaging.version import Version
@@ -28,6 +29,7 @@ class Criterion:
     message: str
     numbers: dict = dataclasses.field(default_factory=dict)
     unconfirmed: Tuple[str, ...] = ()  # matrix facts it rests on that are UNCONFIRMED
+    source: str = ""  # the public source of the fact a "no" rests on
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +63,11 @@ class Answer:
     @property
     def failed(self):
         return [c for c in self.criteria if c.status == FAIL]
+
+    @property
+    def cannot_judge(self):
+        """Nothing fails, but a criterion the answer needs could not be judged."""
+        return self.works and any(c.status == UNKNOWN for c in self.criteria)
 
 
 def resolve(matrix, pin, cuda=None):
@@ -124,8 +131,16 @@ def _wheel(release, build, variant, node):
     numbers = {"python": node.python, "wheel_pythons": list(release.python),
                "variants": [v.name for v in release.variants]}
     if variant is None and build.variant.startswith("rocm"):
-        return Criterion("wheel", UNKNOWN, "the matrix does not cover ROCm builds (%s)"
-                         % build.variant, numbers)
+        if node.gpus:
+            # A definite no: ROCm builds drive AMD GPUs through HIP; they cannot use
+            # an NVIDIA GPU, whatever else the matrix does not know about them.
+            return Criterion("wheel", FAIL, "%s is a ROCm build, for AMD GPUs; this node has "
+                             "NVIDIA GPUs (%s): pick a CUDA build"
+                             % (build.name, ", ".join(sorted({g.sm for g in node.gpus}))),
+                             numbers)
+        return Criterion("wheel", UNKNOWN, "the matrix does not cover ROCm builds (%s), and "
+                         "this node shows no NVIDIA GPU to rule it out" % build.variant,
+                         numbers)
     if variant is None:
         return Criterion("wheel", FAIL, "torch %s has no %s build (the matrix knows %s)"
                          % (build.torch, build.variant,
@@ -234,18 +249,128 @@ def _gpus(build, variant, node):
     return Criterion("gpu", status, text, numbers, unconfirmed)
 
 
-def _glibc(release, variant, node):
+def _wheel_tag(release, variant):
+    """The manylinux tag of a build's wheels: 'manylinux_2_28', 'manylinux1'."""
+    if variant is not None and variant.glibc and variant.glibc != release.glibc:
+        return "manylinux_%s_%s" % tuple(variant.glibc.split(".")[:2])
+    m = re.search(r"manylinux(1|2010|2014|_\d+_\d+)", release.manylinux or "")
+    return m.group(0) if m else None
+
+
+def _glibc(matrix, release, variant, node):
     floor = release.glibc_for(variant) if variant else release.glibc
-    numbers = {"needs": floor, "found": node.glibc}
-    if node.system != "Linux":
+    tag_name = _wheel_tag(release, variant)
+    tag = matrix.node.wheel_tag(tag_name) if matrix.node and tag_name else None
+    numbers = {"needs": floor, "found": node.glibc, "wheel_tag": tag_name}
+    if node.system != "Linux" and "glibc" not in node.given:
         return Criterion("glibc", SKIP, "not Linux: no glibc floor", numbers)
+    why = "manylinux"
+    source = ""
+    if tag is not None:
+        source = tag.source
+        if versions.driver_tuple(floor) > versions.driver_tuple(tag.glibc):
+            why = "%s wheel, but its binaries need %s" % (tag.tag, floor)
+            source += "; torch %s in releases.toml: %s" % (release.series, release.note)
+        else:
+            why = "%s wheel" % tag.tag
     if not node.glibc:
         return Criterion("glibc", FAIL, "no glibc found (musl?): manylinux wheels need glibc "
-                         "≥ %s" % floor, numbers)
+                         "≥ %s" % floor, numbers, source=source)
     if versions.driver_tuple(node.glibc) < versions.driver_tuple(floor):
-        return Criterion("glibc", FAIL, "needs glibc ≥ %s (manylinux), found %s"
-                         % (floor, node.glibc), numbers)
-    return Criterion("glibc", OK, "needs glibc ≥ %s, found %s" % (floor, node.glibc), numbers)
+        return Criterion("glibc", FAIL, "needs glibc ≥ %s (%s), found %s: pip finds no "
+                         "wheel for this node" % (floor, why, node.glibc), numbers,
+                         source=source)
+    return Criterion("glibc", OK, "needs glibc ≥ %s (%s), found %s"
+                     % (floor, why, node.glibc), numbers)
+
+
+def _by_sm(node):
+    by_sm = {}
+    for g in node.gpus:
+        by_sm.setdefault(g.sm, []).append(g)
+    return {sm: by_sm[sm] for sm in sorted(by_sm, key=sm_tuple)}
+
+
+def _who(gpus):
+    return "GPU %s" % ",".join(str(g.index) for g in gpus)
+
+
+def _gpu_driver(matrix, variant, node):
+    """Can this driver run these GPUs at all? Each generation has a window of driver
+    branches (gpus.toml): a K80 needs R470 or older, an RTX 5090 R570 or newer."""
+    if variant is None or not variant.cuda:
+        return Criterion("gpu_driver", SKIP, "no CUDA build: the driver does not matter")
+    if not node.gpus or not node.driver:
+        return Criterion("gpu_driver", SKIP, "no GPU and driver to check together")
+    branch = versions.driver_tuple(node.driver)[0]
+    status, parts, sources, unconfirmed = OK, [], [], []
+    numbers = {"driver": node.driver, "branch": branch, "windows": {}}
+    for sm, gpus in _by_sm(node).items():
+        gen = matrix.node.generation(sm) if matrix.node else None
+        if gen is None:
+            parts.append("%s (%s): no driver window in the matrix" % (sm, _who(gpus)))
+            continue
+        numbers["windows"][sm] = [gen.first_branch, gen.last_branch]
+        below = gen.first_branch and branch < gen.first_branch
+        above = gen.last_branch and branch > gen.last_branch
+        if below or above:
+            field = "first_branch" if below else "last_branch"
+            weak = field in gen.unconfirmed
+            if weak:  # a "no" resting on an unconfirmed bound only warns
+                status = WARN if status == OK else status
+                unconfirmed.append("%s %s" % (gen.name, field))
+            else:
+                status = FAIL
+            sources.append(gen.source)
+            if below:
+                parts.append("%s (%s, %s) needs driver branch R%d or newer, found %s"
+                             % (sm, _who(gpus), gen.name, gen.first_branch, node.driver))
+            else:
+                parts.append("%s (%s, %s) is not run by drivers after R%d (%s's last "
+                             "branch), found %s: install a %d.x driver"
+                             % (sm, _who(gpus), gen.name, gen.last_branch, gen.name,
+                                node.driver, gen.last_branch))
+        else:
+            parts.append("R%d runs %s (%s: %s)" % (branch, sm, gen.name, _window(gen)))
+    return Criterion("gpu_driver", status, "; ".join(parts), numbers, tuple(unconfirmed),
+                     " | ".join(dict.fromkeys(sources)))
+
+
+def _window(gen):
+    if gen.first_branch and gen.last_branch:
+        return "R%d–R%d" % (gen.first_branch, gen.last_branch)
+    if gen.first_branch:
+        return "R%d and later" % gen.first_branch
+    return "up to R%d" % gen.last_branch if gen.last_branch else "any driver"
+
+
+def _cudnn(matrix, build, variant, node):
+    """cuDNN's own floor: a wheel may compile sm_37 and still bundle a cuDNN that
+    refuses it (cudnn.toml)."""
+    if variant is None or not variant.cuda:
+        return Criterion("cudnn", SKIP, "no CUDA build: no cuDNN")
+    if not node.gpus:
+        return Criterion("cudnn", SKIP, "no GPU to check")
+    floor = matrix.node.cudnn_floor(variant.cudnn) if matrix.node else None
+    if not variant.cudnn or floor is None:
+        return Criterion("cudnn", SKIP, "the matrix knows no cuDNN floor for %s's cuDNN (%s)"
+                         % (build.name, variant.cudnn or "unknown"))
+    numbers = {"cudnn": variant.cudnn, "min_sm": floor.min_sm}
+    unconfirmed = ("cuDNN %s floor" % variant.cudnn,) if floor.unconfirmed else ()
+    if variant.is_unconfirmed("cudnn"):
+        unconfirmed += ("%s's cuDNN version" % build.name,)
+    below = [(sm, gpus) for sm, gpus in _by_sm(node).items()
+             if sm_tuple(sm) < sm_tuple(floor.min_sm)]
+    if below:
+        return Criterion("cudnn", WARN if floor.unconfirmed else FAIL,
+                         "cuDNN %s (in %s) needs compute capability ≥ %s; %s below it: "
+                         "every cuDNN call (convolutions, RNNs) fails"
+                         % (variant.cudnn, build.name, floor.min_sm,
+                            ", ".join("%s (%s) is" % (sm, _who(g)) for sm, g in below)),
+                         numbers, unconfirmed, floor.source)
+    return Criterion("cudnn", OK, "cuDNN %s supports %s (needs ≥ %s)"
+                     % (variant.cudnn, ", ".join(_by_sm(node)), floor.min_sm), numbers,
+                     unconfirmed)
 
 
 def _issues(matrix, build, node):
@@ -267,7 +392,8 @@ def evaluate(matrix, release, build, node, notes=()):
     variant = release.variant(build.variant)
     issues_criterion, issues = _issues(matrix, build, node)
     criteria = (_wheel(release, build, variant, node), _driver(matrix, build, variant, node),
-                _gpus(build, variant, node), _glibc(release, variant, node),
+                _gpu_driver(matrix, variant, node), _gpus(build, variant, node),
+                _cudnn(matrix, build, variant, node), _glibc(matrix, release, variant, node),
                 issues_criterion)
     return Answer(build, criteria, issues, tuple(notes))
 

@@ -6,7 +6,8 @@ import textwrap
 from .evaluate import FAIL, INDEX_URL, OK, SKIP, UNKNOWN, WARN
 
 GLYPH = {OK: "✓", FAIL: "✗", WARN: "!", SKIP: "-", UNKNOWN: "?"}
-LABEL = {"wheel": "wheel", "driver": "driver", "gpu": "GPU arch", "glibc": "glibc",
+LABEL = {"wheel": "wheel", "driver": "driver", "gpu_driver": "driver/GPU",
+         "gpu": "GPU arch", "cudnn": "cuDNN", "glibc": "glibc",
          "known_issues": "known issues"}
 CHECK_SCHEMA_VERSION = 1
 
@@ -29,8 +30,13 @@ def _criterion_lines(c, width):
     text = c.message
     if c.unconfirmed:
         text += " [UNCONFIRMED in the matrix: %s]" % ", ".join(c.unconfirmed)
-    return textwrap.wrap(text, width, initial_indent="  " + label,
-                         subsequent_indent=" " * (len(label) + 2))
+    out = textwrap.wrap(text, width, initial_indent="  " + label,
+                        subsequent_indent=" " * (len(label) + 2))
+    if c.source and c.status in (FAIL, WARN):  # a "no" names the fact's source
+        out += textwrap.wrap("source: " + c.source, width,
+                             initial_indent=" " * (len(label) + 2),
+                             subsequent_indent=" " * (len(label) + 4))
+    return out
 
 
 def _issue_lines(e, width):
@@ -138,7 +144,8 @@ def _answer_dict(a):
     return {"torch": a.build.torch, "variant": a.build.variant, "build": a.build.name,
             "default_pypi_build": a.build.default, "pip": a.build.pip, "works": a.works,
             "criteria": [{"id": c.id, "status": c.status, "message": c.message,
-                          "numbers": c.numbers, "unconfirmed": list(c.unconfirmed)}
+                          "numbers": c.numbers, "unconfirmed": list(c.unconfirmed),
+                          "source": c.source}
                          for c in a.criteria],
             "known_issues": [e.to_dict() for e in a.known_issues],
             "notes": list(a.notes)}
