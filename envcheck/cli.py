@@ -267,6 +267,9 @@ def check(
                                   help="Plan for this GPU (repeatable) instead of this node's."),
     python_version: Optional[str] = typer.Option(None, "--python-version", metavar="X.Y",
                                                  help="Plan for this Python (3.13t: free-threaded)."),
+    glibc: Optional[str] = typer.Option(None, "--glibc", metavar="X.Y",
+                                        help="Plan for this glibc (2.17: CentOS 7) instead of "
+                                             "this node's."),
     suggest: bool = typer.Option(False, "--suggest",
                                  help="List the newest torch builds that will work here, with "
                                       "the pip command."),
@@ -277,7 +280,7 @@ def check(
     from .preinstall import command as check_command, render as render_check
 
     result = check_command.run(requirement, requirements_file, cuda, driver, tuple(gpu),
-                               python_version, suggest, tuple(matrix_dir))
+                               python_version, suggest, tuple(matrix_dir), glibc)
     from .core import redact
 
     sys.stdout.write(redact.text(render_check.to_json(result) if as_json

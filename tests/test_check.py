@@ -396,3 +396,145 @@ def test_cudnn_floor_below_the_gpu():
     assert res.code == 0, res.stdout
     assert "✓ cuDNN cuDNN 8.7.0.84 supports sm_37 (needs ≥ sm_35) [UNCONFIRMED in the " \
            "matrix: cuDNN 8.7.0.84 floor]" in " ".join(res.stdout.split())
+
+
+# ---- a 470-series driver: nvidia-smi refuses compute_cap ------------------------------
+
+# What an R470 nvidia-smi does with a field it does not know (compute_cap came in R510):
+# it prints this line and a blank one on stdout and exits 2 (huggingface/candle#733 on
+# 470.182.03; NVIDIA/TensorRT-LLM#735 on 470.82.01; CoHDI/composable-resource-operator#37
+# shows the exit code and the blank line).
+SMI_470 = r'''#!{python}
+import sys
+GPUS = {gpus!r}
+KNOWN = ("timestamp", "driver_version", "count", "name", "gpu_name", "serial", "uuid",
+         "index", "pci.bus_id", "memory.total", "memory.used", "memory.free")
+query = [a for a in sys.argv[1:] if a.startswith("--query-gpu=")]
+if not query:
+    print("NVIDIA-SMI 470.82.01   Driver Version: 470.82.01   CUDA Version: 11.4")
+    sys.exit(0)
+fields = query[0].split("=", 1)[1].split(",")
+for f in fields:
+    if f not in KNOWN:
+        print('Field "%s" is not a valid field to query.' % f)
+        print()
+        sys.exit(2)
+for i, (name, memory) in enumerate(GPUS):
+    row = {{"index": str(i), "name": name, "gpu_name": name, "driver_version": "470.82.01",
+           "memory.total": memory, "count": str(len(GPUS))}}
+    print(", ".join(row.get(f, "[N/A]") for f in fields))
+'''
+
+
+def fake_smi_470(tmp_path, gpus):
+    d = tmp_path / "bin470"
+    d.mkdir()
+    exe = d / "nvidia-smi"
+    exe.write_text(SMI_470.format(python=sys.executable, gpus=gpus))
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    # PYTHONNOUSERSITE: no nvidia-ml-py from elsewhere; NVML is not what is under test
+    return {"PATH": "%s%s%s" % (d, os.pathsep, os.environ.get("PATH", ""))}
+
+
+def test_nvidia_smi_of_a_470_driver_is_read_without_compute_cap(tmp_path):
+    import subprocess
+    env = fake_smi_470(tmp_path, [("NVIDIA A100-SXM4-40GB", "40536")] * 2)
+    refused = subprocess.run(["nvidia-smi", "--query-gpu=index,compute_cap",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             env={**os.environ, **env})
+    assert (refused.returncode, refused.stdout) == (
+        2, 'Field "compute_cap" is not a valid field to query.\n\n')
+    # The README's own example node: 470.82.01 runs cu118 builds, not cu121+.
+    res = check("torch==2.4.1+cu118", *PY311, env=env)
+    assert res.code == 0, res.stdout + res.stderr
+    assert "driver 470.82.01, GPUs: 2× NVIDIA A100-SXM4-40GB sm_80" in res.stdout
+    assert "note: nvidia-smi 470.82.01 cannot report compute capability: taken from the " \
+           "GPU's name (matrix/gpus.toml)" in " ".join(res.stdout.split())
+    res = check("torch==2.4.1", *PY311, env=env)
+    assert res.code == 1
+    assert "cu121 needs driver ≥ 525.60.13 (CUDA 12.x minor-version compatibility), found " \
+           "470.82.01" in " ".join(res.stdout.split())
+
+
+def test_470_node_with_a_k80(tmp_path):
+    env = fake_smi_470(tmp_path, [("Tesla K80", "11441")] * 4)
+    res = check("torch==2.3.1+cu118", *PY311, env=env)
+    assert res.code == 0, res.stdout + res.stderr
+    assert "GPUs: 4× Tesla K80 sm_37" in res.stdout
+    assert "sm_37 (GPU 0,1,2,3) is compiled in" in " ".join(res.stdout.split())
+
+
+def test_470_gpu_the_name_table_does_not_know_is_one_line_exit_2(tmp_path):
+    env = fake_smi_470(tmp_path, [("NVIDIA Mystery Board", "1024")])
+    res = check("torch==2.3.1+cu118", *PY311, env=env)
+    assert res.code == 2
+    assert res.stderr == (
+        "envcheck: error: nvidia-smi 470.82.01 cannot report compute capability (drivers "
+        "before R510 refuse compute_cap) and GPU 0 'NVIDIA Mystery Board' is not in "
+        "envcheck's GPU name table: pip install nvidia-ml-py (NVML reports it), or give "
+        "--gpu sm_XY\n")
+    res = check("torch==2.3.1+cu118", *PY311, "--gpu", "sm_86", env=env)
+    assert res.code == 0, res.stderr
+
+
+def test_run_counts_the_gpus_of_a_470_driver(tmp_path):
+    env = fake_smi_470(tmp_path, [("Tesla V100-SXM2-32GB", "32510")] * 3)
+    out = tmp_path / "r.json"
+    res = run_cli("run", "-p", "launch", "--backend", "gloo", "--json", str(out), "-q",
+                  env=env)
+    data = json.loads(out.read_text())
+    assert data["plan"]["nproc"] == 3, res.stdout + res.stderr
+    assert not any("GPU" in n for n in data["plan"]["notes"]), data["plan"]["notes"]
+
+
+def test_glibc_option_plans_for_centos7():
+    res = check("torch==2.7.1", "--glibc", "2.17", "--driver", "560.35.03", *A100, *PY311)
+    assert res.code == 1
+    text = " ".join(res.stdout.split())
+    assert "glibc 2.17 (given)" in text
+    assert "✗ glibc needs glibc ≥ 2.28 (manylinux_2_28 wheel), found 2.17: pip finds no " \
+           "wheel for this node source: PEP 600 (peps.python.org/pep-0600)" in text
+    # 2.5.1 is the newest release whose default build runs on glibc 2.17 (manylinux1 tag,
+    # GLIBC_2.17 binaries).
+    res = check("torch==2.5.1", "--glibc", "2.17", "--driver", "560.35.03", *A100, *PY311)
+    assert res.code == 0, res.stdout
+    res = check("torch==2.5.1", "--glibc", "centos7", *A100, *PY311)
+    assert (res.code, res.stderr) == (
+        2, "envcheck: error: --glibc 'centos7': give a glibc version like 2.17\n")
+
+
+# NVIDIA's binding as an R470 node answers it: the module nvidia-ml-py installs, with the
+# calls discovery makes, answering for two K80s on 470.82.01 (NVML has reported compute
+# capability since long before R470; nvidia-smi's compute_cap came in R510).
+FAKE_PYNVML = '''
+class NVMLError(Exception):
+    pass
+def nvmlInit(): pass
+def nvmlShutdown(): pass
+def nvmlSystemGetDriverVersion(): return b"470.82.01"
+def nvmlDeviceGetCount(): return 2
+def nvmlDeviceGetHandleByIndex(i): return i
+def nvmlDeviceGetName(h): return b"Tesla K80"
+def nvmlDeviceGetCudaComputeCapability(h): return (3, 7)
+class _Mem:
+    total = 11996954624
+def nvmlDeviceGetMemoryInfo(h): return _Mem()
+'''
+
+
+def test_nvml_is_asked_first(tmp_path):
+    (tmp_path / "pynvml.py").write_text(FAKE_PYNVML)
+    env = {"PYTHONPATH": "%s%s%s" % (tmp_path, os.pathsep, ROOT), "PATH": "/nonexistent"}
+    res = check("torch==2.3.1+cu118", *PY311, env=env)
+    assert res.code == 0, res.stdout + res.stderr
+    assert "driver 470.82.01, GPUs: 2× Tesla K80 sm_37" in res.stdout
+    assert "nvidia-smi" not in res.stdout
+
+
+def test_nvml_without_its_library_falls_back_to_nvidia_smi(tmp_path):
+    pytest.importorskip("pynvml")  # the real nvidia-ml-py; no libnvidia-ml on this machine
+    env = fake_smi_470(tmp_path, [("Tesla K80", "11441")])
+    res = check("torch==2.3.1+cu118", *PY311, env=env)
+    assert res.code == 0, res.stdout + res.stderr
+    assert "note: NVML did not start (NVML Shared Library Not Found)" in res.stdout
+    assert "GPUs: 1× Tesla K80 sm_37" in res.stdout

@@ -25,7 +25,7 @@ class Result:
 
 
 def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(),
-        python_version=None, suggest=False, matrix_dirs=()):
+        python_version=None, suggest=False, matrix_dirs=(), glibc=None):
     started = time.monotonic()
     if requirement and requirements_file:
         raise UsageError("give a requirement or -r FILE, not both")
@@ -43,7 +43,8 @@ def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(
         release, build, notes = evaluate.resolve(matrix, pin, cuda)
     elif cuda is not None:
         raise UsageError("--cuda needs a requirement to apply to")
-    node = node_mod.read(python_version, driver, gpus)
+    node = node_mod.read(python_version, driver, gpus, glibc=glibc,
+                         resolve_name=lambda name: matrix.node.model_sm(name)[0])
     answer, alternatives, suggestions = None, [], None
     code = ExitCode.OK
     if pin is not None:

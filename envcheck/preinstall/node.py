@@ -1,8 +1,9 @@
 """This node, as a pre-install check sees it: Python, glibc, OS/arch, driver and GPUs.
 
-Read without torch (nvidia-smi's CSV query, ``os.confstr``, ``platform``), each value
-overridable (``--python-version``, ``--driver``, ``--gpu``) to plan for another node.
-nvidia-smi is not run at all when both the driver and the GPUs are given.
+Read without torch (NVML or nvidia-smi: ``discovery.py``; ``os.confstr``, ``platform``),
+each value overridable (``--python-version``, ``--driver``, ``--gpu``, ``--glibc``) to
+plan for another node. The GPUs are not looked up at all when both the driver and the
+GPUs are given.
 """
 
 import dataclasses
@@ -15,7 +16,7 @@ from typing import Optional, Tuple
 
 from ..matrix import versions
 from ..matrix.versions import sm_tuple
-from . import nvidia_smi
+from . import discovery, nvidia_smi
 from ..core.errors import UsageError
 from ..core.host import glibc_version as _glibc  # the ranks report glibc the same way
 
@@ -75,8 +76,19 @@ def _this_python():
     return "%d.%d%s" % (v.major, v.minor, "t" if free else ""), platform.python_version()
 
 
-def read(python_version=None, driver=None, gpus=(), nvidia_smi_exe="nvidia-smi"):
-    """This node with the given overrides; UsageError when nvidia-smi is broken."""
+def _capability(resolve_name):
+    """name -> "8.0" from the matrix's GPU name table (gpus.toml), or None."""
+    def resolve(name):
+        sm = resolve_name(name) if resolve_name else None
+        return "%d.%d" % sm_tuple(sm) if sm else None
+    return resolve
+
+
+def read(python_version=None, driver=None, gpus=(), nvidia_smi_exe="nvidia-smi",
+         glibc=None, resolve_name=None):
+    """This node with the given overrides; UsageError when nvidia-smi is broken.
+    resolve_name(name) -> "sm_80": the matrix's GPU name table, for drivers whose
+    nvidia-smi cannot report compute capability."""
     given, notes = [], []
     if python_version:
         try:
@@ -95,19 +107,41 @@ def read(python_version=None, driver=None, gpus=(), nvidia_smi_exe="nvidia-smi")
     node_gpus = tuple(NodeGpu(i, "--gpu", parse_gpu(g)) for i, g in enumerate(gpus))
     if gpus:
         given.append("gpus")
+    if glibc:
+        try:
+            versions.driver_tuple(glibc)
+            if not re.match(r"^\d+\.\d+$", glibc.strip()):
+                raise ValueError
+        except ValueError:
+            raise UsageError("--glibc %r: give a glibc version like 2.17" % glibc) from None
+        given.append("glibc")
     if not (driver and gpus):
         try:
-            found = nvidia_smi.query(nvidia_smi_exe)
+            found = discovery.discover(_capability(resolve_name), nvidia_smi_exe)
         except nvidia_smi.NvidiaSmiError as exc:
             raise UsageError("%s. Fix the driver install, or plan without it: "
                              "--driver VERSION --gpu sm_XY" % exc) from None
-        if not found:
+        notes += found.notes
+        if not found.gpus:
             notes.append("no nvidia-smi on PATH: no NVIDIA GPU" if not
                          shutil.which(nvidia_smi_exe) else "nvidia-smi lists no GPU")
-        if not gpus:
-            node_gpus = tuple(NodeGpu(g.index, g.name, g.sm) for g in found)
+        elif not gpus:
+            unknown = [g for g in found.gpus if g.sm is None]
+            if unknown:
+                g = unknown[0]
+                raise UsageError(
+                    "nvidia-smi %s cannot report compute capability (drivers before R510 "
+                    "refuse compute_cap) and GPU %d %r is not in envcheck's GPU name table: "
+                    "pip install nvidia-ml-py (NVML reports it), or give --gpu sm_XY"
+                    % (g.driver, g.index, g.name))
+            node_gpus = tuple(NodeGpu(g.index, g.name, g.sm) for g in found.gpus)
+            via = {g.capability_from for g in found.gpus}
+            if "GPU name table" in via:
+                notes.append("nvidia-smi %s cannot report compute capability: taken from "
+                             "the GPU's name (matrix/gpus.toml)" % found.gpus[0].driver)
         if not driver:
-            driver = found[0].driver if found else None
-    return Node(python, python_full, platform.system(), platform.machine(), _glibc(),
-                driver, node_gpus, tuple(given), tuple(notes))
+            driver = found.gpus[0].driver if found.gpus else None
+    return Node(python, python_full, platform.system(), platform.machine(),
+                glibc.strip() if glibc else _glibc(), driver, node_gpus, tuple(given),
+                tuple(notes))
 

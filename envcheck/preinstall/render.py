@@ -20,9 +20,10 @@ def node_line(node):
         gpus.setdefault((g.name, g.sm), []).append(g.index)
     gpu_text = ", ".join("%d× %s %s" % (len(ix), name, sm) if name != "--gpu" else
                          "%d× %s" % (len(ix), sm) for (name, sm), ix in gpus.items())
-    return "%s %s, Python %s%s, glibc %s, driver %s%s, GPUs: %s%s" % (
+    return "%s %s, Python %s%s, glibc %s%s, driver %s%s, GPUs: %s%s" % (
         node.system, node.machine, node.python_full, mark("python"), node.glibc or "none",
-        node.driver or "none", mark("driver"), gpu_text or "none", mark("gpus"))
+        mark("glibc"), node.driver or "none", mark("driver"), gpu_text or "none",
+        mark("gpus"))
 
 
 def _criterion_lines(c, width):

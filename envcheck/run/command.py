@@ -8,7 +8,7 @@ from .. import __version__
 from ..core import catalog, plan as plan_mod
 from ..core.errors import UsageError
 from ..core import outcomes
-from ..preinstall import nvidia_smi
+from ..preinstall import discovery, nvidia_smi
 from ..report.model import Report
 from . import interpreter, merge
 from .supervisor import supervise
@@ -70,7 +70,7 @@ def make_plan(opts):
                              % (flag, value, plan_mod.MAX_TIMEOUT))
     notes = []
     try:
-        gpus = nvidia_smi.query()
+        gpus = discovery.discover().gpus  # NVML, else nvidia-smi (R470 included)
     except nvidia_smi.NvidiaSmiError as exc:
         gpus = []
         notes.append("%s; counting 0 GPUs" % exc)
