@@ -276,7 +276,13 @@ def check(
     as_json: bool = typer.Option(False, "--json", help="Print the answer as JSON."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
 ):
-    """Will this torch wheel work on this node? Instant, from the matrix; no torch needed."""
+    """Will this torch wheel work on this node? Instant, from the matrix; no torch needed.
+
+    Exit codes: 0 will work; 1 will not work (or, with only --suggest, no build will);
+    2 bad input, or an nvidia-smi that is there but broken; 3 cannot judge: nothing
+    fails, but the matrix lacks a fact the answer needs (a ROCm build on a node with no
+    GPU, a node that is not Linux x86_64).
+    """
     from .preinstall import command as check_command, render as render_check
 
     result = check_command.run(requirement, requirements_file, cuda, driver, tuple(gpu),

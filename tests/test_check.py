@@ -538,3 +538,61 @@ def test_nvml_without_its_library_falls_back_to_nvidia_smi(tmp_path):
     assert res.code == 0, res.stdout + res.stderr
     assert "note: NVML did not start (NVML Shared Library Not Found)" in res.stdout
     assert "GPUs: 1× Tesla K80 sm_37" in res.stdout
+
+
+# ---- pins as pip reads them; a node without GPUs; ROCm --------------------------------
+
+@pytest.mark.parametrize("pin, build, note", [
+    ("torch==2.4", "2.4.0+cu121", "torch==2.4 is torch 2.4.0, as pip reads it"),
+    ("torch==2.4.0", "2.4.0+cu121", None),
+    ("torch~=2.4.0", "2.4.1+cu121",
+     "torch~=2.4.0 resolves to 2.4.1, the newest release the matrix knows in that range"),
+    ("torch<2.5", "2.4.1+cu121",
+     "torch<2.5 resolves to 2.4.1, the newest release the matrix knows in that range"),
+    ("torch>=2.3,<2.6", "2.5.1+cu124",
+     "torch>=2.3,<2.6 resolves to 2.5.1, the newest release the matrix knows in that range"),
+])
+def test_pins_as_pip_reads_them(pin, build, note):
+    res = check(pin, "--driver", "535.104.05", *A100, *PY311)
+    assert res.code == 0, res.stdout + res.stderr
+    assert "%s on this node:" % build in res.stdout
+    notes = [line for line in res.stdout.splitlines() if line.startswith("note: ")]
+    assert notes == (["note: " + note] if note else [])
+    assert "will work here: pip install torch==%s\n" % build.split("+")[0] in res.stdout
+
+
+def no_gpu_env(tmp_path):
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    # no nvidia-smi on PATH and no NVIDIA binding: a node without NVIDIA GPUs
+    (tmp_path / "pynvml.py").write_text("raise ImportError('no nvidia-ml-py here')\n")
+    return {"PATH": str(empty), "PYTHONPATH": "%s%s%s" % (tmp_path, os.pathsep, ROOT)}
+
+
+def test_cpu_only_node_gets_the_cpu_wheel(tmp_path):
+    env = no_gpu_env(tmp_path)
+    res = check("torch==2.13.0", *PY311, env=env)
+    assert res.code == 0, res.stdout + res.stderr
+    assert "GPUs: none" in res.stdout
+    assert "note: no nvidia-smi on PATH: no NVIDIA GPU" in res.stdout
+    assert res.stdout.endswith(
+        "✓ 2.13.0+cu130 will work here, on CPU only (no NVIDIA GPU): install the CPU build, "
+        "without gigabytes of CUDA libraries: pip install torch==2.13.0 --index-url "
+        "https://download.pytorch.org/whl/cpu\n")
+    res = check("--suggest", *PY311, env=env)
+    lines = [line.split()[0] for line in res.stdout.splitlines() if line.startswith("  2.")]
+    assert lines == ["2.15.0+cpu", "2.14.1+cpu", "2.13.0+cpu", "2.12.1+cpu", "2.11.0+cpu"]
+    assert "--index-url https://download.pytorch.org/whl/cpu" in res.stdout
+
+
+def test_rocm_pin(tmp_path):
+    # On an NVIDIA node a ROCm build is a definite no, whatever the matrix lacks on ROCm.
+    res = check("torch==2.6.0+rocm6.1", "--driver", "560.35.03", *A100, *PY311)
+    assert res.code == 1, res.stdout
+    assert "✗ wheel 2.6.0+rocm6.1 is a ROCm build, for AMD GPUs; this node has NVIDIA " \
+           "GPUs (sm_80): pick a CUDA build" in " ".join(res.stdout.split())
+    assert "✗ 2.6.0+rocm6.1 will not work here: wheel failed" in res.stdout
+    # With no NVIDIA GPU to rule it out, the matrix cannot judge it: exit 3, said so.
+    res = check("torch==2.6.0+rocm6.1", *PY311, env=no_gpu_env(tmp_path))
+    assert res.code == 3, res.stdout
+    assert "? 2.6.0+rocm6.1: nothing fails, but the matrix cannot judge wheel" in res.stdout

@@ -19,6 +19,7 @@ class Result:
     alternatives: list
     suggestions: Optional[list]
     matrix_files: list
+    cpu_instead: Optional[evaluate.Build]  # no GPU here: install this CPU build instead
     exit_code: ExitCode
     seconds: float
     envcheck_version: str = __version__
@@ -45,7 +46,7 @@ def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(
         raise UsageError("--cuda needs a requirement to apply to")
     node = node_mod.read(python_version, driver, gpus, glibc=glibc,
                          resolve_name=lambda name: matrix.node.model_sm(name)[0])
-    answer, alternatives, suggestions = None, [], None
+    answer, alternatives, suggestions, cpu_instead = None, [], None, None
     code = ExitCode.OK
     if pin is not None:
         if pin.where:
@@ -53,6 +54,8 @@ def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(
         answer = evaluate.evaluate(matrix, release, build, node, notes)
         if answer.cannot_judge:
             code = ExitCode.CANNOT_JUDGE
+        if answer.works:
+            cpu_instead = evaluate.cpu_build(release, build, node)
         if not answer.works:
             code = ExitCode.FAILED
             alternatives = evaluate.working_builds(matrix, release, build.torch, node,
@@ -62,5 +65,5 @@ def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(
         if pin is None and not suggestions:
             code = ExitCode.FAILED
     return Result(pin.text if pin else None, node, answer, alternatives, suggestions,
-                  [f.path for f in matrix.files if not f.builtin], code,
+                  [f.path for f in matrix.files if not f.builtin], cpu_instead, code,
                   round(time.monotonic() - started, 3))

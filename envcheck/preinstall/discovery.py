@@ -57,8 +57,10 @@ def nvml():
 def discover(resolve_name=None, executable="nvidia-smi"):
     """This node's GPUs; NvidiaSmiError when nvidia-smi is there but broken."""
     gpus, note = nvml()
-    notes = (note,) if note else ()
     if gpus is not None:
-        return Discovery(tuple(gpus), "NVML", notes)
+        return Discovery(tuple(gpus), "NVML")
     found = nvidia_smi.query(executable, resolve_name=resolve_name)
+    # Why NVML was passed over matters only where there are GPUs: on a node without an
+    # NVIDIA driver, "no libnvidia-ml" is the expected state, not news.
+    notes = (note,) if note and found else ()
     return Discovery(tuple(found), "nvidia-smi" if found else "none", notes)

@@ -94,6 +94,12 @@ def resolve(matrix, pin, cuda=None):
                          "own passed with --matrix DIR"
                          % (public, _known_summary(matrix), versions.series(public)))
     base = public.base_version if public.is_prerelease else str(public)
+    # pip compares versions, not strings: ==2.4 is 2.4.0 (PEP 440 zero-padding).
+    same = next((p for p in release.patches if Version(p) == Version(base)), None)
+    if same and same != base:
+        notes.append("%s is torch %s, as pip reads it" % (pin.text, same))
+        public = Version(same) if not public.is_prerelease else public
+        base = same
     if base not in release.patches:
         raise UsageError("torch %s is not in the matrix: of the %s series it knows %s. If "
                          "%s exists, add it to that release's patches (see docs/matrix.md: "
@@ -398,20 +404,35 @@ def evaluate(matrix, release, build, node, notes=()):
     return Answer(build, criteria, issues, tuple(notes))
 
 
-def _candidate_variants(release):
+def _candidate_variants(release, cpu_first=False):
     def order(v):
+        if v.name == "cpu" and cpu_first:
+            return (-1, 0)
         if v.name == release.default_variant:
             return (0, 0)
         if v.cuda:
             return (1, -Version(v.cuda).release[0] * 100 - Version(v.cuda).release[1])
         return (2, 0)
-    return [v for v in sorted(release.variants, key=order) if not v.is_unconfirmed("exists")]
+    # On a node without GPUs the CPU build is the one to install, even though the
+    # matrix could not re-verify download.pytorch.org/whl/cpu for every release (it
+    # says so: [UNCONFIRMED ...]); elsewhere only builds known to exist are offered.
+    return [v for v in sorted(release.variants, key=order)
+            if not v.is_unconfirmed("exists") or (cpu_first and v.name == "cpu")]
+
+
+def cpu_build(release, build, node):
+    """The CPU build to install instead of a CUDA one on a node with no NVIDIA GPU (the
+    CUDA wheels pull gigabytes of CUDA libraries that would never run); None otherwise."""
+    if node.gpus or "gpus" in node.given or build.variant == "cpu" \
+            or not build.variant.startswith("cu") or release.variant("cpu") is None:
+        return None
+    return Build(build.torch, "cpu", False)
 
 
 def working_builds(matrix, release, patch, node, exclude=None):
     """Builds of one torch version that pass every criterion here, best first."""
     out = []
-    for v in _candidate_variants(release):
+    for v in _candidate_variants(release, cpu_first=not node.gpus):
         if v.name == exclude or (node.gpus and not v.cuda):
             continue
         build = Build(patch, v.name, v.name == release.default_variant)

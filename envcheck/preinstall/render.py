@@ -104,6 +104,10 @@ def _answer_lines(result, width):
     if a.works and unknown:
         out.append("? %s: nothing fails, but the matrix cannot judge %s: %s"
                    % (a.build.name, ", ".join(unknown), a.build.pip))
+    elif a.works and result.cpu_instead:
+        out.append("✓ %s will work here, on CPU only (no NVIDIA GPU): install the CPU "
+                   "build, without gigabytes of CUDA libraries: %s"
+                   % (a.build.name, result.cpu_instead.pip))
     elif a.works:
         out.append("✓ %s will work here: %s" % (a.build.name, a.build.pip))
     else:
@@ -123,7 +127,7 @@ def _suggestion_lines(result, width):
     out = ["", "Newest torch builds that will work here:" if result.suggestions
            else "No torch build in the matrix will work here."]
     cpu_only = not result.node.gpus
-    if cpu_only and result.suggestions:
+    if cpu_only and any(s.build.variant != "cpu" for s in result.suggestions or ()):
         out.append("  (no NVIDIA GPU here: these CUDA builds run on CPU only; the smaller "
                    "CPU wheels are at %s)" % (INDEX_URL % "cpu"))
     for s in result.suggestions:
@@ -160,6 +164,8 @@ def to_json(result):
             "alternatives": [_answer_dict(b) for b in result.alternatives],
             "suggestions": None if result.suggestions is None else
             [_answer_dict(s) for s in result.suggestions],
+            "cpu_instead": None if result.cpu_instead is None else
+            {"build": result.cpu_instead.name, "pip": result.cpu_instead.pip},
             "matrix": result.matrix_files, "exit_code": int(result.exit_code),
             "seconds": result.seconds}
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
