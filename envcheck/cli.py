@@ -273,7 +273,12 @@ def check(
     suggest: bool = typer.Option(False, "--suggest",
                                  help="List the newest torch builds that will work here, with "
                                       "the pip command."),
-    as_json: bool = typer.Option(False, "--json", help="Print the answer as JSON."),
+    json_path: Optional[str] = typer.Option(
+        None, "--json", metavar="PATH",
+        help="Also write the answer, with this node's host name (ENVCHECK_HOST overrides "
+             "it), to PATH as JSON (atomically): one file per node, for 'envcheck "
+             "summary'."),
+    fmt: str = typer.Option("text", "--format", help="What to print: text or json."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
 ):
     """Will this torch wheel work on this node? Instant, from the matrix; no torch needed.
@@ -283,14 +288,25 @@ def check(
     fails, but the matrix lacks a fact the answer needs (a ROCm build on a node with no
     GPU, a node that is not Linux x86_64).
     """
+    from .core import redact
     from .preinstall import command as check_command, render as render_check
 
+    if fmt not in ("text", "json"):
+        raise UsageError("--format %r: choose text or json" % fmt)
+    if json_path:
+        from .report.model import check_writable
+        check_writable(json_path)
     result = check_command.run(requirement, requirements_file, cuda, driver, tuple(gpu),
                                python_version, suggest, tuple(matrix_dir), glibc)
-    from .core import redact
-
-    sys.stdout.write(redact.text(render_check.to_json(result) if as_json
-                                 else render_check.render(result, width=terminal_width())))
+    data = redact.text(render_check.to_json(result))
+    if json_path:
+        from .core.atomic import write_atomic
+        try:
+            write_atomic(json_path, data)
+        except OSError as exc:
+            raise UsageError("cannot write %s: %s" % (json_path, exc.strerror or exc)) from None
+    sys.stdout.write(data if fmt == "json"
+                     else redact.text(render_check.render(result, width=terminal_width())))
     raise typer.Exit(int(result.exit_code))
 
 

@@ -242,11 +242,12 @@ def test_suggest_when_nothing_works():
 
 
 def test_json_answer():
-    res = check("torch==2.4.1+cu124", "--driver", "470.82.01", *A100, *PY311, "--json",
-                "--suggest")
+    res = check("torch==2.4.1+cu124", "--driver", "470.82.01", *A100, *PY311, "--format",
+                "json", "--suggest", env={"ENVCHECK_HOST": "node17"})
     assert res.code == 1
     data = json.loads(res.stdout)
     assert data["kind"] == "envcheck-check" and data["exit_code"] == 1
+    assert data["host"] == "node17"
     answer = data["answer"]
     assert answer["build"] == "2.4.1+cu124" and answer["works"] is False
     driver = [c for c in answer["criteria"] if c["id"] == "driver"][0]

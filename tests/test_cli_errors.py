@@ -219,7 +219,7 @@ def test_requirements_files_as_editors_and_pip_compile_write_them(tmp_path):
     hashed.write_text("torch==2.4.1+cu121 \\\n    --hash=sha256:abc \\\n    --hash=sha256:def\n"
                       "numpy==1.26.4 --hash=sha256:0123\n")
     for path in (bom, hashed):
-        res = run_cli("check", "-r", str(path), "--json")
+        res = run_cli("check", "-r", str(path), "--format", "json")
         assert (res.code, res.stderr) == (0, "")  # an answer (no GPU here: it works), not an error
         assert json.loads(res.stdout)["answer"]["build"] == "2.4.1+cu121"
 

@@ -1,6 +1,7 @@
 """``envcheck check`` as a library call: options in, ``Result`` out, nothing printed."""
 
 import dataclasses
+import datetime
 import time
 from typing import Optional
 
@@ -8,6 +9,7 @@ from .. import __version__
 from ..matrix import load as matrix_load
 from . import evaluate, node as node_mod, pins
 from ..core.errors import UsageError
+from ..core.host import host_name
 from ..core.outcomes import ExitCode
 
 
@@ -23,6 +25,10 @@ class Result:
     exit_code: ExitCode
     seconds: float
     envcheck_version: str = __version__
+    # the node's name in a cluster summary (ENVCHECK_HOST overrides it, as for the ranks)
+    host: str = dataclasses.field(default_factory=host_name)
+    created: str = dataclasses.field(default_factory=lambda: datetime.datetime.now(
+        datetime.timezone.utc).isoformat(timespec="seconds"))
 
 
 def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(),

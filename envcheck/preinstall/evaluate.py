@@ -30,6 +30,7 @@ class Criterion:
     numbers: dict = dataclasses.field(default_factory=dict)
     unconfirmed: Tuple[str, ...] = ()  # matrix facts it rests on that are UNCONFIRMED
     source: str = ""  # the public source of the fact a "no" rests on
+    short: str = ""  # a "no" in a few words, the same on every node it applies to
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,22 +144,27 @@ def _wheel(release, build, variant, node):
             return Criterion("wheel", FAIL, "%s is a ROCm build, for AMD GPUs; this node has "
                              "NVIDIA GPUs (%s): pick a CUDA build"
                              % (build.name, ", ".join(sorted({g.sm for g in node.gpus}))),
-                             numbers)
+                             numbers, short="%s is a ROCm build, GPUs are NVIDIA"
+                             % build.name)
         return Criterion("wheel", UNKNOWN, "the matrix does not cover ROCm builds (%s), and "
                          "this node shows no NVIDIA GPU to rule it out" % build.variant,
-                         numbers)
+                         numbers, short="ROCm build %s: not in the matrix" % build.name)
     if variant is None:
         return Criterion("wheel", FAIL, "torch %s has no %s build (the matrix knows %s)"
                          % (build.torch, build.variant,
-                            ", ".join(v.name for v in release.variants)), numbers)
+                            ", ".join(v.name for v in release.variants)), numbers,
+                         short="torch %s has no %s build" % (build.torch, build.variant))
     unconfirmed = ("variant exists",) if variant.is_unconfirmed("exists") else ()
     if node.python not in release.python:
         return Criterion("wheel", FAIL, "torch %s has wheels for Python %s; this node runs %s"
                          % (build.torch, ", ".join(release.python), node.python), numbers,
-                         unconfirmed)
+                         unconfirmed, short="no Python %s wheel of torch %s (%s)"
+                         % (node.python, build.torch,
+                            _range(p for p in release.python if "t" not in p)))
     if not node.is_linux_x86_64:
         return Criterion("wheel", UNKNOWN, "the matrix covers Linux x86_64 wheels; this node "
-                         "is %s %s" % (node.system, node.machine), numbers, unconfirmed)
+                         "is %s %s" % (node.system, node.machine), numbers, unconfirmed,
+                         short="not Linux x86_64: %s %s" % (node.system, node.machine))
     tag = "cp" + node.python.replace(".", "")
     return Criterion("wheel", OK, "%s has a %s wheel (Python %s)"
                      % (build.name, tag, _range(p for p in release.python if "t" not in p)),
@@ -177,18 +183,20 @@ def _driver(matrix, build, variant, node):
                "found": node.driver}
     if not node.driver and "gpus" in node.given:
         return Criterion("driver", UNKNOWN, "driver unknown: add --driver VERSION to check "
-                         "it against %s's floor (%s)" % (build.variant, floor), numbers)
+                         "it against %s's floor (%s)" % (build.variant, floor), numbers,
+                         short="driver unknown")
     if not node.driver:
         return Criterion("driver", WARN if not node.gpus else FAIL,
                          "no NVIDIA driver found (%s): the %s build would run on CPU only"
                          % (node.notes[0] if node.notes else "nvidia-smi shows none",
-                            build.variant), numbers)
+                            build.variant), numbers, short="no NVIDIA driver")
     found = versions.driver_tuple(node.driver)
     major = variant.cuda.split(".")[0]
     if found < versions.driver_tuple(floor):
         return Criterion("driver", FAIL, "%s needs driver ≥ %s (CUDA %s.x minor-version "
                          "compatibility), found %s" % (build.variant, floor, major, node.driver),
-                         numbers)
+                         numbers, short="driver %s < %s for %s"
+                         % (node.driver, floor, build.variant))
     unconfirmed = ("CUDA %s driver" % variant.cuda,) if "min_driver" in toolkit.unconfirmed else ()
     if full and found < versions.driver_tuple(full):
         return Criterion("driver", OK, "%s needs driver ≥ %s, found %s (below %s, CUDA %s's "
@@ -232,7 +240,7 @@ def _gpus(build, variant, node):
     archs = sorted(variant.archs, key=sm_tuple)
     numbers.update(archs=archs, ptx=list(variant.ptx))
     unconfirmed = tuple(f for f in ("archs", "ptx") if variant.is_unconfirmed(f))
-    parts, status = [], OK
+    parts, status, missing = [], OK, []
     for sm in sorted(by_sm, key=sm_tuple):
         gpus = by_sm[sm]
         who = "GPU %s" % ",".join(str(g.index) for g in gpus)
@@ -249,10 +257,13 @@ def _gpus(build, variant, node):
             status = FAIL
             parts.append("%s (%s) is not in %s's arch list and no PTX reaches it"
                          % (sm, who, build.name))
+            missing.append(sm)
     text = "; ".join(parts) + " — %s has %s%s" % (
         build.name, " ".join(archs) or "no arch list",
         " +PTX " + " ".join(variant.ptx) if variant.ptx else "")
-    return Criterion("gpu", status, text, numbers, unconfirmed)
+    return Criterion("gpu", status, text, numbers, unconfirmed,
+                     short="%s not compiled in %s" % (", ".join(missing), build.name)
+                     if missing else "")
 
 
 def _wheel_tag(release, variant):
@@ -281,11 +292,12 @@ def _glibc(matrix, release, variant, node):
             why = "%s wheel" % tag.tag
     if not node.glibc:
         return Criterion("glibc", FAIL, "no glibc found (musl?): manylinux wheels need glibc "
-                         "≥ %s" % floor, numbers, source=source)
+                         "≥ %s" % floor, numbers, source=source, short="no glibc (musl?)")
     if versions.driver_tuple(node.glibc) < versions.driver_tuple(floor):
         return Criterion("glibc", FAIL, "needs glibc ≥ %s (%s), found %s: pip finds no "
                          "wheel for this node" % (floor, why, node.glibc), numbers,
-                         source=source)
+                         source=source, short="glibc %s < %s (%s)"
+                         % (node.glibc, floor, tag_name or "manylinux"))
     return Criterion("glibc", OK, "needs glibc ≥ %s (%s), found %s"
                      % (floor, why, node.glibc), numbers)
 
@@ -309,7 +321,7 @@ def _gpu_driver(matrix, variant, node):
     if not node.gpus or not node.driver:
         return Criterion("gpu_driver", SKIP, "no GPU and driver to check together")
     branch = versions.driver_tuple(node.driver)[0]
-    status, parts, sources, unconfirmed = OK, [], [], []
+    status, parts, sources, unconfirmed, shorts = OK, [], [], [], []
     numbers = {"driver": node.driver, "branch": branch, "windows": {}}
     for sm, gpus in _by_sm(node).items():
         gen = matrix.node.generation(sm) if matrix.node else None
@@ -331,7 +343,11 @@ def _gpu_driver(matrix, variant, node):
             if below:
                 parts.append("%s (%s, %s) needs driver branch R%d or newer, found %s"
                              % (sm, _who(gpus), gen.name, gen.first_branch, node.driver))
+                shorts.append("driver %s cannot run %s (%s needs R%d+)"
+                              % (node.driver, sm, gen.name, gen.first_branch))
             else:
+                shorts.append("driver %s cannot run %s (%s: up to R%d)"
+                              % (node.driver, sm, gen.name, gen.last_branch))
                 parts.append("%s (%s, %s) is not run by drivers after R%d (%s's last "
                              "branch), found %s: install a %d.x driver"
                              % (sm, _who(gpus), gen.name, gen.last_branch, gen.name,
@@ -339,7 +355,7 @@ def _gpu_driver(matrix, variant, node):
         else:
             parts.append("R%d runs %s (%s: %s)" % (branch, sm, gen.name, _window(gen)))
     return Criterion("gpu_driver", status, "; ".join(parts), numbers, tuple(unconfirmed),
-                     " | ".join(dict.fromkeys(sources)))
+                     " | ".join(dict.fromkeys(sources)), "; ".join(shorts))
 
 
 def _window(gen):
@@ -373,7 +389,9 @@ def _cudnn(matrix, build, variant, node):
                          "every cuDNN call (convolutions, RNNs) fails"
                          % (variant.cudnn, build.name, floor.min_sm,
                             ", ".join("%s (%s) is" % (sm, _who(g)) for sm, g in below)),
-                         numbers, unconfirmed, floor.source)
+                         numbers, unconfirmed, floor.source,
+                         short="cuDNN %s needs %s+, GPU %s" % (
+                             variant.cudnn, floor.min_sm, ", ".join(sm for sm, _ in below)))
     return Criterion("cudnn", OK, "cuDNN %s supports %s (needs ≥ %s)"
                      % (variant.cudnn, ", ".join(_by_sm(node)), floor.min_sm), numbers,
                      unconfirmed)

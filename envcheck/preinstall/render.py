@@ -150,7 +150,7 @@ def _answer_dict(a):
             "default_pypi_build": a.build.default, "pip": a.build.pip, "works": a.works,
             "criteria": [{"id": c.id, "status": c.status, "message": c.message,
                           "numbers": c.numbers, "unconfirmed": list(c.unconfirmed),
-                          "source": c.source}
+                          "source": c.source, "short": c.short}
                          for c in a.criteria],
             "known_issues": [e.to_dict() for e in a.known_issues],
             "notes": list(a.notes)}
@@ -158,7 +158,8 @@ def _answer_dict(a):
 
 def to_json(result):
     data = {"schema_version": CHECK_SCHEMA_VERSION, "kind": "envcheck-check",
-            "envcheck_version": result.envcheck_version,
+            "envcheck_version": result.envcheck_version, "host": result.host,
+            "created": result.created,
             "requirement": result.requirement, "node": result.node.to_dict(),
             "answer": _answer_dict(result.answer) if result.answer else None,
             "alternatives": [_answer_dict(b) for b in result.alternatives],
