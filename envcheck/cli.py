@@ -310,6 +310,48 @@ def check(
     raise typer.Exit(int(result.exit_code))
 
 
+@app.command()
+def summary(
+    paths: List[str] = typer.Argument(..., metavar="DIR|FILE...",
+                                      help="Per-node answers: files written by 'envcheck "
+                                           "check --json' or 'envcheck run --json', or "
+                                           "directories of them (*.json), in any mix."),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
+                                            help="Also write the summary as JSON here "
+                                                 "(atomically)."),
+    fmt: str = typer.Option("text", "--format", help="What to print: text or json."),
+):
+    """Many nodes' answers as one screen: how many will work, the rest by reason.
+
+    Healthy nodes are counted; failing ones are grouped by the same reasons with their
+    host names; nodes whose driver, GPU, GPU count, Python or glibc differ from the
+    majority are listed even where they work. Exit codes: 0 every node will work; 1 some
+    node will not work; 2 bad usage, or no answer could be read; 3 nothing fails, but a
+    node cannot be judged or an input could not be used.
+    """
+    import datetime
+
+    from .summary import build, render as render_summary
+
+    if fmt not in ("text", "json"):
+        raise UsageError("--format %r: choose text or json" % fmt)
+    if json_path:
+        from .report.model import check_writable
+        check_writable(json_path)
+    result = build.summarize(paths)
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    data = render_summary.to_json(result, created)
+    if json_path and result.records:
+        from .core.atomic import write_atomic
+        try:
+            write_atomic(json_path, data)
+        except OSError as exc:
+            raise UsageError("cannot write %s: %s" % (json_path, exc.strerror or exc)) from None
+    sys.stdout.write(data if fmt == "json" else
+                     render_summary.render(result, width=terminal_width() or 80))
+    raise typer.Exit(int(result.exit_code) if result.records else int(ExitCode.USAGE))
+
+
 @app.command("matrix")
 def matrix_cmd(
     torch: Optional[str] = typer.Option(None, "--torch", metavar="VERSION",

@@ -1,0 +1,1 @@
+"""``envcheck summary``: many nodes' answers (``check --json``, ``run --json``) as one screen."""

@@ -1,0 +1,107 @@
+"""Many NodeRecords -> one Summary: how many nodes work, the rest grouped by the same
+reasons, and the nodes whose driver, GPUs, Python or glibc differ from the majority
+(working or not: a node that differs is the next one to break)."""
+
+import collections
+import dataclasses
+from typing import Tuple
+
+from ..core.outcomes import ExitCode
+from . import inputs
+from .inputs import FAILS, UNKNOWN, WORKS
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    status: str  # fails or unknown
+    reasons: Tuple[str, ...]
+    hosts: Tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Outlier:
+    fact: str  # driver, gpu_model, gpu_count, python, glibc, asked
+    value: object
+    hosts: Tuple[str, ...]
+    majority: object
+    majority_count: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    inputs: Tuple[str, ...]
+    records: Tuple[inputs.NodeRecord, ...]
+    groups: Tuple[Group, ...]
+    outliers: Tuple[Outlier, ...]
+    problems: Tuple[inputs.Problem, ...]
+
+    @property
+    def working(self):
+        return [r for r in self.records if r.status == WORKS]
+
+    @property
+    def exit_code(self):
+        if any(g.status == FAILS for g in self.groups):
+            return ExitCode.FAILED
+        if self.groups or self.problems:
+            return ExitCode.CANNOT_JUDGE
+        return ExitCode.OK
+
+
+def _one_per_host(records, problems):
+    """The newest answer of each host; two answers for one host is worth a line."""
+    by_host = collections.defaultdict(list)
+    for r in records:
+        by_host[r.host].append(r)
+    out = []
+    for host, rs in by_host.items():
+        rs.sort(key=lambda r: (r.created or "", r.path))
+        if len(rs) > 1:
+            problems.append(inputs.Problem(
+                rs[-1].path, "%s has %d answers (%s): using this one, the newest"
+                % (host, len(rs), ", ".join(r.path for r in rs[:-1]))))
+        out.append(rs[-1])
+    return out
+
+
+def _groups(records):
+    found = collections.defaultdict(list)
+    for r in records:
+        if r.status != WORKS:
+            found[(r.status, r.reasons)].append(r.host)
+    groups = [Group(status, reasons, tuple(sorted(hosts)))
+              for (status, reasons), hosts in found.items()]
+    # what fails on the most nodes first; cannot-judge after every failure
+    groups.sort(key=lambda g: (g.status != FAILS, -len(g.hosts), g.reasons))
+    return tuple(groups)
+
+
+def _outliers(records):
+    out = []
+    for fact in inputs.FACTS:
+        values = collections.Counter(r.facts.get(fact) for r in records
+                                     if r.facts.get(fact) is not None)
+        if len(values) < 2:
+            continue
+        (majority, count), = values.most_common(1)
+        for value, _ in sorted(values.items(), key=lambda kv: (-kv[1], str(kv[0]))):
+            if value != majority:
+                hosts = tuple(sorted(r.host for r in records if r.facts.get(fact) == value))
+                out.append(Outlier(fact, value, hosts, majority, count))
+    return tuple(out)
+
+
+def summarize(paths):
+    """A Summary of every answer under PATHS (files and directories)."""
+    files, problems = inputs.files(paths)
+    records = []
+    for path in files:
+        got = inputs.read(path)
+        if isinstance(got, inputs.Problem):
+            problems.append(got)
+        else:
+            records += got
+    records = _one_per_host(records, problems)
+    records.sort(key=lambda r: r.host)
+    return Summary(tuple(paths), tuple(records), _groups(records), _outliers(records),
+                   tuple(problems))

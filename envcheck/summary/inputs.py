@@ -1,0 +1,148 @@
+"""Read per-node answers: ``envcheck check --json`` files and ``envcheck run --json``
+reports, from files or directories, in any mix. Every input that cannot be used is one
+``Problem`` line naming its file; nothing here raises for a bad input."""
+
+import dataclasses
+import json
+import os
+from typing import Optional, Tuple
+
+from ..preinstall.render import CHECK_SCHEMA_VERSION
+
+FACTS = ("driver", "gpu_model", "gpu_count", "python", "glibc", "asked")
+
+
+def _series(python):
+    """'3.11.7' -> '3.11': a planned node says 3.11, a real one 3.11.7; nodes differ
+    where the series does."""
+    if not python:
+        return None
+    parts = str(python).split(".")
+    return ".".join(parts[:2])
+WORKS, FAILS, UNKNOWN = "works", "fails", "unknown"
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeRecord:
+    host: str
+    path: str
+    kind: str  # "check" or "run"
+    status: str  # works, fails, unknown
+    reasons: Tuple[str, ...]  # why it fails or cannot be judged, short
+    facts: dict  # FACTS -> value or None
+    created: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    path: str
+    error: str
+
+
+def files(paths):
+    """(json files to read, problems): a directory gives its *.json files."""
+    out, problems = [], []
+    for p in paths:
+        if os.path.isdir(p):
+            found = sorted(os.path.join(root, n) for root, _, names in os.walk(p)
+                           for n in names if n.endswith(".json") and not n.startswith("."))
+            if not found:
+                problems.append(Problem(p, "no .json file in this directory"))
+            out += found
+        elif os.path.exists(p):
+            out.append(p)
+        else:
+            problems.append(Problem(p, "no such file or directory"))
+    return out, problems
+
+
+def read(path):
+    """[NodeRecord] from one file, or a Problem."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as exc:
+        return Problem(path, "cannot read it: %s" % (exc.strerror or exc))
+    except UnicodeDecodeError:
+        return Problem(path, "not JSON (not UTF-8 text)")
+    except ValueError as exc:
+        return Problem(path, "not JSON (%s)" % exc)
+    except RecursionError:
+        return Problem(path, "not JSON envcheck wrote (nested too deeply)")
+    if not isinstance(data, dict):
+        return Problem(path, "not an envcheck check answer or run report")
+    try:
+        if data.get("kind") == "envcheck-check":
+            return _check(path, data)
+        if "checks" in data and "environment" in data and "schema_version" in data:
+            return _run(path, data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        return Problem(path, "an envcheck file with a field missing or malformed (%s: %s)"
+                       % (type(exc).__name__, exc))
+    return Problem(path, "not an envcheck check answer or run report")
+
+
+def _gpu_model(names):
+    names = sorted(set(names))
+    return ", ".join(names) if names else None
+
+
+def _check(path, d):
+    version = d.get("schema_version")
+    if not isinstance(version, int) or version > CHECK_SCHEMA_VERSION:
+        return Problem(path, "a check answer of schema %r: this envcheck reads up to %d "
+                       "(upgrade envcheck)" % (version, CHECK_SCHEMA_VERSION))
+    host = d.get("host")
+    if not isinstance(host, str) or not host:
+        return Problem(path, "a check answer without a host name (written by an older "
+                       "envcheck?): run envcheck check --json again")
+    node = d["node"]
+    answer = d.get("answer")
+    code = d["exit_code"]
+    status = {0: WORKS, 1: FAILS, 3: UNKNOWN}.get(code)
+    if status is None:
+        return Problem(path, "a check answer with exit code %r" % (code,))
+    reasons = ()
+    if answer is not None and status != WORKS:
+        wanted = "fail" if status == FAILS else "unknown"
+        reasons = tuple(c.get("short") or c["message"] for c in answer["criteria"]
+                        if c["status"] == wanted)
+    elif answer is None and status == FAILS:
+        reasons = ("no torch build in the matrix works here",)
+    gpus = node.get("gpus") or []
+    names = [g["sm"] if g.get("name") == "--gpu" else g.get("name") for g in gpus]
+    facts = {"driver": node.get("driver"), "gpu_model": _gpu_model(names),
+             "gpu_count": len(gpus), "python": _series(node.get("python")),
+             "glibc": node.get("glibc"),
+             "asked": answer["build"] if answer else "--suggest"}
+    return [NodeRecord(host, path, "check", status, reasons, facts, d.get("created"))]
+
+
+def _run(path, d):
+    from ..core import outcomes
+    from ..report.model import Report
+
+    report = Report.from_dict(d)
+    env = report.environment or {}
+    code = outcomes.exit_code(report.checks, report.interrupted, False)
+    reasons = []
+    if report.interrupted:
+        reasons.append("run interrupted")
+    for c in report.checks:
+        # the same rule as the run's own exit code: a judged check by its verdict (known
+        # issues pass), an unjudged one by its outcome
+        if c.verdict in ("unexpected", "failure") or (
+                c.verdict is None and c.outcome in ("failed", "hang", "crash")):
+            reasons.append("%s %s%s" % (c.id, c.outcome,
+                                        " (unexpected)" if c.verdict == "unexpected" else ""))
+    status = WORKS if int(code) == 0 else FAILS
+    gpus = env.get("gpus") or []
+    facts = {"driver": env.get("driver"), "gpu_model": _gpu_model(g.get("name") for g in gpus),
+             "gpu_count": len(gpus), "python": _series(env.get("python")),
+             "glibc": env.get("glibc"),
+             "asked": "run: torch %s" % env.get("torch") if env.get("torch") else "run"}
+    hosts = sorted({r.get("host") for r in report.ranks or [] if r.get("host")})
+    if not hosts:
+        return Problem(path, "a run report that names no host (no rank started?)")
+    return [NodeRecord(h, path, "run", status, tuple(reasons) if status != WORKS else (),
+                       facts, report.created) for h in hosts]

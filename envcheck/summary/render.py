@@ -1,0 +1,77 @@
+"""A Summary as one screen of text, and as versioned JSON."""
+
+import json
+import textwrap
+
+from .. import __version__
+from . import hostlist
+from .inputs import FAILS
+
+SUMMARY_SCHEMA_VERSION = 1
+LABEL = {"driver": "driver", "gpu_model": "GPU", "gpu_count": "GPU count",
+         "python": "Python", "glibc": "glibc", "asked": "answer for"}
+
+
+def _count(n, word):
+    return "%d %s%s" % (n, word, "" if n == 1 else "s")
+
+
+def _nodes(n):
+    return _count(n, "node")
+
+
+def _wrap(text, width, indent="    "):
+    return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False,
+                         break_long_words=False) or [text]
+
+
+def render(summary, width=80):
+    total = len(summary.records)
+    kinds = sorted({r.kind for r in summary.records})
+    out = ["%s: %s" % (_nodes(total), " and ".join(
+        _count(sum(r.kind == k for r in summary.records),
+               "check answer" if k == "check" else "run report") for k in kinds)
+        if kinds else "no answer could be read")]
+    asked = sorted({r.facts.get("asked") for r in summary.records})
+    if len(asked) == 1:
+        out.append("asked: %s" % asked[0])
+    if total:
+        out.append("✓ %d of %s will work" % (len(summary.working), _nodes(total)))
+    for g in summary.groups:
+        verb = "will not work" if g.status == FAILS else "cannot be judged"
+        glyph = "✗" if g.status == FAILS else "?"
+        out += _wrap("%s %s %s: %s: %s" % (glyph, _nodes(len(g.hosts)), verb,
+                                           "; ".join(g.reasons), hostlist.listing(g.hosts)),
+                     width)
+    if summary.outliers:
+        out += ["", "Differ from the majority:"]
+        for o in summary.outliers:
+            out += _wrap("  %s %s on %s (%d have %s)" % (
+                LABEL[o.fact], o.value, hostlist.listing(o.hosts), o.majority_count,
+                o.majority), width, "      ")
+    if summary.problems:
+        out += ["", "Could not use:"]
+        for p in summary.problems:
+            out += _wrap("  %s: %s" % (p.path, p.error), width, "      ")
+    return "\n".join(out) + "\n"
+
+
+def to_json(summary, created):
+    data = {
+        "schema_version": SUMMARY_SCHEMA_VERSION, "kind": "envcheck-summary",
+        "envcheck_version": __version__, "created": created,
+        "inputs": list(summary.inputs), "nodes": len(summary.records),
+        "will_work": len(summary.working),
+        "working_hosts": [r.host for r in summary.working],
+        "groups": [{"status": g.status, "reasons": list(g.reasons), "hosts": list(g.hosts)}
+                   for g in summary.groups],
+        "outliers": [{"fact": o.fact, "value": o.value, "hosts": list(o.hosts),
+                      "majority": o.majority, "majority_count": o.majority_count}
+                     for o in summary.outliers],
+        "problems": [{"path": p.path, "error": p.error} for p in summary.problems],
+        "nodes_detail": [{"host": r.host, "file": r.path, "kind": r.kind, "status": r.status,
+                          "reasons": list(r.reasons), "facts": r.facts}
+                         for r in summary.records],
+        "exit_code": int(summary.exit_code),
+    }
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
