@@ -366,7 +366,7 @@ def test_k80_on_a_550_driver_will_not_work_and_says_why():
     text = " ".join(res.stdout.split())
     assert "✗ driver/GPU sm_37 (GPU 0, Kepler) is not run by drivers after R470 (Kepler's " \
            "last branch), found 550.54.15: install a 470.x driver" in text
-    assert "source: NVIDIA, 'Current graphics driver releases'" in text
+    assert "source: NVIDIA, Current graphics driver releases: legacy 470.x for 'Kepler' GPUs" in text
     assert "✗ 2.3.1+cu118 will not work here: driver/GPU failed" in text
 
 
@@ -391,7 +391,7 @@ def test_cudnn_floor_below_the_gpu():
     text = " ".join(res.stdout.split())
     assert "✗ cuDNN cuDNN 9.1.0.70 (in 2.4.1+cu118) needs compute capability ≥ sm_50; " \
            "sm_37 (GPU 0) is below it" in text
-    assert "source: NVIDIA cuDNN Support Matrix 9.0.0" in text
+    assert "source: NVIDIA cuDNN 9.0.0 Support Matrix: compute capability 5.0 and later" in text
     assert "✗ 2.4.1+cu118 will not work here: cuDNN failed" in text
     res = check("torch==2.3.1+cu118", "--driver", "470.256.02", "--gpu", "sm_37", *PY311)
     assert res.code == 0, res.stdout

@@ -36,7 +36,8 @@ def _criterion_lines(c, width):
     if c.source and c.status in (FAIL, WARN):  # a "no" names the fact's source
         out += textwrap.wrap("source: " + c.source, width,
                              initial_indent=" " * (len(label) + 2),
-                             subsequent_indent=" " * (len(label) + 4))
+                             subsequent_indent=" " * (len(label) + 4),
+                             break_long_words=False, break_on_hyphens=False)
     return out
 
 
