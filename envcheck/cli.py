@@ -374,9 +374,43 @@ def matrix_cmd(
                                         tuple(probe_path)))
 
 
+class _AsGiven:
+    """Coercion for options that are strings (or flags, or lists of strings) already.
+
+    typer >= 0.20 coerces every value through a pydantic TypeAdapter; importing pydantic
+    and building an adapter per option costs about 0.2 s of CPU, more than the whole
+    answer of ``envcheck check``, which an admin runs on every node of a cluster. Click
+    hands these values over as strings already, so nothing is lost."""
+
+    @staticmethod
+    def coerce(value, param, ctx):
+        if value is None:
+            return () if (param.multiple or param.nargs == -1) else None
+        return list(value) if isinstance(value, tuple) else value
+
+
+def _fast_plain_options(command, names=("check", "summary")):
+    # the group's own options (--version, --help) are parsed on every command too
+    commands = [command] + [getattr(command, "commands", {}).get(name) for name in names]
+    params = []
+    for c in commands:
+        params += getattr(c, "params", [])
+        try:  # --help is made on first use, then kept: make it now to reach it
+            params.append(c.get_help_option(c.context_class(c)))
+        except Exception:  # noqa: BLE001 - an older typer: it simply stays as it is
+            pass
+    for p in params:
+        desc = getattr(p, "type_descriptor", None)
+        # only where typer has the lazy hook, and only for plain string types
+        if hasattr(p, "_runtime_param") and desc is not None and \
+                desc.annotation in (str, bool, List[str]):
+            p._runtime_param = _AsGiven
+
+
 def entry(argv=None):
     """Console-script entry: every error is one line, exit 2; never a traceback."""
     command = typer.main.get_command(app)
+    _fast_plain_options(command)
     try:
         try:
             os.getcwd()

@@ -597,3 +597,25 @@ def test_rocm_pin(tmp_path):
     res = check("torch==2.6.0+rocm6.1", *PY311, env=no_gpu_env(tmp_path))
     assert res.code == 3, res.stdout
     assert "? 2.6.0+rocm6.1: nothing fails, but the matrix cannot judge wheel" in res.stdout
+
+
+def test_check_and_summary_do_not_load_pydantic():
+    # typer >= 0.20 would coerce every option through pydantic (0.2 s of CPU per call);
+    # check and summary take plain strings and skip it (cli._fast_plain_options).
+    import subprocess
+    probe = ("import sys; from envcheck import cli\n"
+             "try:\n    cli.entry(%r)\nexcept SystemExit as e:\n    code = e.code\n"
+             "sys.stderr.write('CODE=%%s PYDANTIC=%%s' %% (code, 'pydantic' in sys.modules))")
+    for argv in (["check", "torch==2.4.1+cu124", "--driver", "535.104.05", "--gpu", "sm_80",
+                  "--gpu", "sm_86", "-r", "/nonexistent", "--python-version", "3.11"],
+                 ["check", "torch==2.4.1+cu124", "--driver", "535.104.05", "--gpu", "sm_80",
+                  "--python-version", "3.11", "--format", "json"],
+                 ["summary", "/nonexistent"]):
+        out = subprocess.run([sys.executable, "-c", probe % (argv,)], capture_output=True,
+                             text=True, cwd=ROOT)
+        assert out.stderr.endswith("PYDANTIC=False"), out.stderr
+    assert "CODE=0 " in subprocess.run(
+        [sys.executable, "-c", probe % (["check", "torch==2.4.1+cu124", "--driver",
+                                         "535.104.05", "--gpu", "sm_80", "--gpu", "sm_86",
+                                         "--python-version", "3.11"],)],
+        capture_output=True, text=True, cwd=ROOT).stderr
