@@ -81,6 +81,12 @@ def test_python_without_a_wheel():
     assert res.code == 1
     assert "torch 2.4.1 has wheels for Python 3.8, 3.9, 3.10, 3.11, 3.12; this node runs " \
            "3.13" in " ".join(res.stdout.split())
+    # and which releases do have a cp313 wheel (PyPI: from 2.5 on)
+    assert "Python 3.13 has torch wheels in releases 2.5–2.15: envcheck check " \
+           "'torch==2.15.*' to ask about the newest" in res.stdout
+    res = check("torch==2.15.0", "--driver", "580.95.05", *A100, "--python-version", "3.10")
+    assert res.code == 1  # 2.15 dropped Python 3.10 (requires_python >= 3.11)
+    assert "Python 3.10 has torch wheels in releases 1.13–2.14" in res.stdout
 
 
 def test_variant_that_does_not_exist_for_that_release():

@@ -155,3 +155,28 @@ def test_summary_usage_errors(tmp_path):
     res = run_cli("summary", str(tmp_path), "--json", str(tmp_path))
     assert (res.code, res.stderr) == (
         2, "envcheck: error: %s is a directory; give a file name\n" % tmp_path)
+
+
+def test_a_very_mixed_cluster_still_fits_one_screen(tmp_path):
+    # 12 nodes, each on another driver below cu124's floor: 12 reasons, no majority
+    drivers = ["450.80.02", "455.23.05", "460.32.03", "460.73.01", "465.19.01",
+               "470.82.01", "470.256.02", "495.29.05", "510.47.03", "515.65.01",
+               "520.61.05", "525.60.12"]
+    nodes = [_node("gpu%02d" % i, driver=d, gpus=["--gpu", "sm_80"])
+             for i, d in enumerate(drivers, 1)]
+    codes = write_answers(tmp_path, nodes)
+    assert {c for c, _ in codes.values()} == {1}
+    res = run_cli("summary", str(tmp_path))
+    assert res.code == 1
+    lines = res.stdout.splitlines()
+    assert len(lines) == 16, res.stdout
+    assert lines[2] == "✓ 0 of 12 nodes will work"
+    # the biggest groups first (all of one node here: then by host), 8 of them
+    assert lines[3] == "✗ 1 node will not work: driver 450.80.02 < 525.60.13 for cu124: gpu01"
+    assert lines[10] == "✗ 1 node will not work: driver 495.29.05 < 525.60.13 for cu124: gpu08"
+    assert lines[11:16] == [
+        "… 4 nodes more will not work or cannot be judged, for 4 other reasons:",
+        "    gpu[09-12] (--format json lists them)",
+        "",
+        "Differ from the majority:",
+        "  driver: no majority, 12 values on 12 nodes"]

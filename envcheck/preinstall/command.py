@@ -22,6 +22,7 @@ class Result:
     suggestions: Optional[list]
     matrix_files: list
     cpu_instead: Optional[evaluate.Build]  # no GPU here: install this CPU build instead
+    python_releases: list  # when this Python has no wheel: the releases that have one
     exit_code: ExitCode
     seconds: float
     envcheck_version: str = __version__
@@ -52,7 +53,7 @@ def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(
         raise UsageError("--cuda needs a requirement to apply to")
     node = node_mod.read(python_version, driver, gpus, glibc=glibc,
                          resolve_name=lambda name: matrix.node.model_sm(name)[0])
-    answer, alternatives, suggestions, cpu_instead = None, [], None, None
+    answer, alternatives, suggestions, cpu_instead, for_python = None, [], None, None, []
     code = ExitCode.OK
     if pin is not None:
         if pin.where:
@@ -62,6 +63,9 @@ def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(
             code = ExitCode.CANNOT_JUDGE
         if answer.works:
             cpu_instead = evaluate.cpu_build(release, build, node)
+        if any(c.id == "wheel" and c.status == evaluate.FAIL and "python" in c.short.lower()
+               for c in answer.criteria):
+            for_python = evaluate.python_releases(matrix, node.python)
         if not answer.works:
             code = ExitCode.FAILED
             alternatives = evaluate.working_builds(matrix, release, build.torch, node,
@@ -71,5 +75,6 @@ def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(
         if pin is None and not suggestions:
             code = ExitCode.FAILED
     return Result(pin.text if pin else None, node, answer, alternatives, suggestions,
-                  [f.path for f in matrix.files if not f.builtin], cpu_instead, code,
+                  [f.path for f in matrix.files if not f.builtin], cpu_instead, for_python,
+                  code,
                   round(time.monotonic() - started, 3))

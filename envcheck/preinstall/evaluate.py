@@ -438,6 +438,11 @@ def _candidate_variants(release, cpu_first=False):
             if not v.is_unconfirmed("exists") or (cpu_first and v.name == "cpu")]
 
 
+def python_releases(matrix, python):
+    """The release series that publish wheels for this Python ('3.13'), oldest first."""
+    return [r.series for r in matrix.releases if python in r.python]
+
+
 def cpu_build(release, build, node):
     """The CPU build to install instead of a CUDA one on a node with no NVIDIA GPU (the
     CUDA wheels pull gigabytes of CUDA libraries that would never run); None otherwise."""

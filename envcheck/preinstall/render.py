@@ -114,6 +114,17 @@ def _answer_lines(result, width):
     else:
         out.append("✗ %s will not work here: %s failed"
                    % (a.build.name, ", ".join(LABEL.get(c.id, c.id) for c in a.failed)))
+        if result.python_releases:
+            series = result.python_releases
+            out.append("Python %s has torch wheels in release%s %s: envcheck check "
+                       "'torch==%s.*' to ask about the newest"
+                       % (result.node.python, "" if len(series) == 1 else "s",
+                          "%s–%s" % (series[0], series[-1]) if len(series) > 1 else series[0],
+                          series[-1]))
+        elif any(c.id == "wheel" and c.status == FAIL and "Python" in c.short
+                 for c in a.criteria):
+            out.append("No torch release in the matrix has wheels for Python %s."
+                       % result.node.python)
         if result.alternatives:
             out.append("Builds of %s that would work here:" % a.build.torch)
             out += ["  %-18s %s" % (b.build.name, b.build.pip) for b in result.alternatives]
@@ -166,6 +177,7 @@ def to_json(result):
             "alternatives": [_answer_dict(b) for b in result.alternatives],
             "suggestions": None if result.suggestions is None else
             [_answer_dict(s) for s in result.suggestions],
+            "python_releases": result.python_releases,
             "cpu_instead": None if result.cpu_instead is None else
             {"build": result.cpu_instead.name, "pip": result.cpu_instead.pip},
             "matrix": result.matrix_files, "exit_code": int(result.exit_code),

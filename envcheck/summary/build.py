@@ -7,7 +7,7 @@ import dataclasses
 from typing import Tuple
 
 from ..core.outcomes import ExitCode
-from . import inputs
+from . import hostlist, inputs
 from .inputs import FAILS, UNKNOWN, WORKS
 
 
@@ -23,8 +23,8 @@ class Outlier:
     fact: str  # driver, gpu_model, gpu_count, python, glibc, asked
     value: object
     hosts: Tuple[str, ...]
-    majority: object
-    majority_count: int
+    majority: object  # None: no value is on more than half the nodes
+    majority_count: int  # nodes with the majority value (or with the most common one)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,10 +69,10 @@ def _groups(records):
     for r in records:
         if r.status != WORKS:
             found[(r.status, r.reasons)].append(r.host)
-    groups = [Group(status, reasons, tuple(sorted(hosts)))
+    groups = [Group(status, reasons, tuple(sorted(hosts, key=hostlist.natural)))
               for (status, reasons), hosts in found.items()]
-    # what fails on the most nodes first; cannot-judge after every failure
-    groups.sort(key=lambda g: (g.status != FAILS, -len(g.hosts), g.reasons))
+    # what fails on the most nodes first, then by host; cannot-judge after every failure
+    groups.sort(key=lambda g: (g.status != FAILS, -len(g.hosts), hostlist.natural(g.hosts[0])))
     return tuple(groups)
 
 
@@ -84,6 +84,8 @@ def _outliers(records):
         if len(values) < 2:
             continue
         (majority, count), = values.most_common(1)
+        if count * 2 <= sum(values.values()):
+            majority = None  # no value is on more than half the nodes: all differ
         for value, _ in sorted(values.items(), key=lambda kv: (-kv[1], str(kv[0]))):
             if value != majority:
                 hosts = tuple(sorted(r.host for r in records if r.facts.get(fact) == value))

@@ -40,9 +40,9 @@ def compress(hosts):
 
 def listing(hosts, plain_up_to=6):
     """A few hosts by name, more of them compressed."""
-    hosts = sorted(set(hosts), key=_natural)
+    hosts = sorted(set(hosts), key=natural)
     return ", ".join(hosts) if len(hosts) <= plain_up_to else compress(hosts)
 
 
-def _natural(name):
+def natural(name):
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]

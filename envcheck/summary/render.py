@@ -25,6 +25,10 @@ def _wrap(text, width, indent="    "):
                          break_long_words=False) or [text]
 
 
+MAX_GROUPS = 8  # failure groups shown; the rest are counted (JSON lists them all)
+MAX_VALUES = 3  # outlier values shown per fact; the rest are counted
+
+
 def render(summary, width=80):
     total = len(summary.records)
     kinds = sorted({r.kind for r in summary.records})
@@ -37,18 +41,36 @@ def render(summary, width=80):
         out.append("asked: %s" % asked[0])
     if total:
         out.append("✓ %d of %s will work" % (len(summary.working), _nodes(total)))
-    for g in summary.groups:
+    for g in summary.groups[:MAX_GROUPS]:
         verb = "will not work" if g.status == FAILS else "cannot be judged"
         glyph = "✗" if g.status == FAILS else "?"
         out += _wrap("%s %s %s: %s: %s" % (glyph, _nodes(len(g.hosts)), verb,
                                            "; ".join(g.reasons), hostlist.listing(g.hosts)),
                      width)
+    rest = summary.groups[MAX_GROUPS:]
+    if rest:
+        out += _wrap("… %s more will not work or cannot be judged, for %d other reasons: "
+                     "%s (--format json lists them)"
+                     % (_nodes(sum(len(g.hosts) for g in rest)), len(rest),
+                        hostlist.compress([h for g in rest for h in g.hosts])), width)
     if summary.outliers:
         out += ["", "Differ from the majority:"]
-        for o in summary.outliers:
+    for fact in dict.fromkeys(o.fact for o in summary.outliers):
+        values = [o for o in summary.outliers if o.fact == fact]
+        if values[0].majority is None:
+            out += _wrap("  %s: no majority, %d values on %s" % (
+                LABEL[fact], len(values), _nodes(sum(len(o.hosts) for o in values))),
+                width, "      ")
+            continue
+        for o in values[:MAX_VALUES]:
             out += _wrap("  %s %s on %s (%d have %s)" % (
-                LABEL[o.fact], o.value, hostlist.listing(o.hosts), o.majority_count,
+                LABEL[fact], o.value, hostlist.listing(o.hosts), o.majority_count,
                 o.majority), width, "      ")
+        more = values[MAX_VALUES:]
+        if more:
+            out += _wrap("  %s: %s more on %s" % (
+                LABEL[fact], _count(len(more), "other value"),
+                hostlist.compress([h for o in more for h in o.hosts])), width, "      ")
     if summary.problems:
         out += ["", "Could not use:"]
         for p in summary.problems:
