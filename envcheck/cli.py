@@ -380,7 +380,8 @@ class _AsGiven:
     typer >= 0.20 coerces every value through a pydantic TypeAdapter; importing pydantic
     and building an adapter per option costs about 0.2 s of CPU, more than the whole
     answer of ``envcheck check``, which an admin runs on every node of a cluster. Click
-    hands these values over as strings already, so nothing is lost."""
+    hands these values over as strings already, so nothing is lost. (Options with
+    numbers, such as ``run --nproc``, keep typer's coercion.)"""
 
     @staticmethod
     def coerce(value, param, ctx):
@@ -389,9 +390,9 @@ class _AsGiven:
         return list(value) if isinstance(value, tuple) else value
 
 
-def _fast_plain_options(command, names=("check", "summary")):
+def _fast_plain_options(command):
     # the group's own options (--version, --help) are parsed on every command too
-    commands = [command] + [getattr(command, "commands", {}).get(name) for name in names]
+    commands = [command] + list(getattr(command, "commands", {}).values())
     params = []
     for c in commands:
         params += getattr(c, "params", [])
@@ -442,4 +443,11 @@ def entry(argv=None):
         sys.exit(ExitCode.INTERRUPTED)
     except BrokenPipeError:
         sys.exit(0)
+    except ModuleNotFoundError as exc:
+        # an install without one of envcheck's dependencies: the single-file build
+        # (dev/build_zipapp.py) leaves pydantic out, which only number options need
+        print("envcheck: error: this command needs the Python package %r, which is not "
+              "installed with this envcheck: pip install envcheck (the single-file build "
+              "runs check, summary, matrix, report and probes)" % exc.name, file=sys.stderr)
+        sys.exit(ExitCode.USAGE)
     sys.exit(code or 0)
