@@ -278,7 +278,8 @@ def check(
         help="Also write the answer, with this node's host name (ENVCHECK_HOST overrides "
              "it), to PATH as JSON (atomically): one file per node, for 'envcheck "
              "summary'."),
-    fmt: str = typer.Option("text", "--format", help="What to print: text or json."),
+    fmt: str = typer.Option("text", "--format", metavar="text|json",
+                            help="What to print: text or json."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
 ):
     """Will this torch wheel work on this node? Instant, from the matrix; no torch needed.
@@ -319,7 +320,8 @@ def summary(
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
                                             help="Also write the summary as JSON here "
                                                  "(atomically)."),
-    fmt: str = typer.Option("text", "--format", help="What to print: text or json."),
+    fmt: str = typer.Option("text", "--format", metavar="text|json",
+                            help="What to print: text or json."),
 ):
     """Many nodes' answers as one screen: how many will work, the rest by reason.
 

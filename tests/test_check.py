@@ -384,6 +384,8 @@ def test_rtx_5090_needs_r570(driver):
     assert "sm_120 (GPU 0, Blackwell) needs driver branch R570 or newer, found %s" % driver \
         in text
     assert "✗ 2.7.1+cu128 will not work here: driver/GPU failed" in text
+    assert res.stdout.endswith("No torch build can help until the driver changes: this "
+                               "driver cannot run these GPUs (driver/GPU above).\n")
     res = check("torch==2.7.1+cu128", "--driver", "570.86.16", "--gpu", "sm_120", *PY311)
     assert res.code == 0, res.stdout
 

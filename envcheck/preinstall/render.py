@@ -128,6 +128,9 @@ def _answer_lines(result, width):
         if result.alternatives:
             out.append("Builds of %s that would work here:" % a.build.torch)
             out += ["  %-18s %s" % (b.build.name, b.build.pip) for b in result.alternatives]
+        elif any(c.id == "gpu_driver" and c.status == FAIL for c in a.criteria):
+            out.append("No torch build can help until the driver changes: this driver "
+                       "cannot run these GPUs (driver/GPU above).")
         elif result.suggestions is None:
             out.append("No other build of %s works here: 'envcheck check --suggest' "
                        "lists the ones that do." % a.build.torch)
