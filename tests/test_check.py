@@ -627,3 +627,16 @@ def test_check_and_summary_do_not_load_pydantic():
                                          "535.104.05", "--gpu", "sm_80", "--gpu", "sm_86",
                                          "--python-version", "3.11"],)],
         capture_output=True, text=True, cwd=ROOT).stderr
+
+
+def test_neither_nvml_nor_nvidia_smi_answers(tmp_path):
+    pytest.importorskip("pynvml")  # the real binding, without libnvidia-ml here
+    env = fake_smi(tmp_path, "echo 'NVIDIA-SMI has failed because it could not communicate "
+                             "with the NVIDIA driver.'\nexit 9\n")
+    res = check("torch==2.4.1", *PY311, env=env)
+    assert (res.code, res.stdout) == (2, "")
+    assert res.stderr == (
+        "envcheck: error: NVML did not start (NVML Shared Library Not Found), and "
+        "nvidia-smi failed (exit 9): NVIDIA-SMI has failed because it could not communicate "
+        "with the NVIDIA driver. Fix the driver install, or plan without it: --driver "
+        "VERSION --gpu sm_XY\n")

@@ -59,7 +59,12 @@ def discover(resolve_name=None, executable="nvidia-smi"):
     gpus, note = nvml()
     if gpus is not None:
         return Discovery(tuple(gpus), "NVML")
-    found = nvidia_smi.query(executable, resolve_name=resolve_name)
+    try:
+        found = nvidia_smi.query(executable, resolve_name=resolve_name)
+    except nvidia_smi.NvidiaSmiError as exc:
+        if note:  # neither answered: say both, in one line
+            raise nvidia_smi.NvidiaSmiError("%s, and %s" % (note, exc)) from None
+        raise
     # Why NVML was passed over matters only where there are GPUs: on a node without an
     # NVIDIA driver, "no libnvidia-ml" is the expected state, not news.
     notes = (note,) if note and found else ()

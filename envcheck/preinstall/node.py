@@ -120,7 +120,7 @@ def read(python_version=None, driver=None, gpus=(), nvidia_smi_exe="nvidia-smi",
             found = discovery.discover(_capability(resolve_name), nvidia_smi_exe)
         except nvidia_smi.NvidiaSmiError as exc:
             raise UsageError("%s. Fix the driver install, or plan without it: "
-                             "--driver VERSION --gpu sm_XY" % exc) from None
+                             "--driver VERSION --gpu sm_XY" % str(exc).rstrip(".")) from None
         notes += found.notes
         if not found.gpus:
             notes.append("no nvidia-smi on PATH: no NVIDIA GPU" if not
