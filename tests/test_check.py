@@ -640,3 +640,20 @@ def test_neither_nvml_nor_nvidia_smi_answers(tmp_path):
         "nvidia-smi failed (exit 9): NVIDIA-SMI has failed because it could not communicate "
         "with the NVIDIA driver. Fix the driver install, or plan without it: --driver "
         "VERSION --gpu sm_XY\n")
+
+
+def test_json_path_is_written_with_the_host_or_refused_before_any_work(tmp_path):
+    out = tmp_path / "node07.json"
+    res = check("torch==2.4.1+cu124", "--driver", "470.82.01", *A100, *PY311, "--json",
+                str(out), env={"ENVCHECK_HOST": "node07"})
+    assert res.code == 1 and "will not work here: driver failed" in res.stdout
+    data = json.loads(out.read_text())
+    assert (data["host"], data["exit_code"], data["answer"]["build"]) == (
+        "node07", 1, "2.4.1+cu124")
+    assert [c["short"] for c in data["answer"]["criteria"] if c["status"] == "fail"] == [
+        "driver 470.82.01 < 525.60.13 for cu124"]
+    assert [p.name for p in tmp_path.iterdir()] == ["node07.json"]  # no temporary left
+    res = check("torch==2.4.1", *A100, *PY311, "--json", str(tmp_path / "no" / "x.json"))
+    assert (res.code, res.stdout) == (2, "")
+    assert res.stderr == "envcheck: error: cannot write %s: directory %s does not exist\n" \
+        % (tmp_path / "no" / "x.json", tmp_path / "no")
