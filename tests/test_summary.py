@@ -138,6 +138,16 @@ def test_run_reports_and_bad_inputs_mix_in(answers, tmp_path):
         "  bad/other.json: not an envcheck check answer or run report",
         "  bad/truncated.json: not JSON (Unterminated string starting at: line 1 column",
         "      28 (char 27))"]
+    # node18's check answer and its run report are one node, working only if both do
+    write_answers(tmp_path, [_node("node18", driver="470.82.01")])
+    res = run_cli("summary", str(tmp_path / "node18.json"), str(run_json))
+    assert res.code == 1, res.stdout
+    assert res.stdout.splitlines()[:4] == [
+        "1 node: 1 check answer and 1 run report",
+        "asked: 2.6.0+cu124 + run: torch %s" % json.loads(run_json.read_text())[
+            "environment"]["torch"],
+        "✓ 0 of 1 node will work",
+        "✗ 1 node will not work: driver 470.82.01 < 525.60.13 for cu124: node18"]
     # the run report's node is one of the three, with its facts
     res = run_cli("summary", str(answers / "node01.json"), str(run_json), "--format", "json")
     node18 = [n for n in json.loads(res.stdout)["nodes_detail"] if n["host"] == "node18"][0]

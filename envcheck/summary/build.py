@@ -49,19 +49,36 @@ class Summary:
 
 
 def _one_per_host(records, problems):
-    """The newest answer of each host; two answers for one host is worth a line."""
-    by_host = collections.defaultdict(list)
+    """One record per host: per kind the newest answer (two of a kind is worth a line),
+    then a host's check answer and run report merged: it works only if both say so."""
+    by_host = collections.defaultdict(lambda: collections.defaultdict(list))
     for r in records:
-        by_host[r.host].append(r)
+        by_host[r.host][r.kind].append(r)
     out = []
-    for host, rs in by_host.items():
-        rs.sort(key=lambda r: (r.created or "", r.path))
-        if len(rs) > 1:
-            problems.append(inputs.Problem(
-                rs[-1].path, "%s has %d answers (%s): using this one, the newest"
-                % (host, len(rs), ", ".join(r.path for r in rs[:-1]))))
-        out.append(rs[-1])
+    for host, kinds in by_host.items():
+        newest = []
+        for kind, rs in sorted(kinds.items()):
+            rs.sort(key=lambda r: (r.created or "", r.path))
+            if len(rs) > 1:
+                problems.append(inputs.Problem(
+                    rs[-1].path, "%s has %d %s answers (%s): using this one, the newest"
+                    % (host, len(rs), kind, ", ".join(r.path for r in rs[:-1]))))
+            newest.append(rs[-1])
+        out.append(newest[0] if len(newest) == 1 else _merge(newest))
     return out
+
+
+def _merge(records):
+    statuses = {r.status for r in records}
+    status = FAILS if FAILS in statuses else UNKNOWN if UNKNOWN in statuses else WORKS
+    facts = dict(records[0].facts)  # the check answer's (sorted first): every GPU
+    for r in records[1:]:
+        facts.update({k: v for k, v in r.facts.items() if facts.get(k) is None})
+    facts["asked"] = " + ".join(str(r.facts.get("asked")) for r in records)
+    return inputs.NodeRecord(records[0].host, ", ".join(r.path for r in records),
+                             "+".join(r.kind for r in records), status,
+                             tuple(x for r in records for x in r.reasons), facts,
+                             max(r.created or "" for r in records))
 
 
 def _groups(records):

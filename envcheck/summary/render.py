@@ -31,11 +31,12 @@ MAX_VALUES = 3  # outlier values shown per fact; the rest are counted
 
 def render(summary, width=80):
     total = len(summary.records)
-    kinds = sorted({r.kind for r in summary.records})
-    out = ["%s: %s" % (_nodes(total), " and ".join(
-        _count(sum(r.kind == k for r in summary.records),
-               "check answer" if k == "check" else "run report") for k in kinds)
-        if kinds else "no answer could be read")]
+    checks = sum("check" in r.kind.split("+") for r in summary.records)
+    runs = sum("run" in r.kind.split("+") for r in summary.records)
+    what = [_count(n, word) for n, word in ((checks, "check answer"), (runs, "run report"))
+            if n]
+    out = ["%s: %s" % (_nodes(total), " and ".join(what) if what
+                       else "no answer could be read")]
     asked = sorted({r.facts.get("asked") for r in summary.records})
     if len(asked) == 1:
         out.append("asked: %s" % asked[0])
