@@ -636,10 +636,10 @@ def test_neither_nvml_nor_nvidia_smi_answers(tmp_path):
     res = check("torch==2.4.1", *PY311, env=env)
     assert (res.code, res.stdout) == (2, "")
     assert res.stderr == (
-        "envcheck: error: NVML did not start (NVML Shared Library Not Found), and "
-        "nvidia-smi failed (exit 9): NVIDIA-SMI has failed because it could not communicate "
-        "with the NVIDIA driver. Fix the driver install, or plan without it: --driver "
-        "VERSION --gpu sm_XY\n")
+        "envcheck: error: nvidia-smi failed (exit 9): NVIDIA-SMI has failed because it "
+        "could not communicate with the NVIDIA driver (and NVML did not start (NVML Shared "
+        "Library Not Found)). Fix the driver install, or plan without it: --driver VERSION "
+        "--gpu sm_XY\n")
 
 
 def test_json_path_is_written_with_the_host_or_refused_before_any_work(tmp_path):

@@ -62,8 +62,9 @@ def discover(resolve_name=None, executable="nvidia-smi"):
     try:
         found = nvidia_smi.query(executable, resolve_name=resolve_name)
     except nvidia_smi.NvidiaSmiError as exc:
-        if note:  # neither answered: say both, in one line
-            raise nvidia_smi.NvidiaSmiError("%s, and %s" % (note, exc)) from None
+        if note:  # neither answered: say both, in one line, nvidia-smi's first
+            raise nvidia_smi.NvidiaSmiError("%s (and %s)" % (str(exc).rstrip("."), note)) \
+                from None
         raise
     # Why NVML was passed over matters only where there are GPUs: on a node without an
     # NVIDIA driver, "no libnvidia-ml" is the expected state, not news.

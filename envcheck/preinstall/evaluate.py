@@ -1,10 +1,14 @@
 """``envcheck check``: will this torch wheel work on this node? Answered from the matrix.
 
 Criteria, each ✓/✗ with the numbers: a wheel exists for this Python (and platform);
-the driver meets the CUDA variant's floor; every GPU's compute capability is compiled
-in (or reachable by same-major binary compatibility or PTX JIT, said as such); glibc
-meets the wheel's floor; and the known distributed-training issues of that build. Pure
-functions over a ``Matrix`` and a ``node.Node``: nothing here imports torch or prints.
+the driver meets the CUDA variant's floor; the driver's branch can run each GPU's
+generation at all (gpus.toml); every GPU's compute capability is compiled in (or
+reachable by same-major binary compatibility or PTX JIT, said as such); every GPU meets
+the bundled cuDNN's own floor (cudnn.toml); glibc meets the wheel's floor (wheels.toml);
+and the known distributed-training issues of that build. A "no" carries the fact's
+source and a short reason (what ``envcheck summary`` groups nodes by); a "no" resting on
+an unconfirmed fact is a warning. Pure functions over a ``Matrix`` and a ``node.Node``:
+nothing here imports torch or prints.
 """
 
 import dataclasses
