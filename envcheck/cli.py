@@ -42,6 +42,8 @@ MATRIX_HELP = ("Also read the matrix files in DIR (repeatable); a file named lik
                "built-in one replaces it. See docs/matrix.md.")
 REPORT_MATRIX_HELP = MATRIX_HELP + " Given here, the saved report is judged again."
 STRICT_HELP = "Known issues fail too (exit 1), not only unexpected results."
+NO_COLOR_HELP = ("No colour, also on a terminal (as NO_COLOR=1 does). Pipes, files, JSON, "
+                 "JUnit and markdown never have any.")
 
 
 def terminal_width():
@@ -62,7 +64,14 @@ def _check_format(fmt):
         raise UsageError("--format %r: choose %s" % (fmt, ", ".join(FORMATS)))
 
 
-def _emit(report, fmt, json_path=None, junit_path=None, strict=False):
+def _painter(no_color):
+    """Colour for what goes to stdout: on a terminal only (see report.paint)."""
+    from .report import paint
+
+    return paint.Painter(paint.wanted(sys.stdout, no_color))
+
+
+def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=False):
     """Write the report files asked for (each atomically), then print it in FMT."""
     from .core import redact
     from .core.atomic import write_atomic
@@ -86,7 +95,8 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False):
         screen = render_markdown(report, strict=strict)
     else:
         from .report.table import render as render_table
-        screen = render_table(report, width=terminal_width(), strict=strict)
+        screen = render_table(report, width=terminal_width(), strict=strict,
+                              paint=_painter(no_color))
     # Undecodable bytes a rank passed on show escaped, as in the JSON report.
     screen = report_mod.jsonable(screen)
     try:
@@ -147,6 +157,7 @@ def run(
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress on stderr."),
+    no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
 ):
     """Run the probes on this machine and report what works."""
     from .matrix import load as matrix_load, verdicts
@@ -168,11 +179,11 @@ def run(
         # While the ranks import torch; a bad matrix still stops the run (exit 2).
         matrix.append(matrix_load.load(tuple(matrix_dir), tuple(probe_path)))
 
-    with Progress(enabled=not quiet) as progress:
+    with Progress(enabled=not quiet, no_color=no_color, plan=plan) as progress:
         report = runner.execute(plan, on_event=progress, while_starting=load_matrix)
     verdicts.apply(report, matrix[0] if matrix else matrix_load.load(
         tuple(matrix_dir), tuple(probe_path)))
-    _emit(report, fmt, json_path, junit_path, strict=strict)
+    _emit(report, fmt, json_path, junit_path, strict=strict, no_color=no_color)
     raise typer.Exit(int(runner.exit_code(report, strict)))
 
 
@@ -192,6 +203,7 @@ def report(
                                              help="Also write JUnit XML here (atomically)."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=REPORT_MATRIX_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
+    no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
 ):
     """Render a saved JSON report again (re-judged with --matrix DIR); runs nothing."""
     from .matrix import load as matrix_load, verdicts
@@ -213,7 +225,7 @@ def report(
     # a new judgement (or it was never judged: records, reports from before the matrix).
     if matrix_dir or saved.matrix is None:
         verdicts.apply(saved, matrix_load.load(tuple(matrix_dir)))
-    _emit(saved, fmt, json_path, junit_path, strict=strict)
+    _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color)
     raise typer.Exit(int(runner.exit_code(saved, strict)))
 
 
@@ -272,6 +284,7 @@ def check(
                                       "the pip command."),
     as_json: bool = typer.Option(False, "--json", help="Print the answer as JSON."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
+    no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
 ):
     """Will this torch wheel work on this node? Instant, from the matrix; no torch needed."""
     from .preinstall import command as check_command, render as render_check
@@ -280,8 +293,14 @@ def check(
                                python_version, suggest, tuple(matrix_dir))
     from .core import redact
 
-    sys.stdout.write(redact.text(render_check.to_json(result) if as_json
-                                 else render_check.render(result, width=terminal_width())))
+    if as_json:
+        text = render_check.to_json(result)
+    else:
+        from .report import paint, vocabulary
+
+        text = paint.lead_glyphs(render_check.render(result, width=terminal_width()),
+                                 _painter(no_color), vocabulary.CHECK_STYLES)
+    sys.stdout.write(redact.text(text))
     raise typer.Exit(int(result.exit_code))
 
 

@@ -1,0 +1,55 @@
+"""How envcheck shortens text and names sets of ranks, on both sides of the boundary.
+
+One truncation rule everywhere (a rank's detail, a JSON field, a table cell, a markdown
+line): whitespace is collapsed, the text is cut at a word boundary where one is close,
+and an ellipsis says that something was cut. The full text stays where there is room for
+it (the error's message and traceback in the JSON report).
+"""
+
+ELLIPSIS = "…"
+
+
+def cut(text, limit):
+    """``text`` in at most ``limit`` characters, spacing kept (a table's line): cut at
+    the last space in its final third, else mid-word, and end with the ellipsis."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    if limit <= 1:
+        return ELLIPSIS[:limit]
+    head = text[:limit - 1]
+    space = head.rstrip().rfind(" ")
+    if space >= (limit * 2) // 3:
+        head = head[:space]
+    return head.rstrip(" ,;:") + ELLIPSIS
+
+
+def shorten(text, limit):
+    """One line of at most ``limit`` characters: whitespace collapsed, then ``cut``."""
+    return cut(" ".join(str(text or "").split()), limit)
+
+
+def first_line(text, limit=200):
+    """The first non-blank line of ``text``, shortened: the line an error is known by."""
+    for line in str(text or "").strip().splitlines():
+        if line.strip():
+            return shorten(line, limit)
+    return ""
+
+
+def rank_set(ranks):
+    """'rank 2', 'ranks 0,2', 'ranks 0–3', 'ranks 0–3,6': three or more consecutive
+    ranks as a range."""
+    ranks = sorted({int(r) for r in ranks})
+    parts, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        if j - i >= 2:
+            parts.append("%d–%d" % (ranks[i], ranks[j]))
+            i = j + 1
+        else:
+            parts.append(str(ranks[i]))
+            i += 1
+    return "%s %s" % ("rank" if len(ranks) == 1 else "ranks", ",".join(parts))

@@ -1,0 +1,68 @@
+"""One vocabulary for outcomes and verdicts, one truncation rule, ranks named as sets."""
+
+import pytest
+
+from envcheck.core.outcomes import Outcome, Verdict
+from envcheck.core.text import cut, first_line, rank_set, shorten
+from envcheck.report import vocabulary
+from envcheck.report.model import CheckResult
+from envcheck.report.table import verdict_summary
+
+
+def test_every_outcome_and_verdict_has_a_word_glyph_and_colour():
+    assert set(vocabulary.OUTCOMES) == {o.value for o in Outcome}
+    # Every verdict core names renders; "unsupported" (issue #17) is ready before it.
+    assert {v.value for v in Verdict} <= set(vocabulary.VERDICTS)
+    for v in Verdict:
+        word = vocabulary.VERDICTS[v.value]
+        # A verdict that fails the run shouts and is red, as pytest's FAILED.
+        assert (word.word.isupper() and word.style == "bold red") == v.is_bad, v
+
+
+def test_the_summary_line_uses_the_table_words():
+    class R:
+        checks = [CheckResult("p", "a", "failed", verdict="failure"),
+                  CheckResult("p", "b", "failed", verdict="failure"),
+                  CheckResult("p", "c", "hang", verdict="unexpected"),
+                  CheckResult("p", "d", "failed", verdict="known"),
+                  CheckResult("p", "e", "passed", verdict="new")]
+    assert verdict_summary(R) == "1 UNEXPECTED, 2 FAILURES, 1 known issue"
+    R.checks = R.checks[3:]
+    assert verdict_summary(R, strict=True) == \
+        "nothing unexpected, 1 known issue (failing under --strict)"
+
+
+def test_a_probes_own_verdict_is_told_by_its_message_alone():
+    assert vocabulary.error_line({"type": "CheckFailed", "message": "3 ranks differ"}) == \
+        "3 ranks differ"
+    assert vocabulary.error_line({"type": "RuntimeError", "message": "boom"}) == \
+        "RuntimeError: boom"
+
+
+@pytest.mark.parametrize("text,limit,expected", [
+    ("short", 10, "short"),
+    # a word boundary in the last third: cut there
+    ("cannot pickle the ProcessGroup object", 24, "cannot pickle the…"),
+    # none: cut mid-word (a long path), still with the ellipsis
+    ("/very/long/path/without/any/space/at/all", 12, "/very/long/…"),
+    ("a,  b;  c", 100, "a,  b;  c"),
+])
+def test_one_truncation_rule(text, limit, expected):
+    assert cut(text, limit) == expected
+    assert len(cut(text, limit)) <= limit
+
+
+def test_shorten_collapses_whitespace_and_first_line_keeps_one_line():
+    assert shorten("a\n  b\tc", 10) == "a b c"
+    assert first_line("\n  Error: disk full\ntraceback...") == "Error: disk full"
+    long = "RuntimeError: " + "x" * 300
+    assert first_line(long) == "RuntimeError: " + "x" * 185 + "…"
+
+
+@pytest.mark.parametrize("ranks,expected", [
+    ([2], "rank 2"), ([0, 2], "ranks 0,2"), ([0, 1], "ranks 0,1"),
+    ([3, 0, 1, 2], "ranks 0–3"), ([0, 1, 2, 3, 6, 7], "ranks 0–3,6,7"),
+    (["5", "6", "7", "1"], "ranks 1,5–7"),
+])
+def test_rank_sets(ranks, expected):
+    assert rank_set(ranks) == expected
