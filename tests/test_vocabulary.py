@@ -66,3 +66,57 @@ def test_shorten_collapses_whitespace_and_first_line_keeps_one_line():
 ])
 def test_rank_sets(ranks, expected):
     assert rank_set(ranks) == expected
+
+
+LONG = '''
+WORDS = " ".join("word%d" % i for i in range(80))
+
+
+def probe_long(ctx):
+    """every rank fails both checks with a long message"""
+    with ctx.check("raises"):
+        raise ValueError("the value was wrong: " + WORDS)
+    with ctx.check("fails") as c:
+        c.fail("the probe saw a mismatch: " + WORDS)
+'''
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory):
+    """Four ranks failing the same way: the shape where identical lines repeat."""
+    from conftest import load_report, run_cli
+
+    d = tmp_path_factory.mktemp("long")
+    (d / "long.py").write_text(LONG)
+    res = run_cli("run", "--nproc", "4", "-p", "long", "--probe-path", str(d / "long.py"),
+                  "--format", "markdown", "--json", str(d / "r.json"), "--junit",
+                  str(d / "r.xml"), "-q")
+    assert res.code == 1, res.stderr
+    return res, load_report(d / "r.json"), (d / "r.xml").read_text(), d
+
+
+def test_a_long_detail_is_cut_at_a_word_with_an_ellipsis(long_run):
+    from conftest import checks_by_id
+
+    _, report, _, _ = long_run
+    raised = checks_by_id(report)["long.raises"]
+    message = "the value was wrong: " + " ".join("word%d" % i for i in range(80))
+    assert raised["error"]["message"] == message  # the whole text stays in the JSON
+    detail = raised["detail"]
+    assert detail.endswith("…") and len(detail) <= 200
+    kept = detail[:-1]
+    assert message.startswith(kept) and message[len(kept)] == " "  # a whole word
+
+
+def test_identical_ranks_are_one_line_and_no_internal_type_shows(long_run):
+    res, report, junit, d = long_run
+    host = report["ranks"][0]["host"]
+    md = res.stdout
+    assert md.count("  - ranks 0–3 on %s: failed\n" % host) == 2  # one per check
+    assert "rank 0 on" not in md and "rank 3 on" not in md
+    assert "CheckFailed" not in md and "CheckFailed" not in junit
+    from conftest import run_cli
+
+    table = run_cli("report", str(d / "r.json")).stdout
+    assert "CheckFailed" not in table
+    assert "  ✗ long.fails (FAILURE)\n      the probe saw a mismatch: word0 word1" in table

@@ -26,7 +26,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from ..core.outcomes import Outcome
-from ..core.text import rank_set
+from ..core.text import ELLIPSIS, rank_set
 from . import header, vocabulary
 
 # XML 1.0 forbids most control characters; tracebacks and stderr tails can hold them
@@ -78,11 +78,18 @@ def rank_lines(report, check, said=None):
     lines = []
     for (outcome, detail), ranks in groups.items():
         where = sorted({hosts.get(r) for r in ranks if hosts.get(r)})
-        repeated = said is not None and detail in (" ".join(said.split()), "")
+        repeated = said is not None and _same_words(detail, " ".join(said.split()))
         lines.append("%s%s: %s%s" % (rank_set(ranks), " on %s" % ", ".join(where)
                                      if where else "", outcome,
                                      "" if repeated else " — " + detail))
     return lines
+
+
+def _same_words(detail, said):
+    """Whether ``detail`` says ``said`` again, whole or cut short (with the ellipsis)."""
+    if detail.endswith(ELLIPSIS):
+        return said.startswith(detail[:-len(ELLIPSIS)])
+    return detail in (said, "")
 
 
 def failure_text(report, check):
