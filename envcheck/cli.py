@@ -160,7 +160,7 @@ def run(
     no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
 ):
     """Run the probes on this machine and report what works."""
-    from .matrix import load as matrix_load, verdicts
+    from .matrix import frameworks, load as matrix_load, verdicts
     from .report import model as report_mod
     from .run import command as runner
     from .run.progress import Progress
@@ -183,6 +183,7 @@ def run(
         report = runner.execute(plan, on_event=progress, while_starting=load_matrix)
     verdicts.apply(report, matrix[0] if matrix else matrix_load.load(
         tuple(matrix_dir), tuple(probe_path)))
+    frameworks.advise(report)
     _emit(report, fmt, json_path, junit_path, strict=strict, no_color=no_color)
     raise typer.Exit(int(runner.exit_code(report, strict)))
 
@@ -206,7 +207,7 @@ def report(
     no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
 ):
     """Render a saved JSON report again (re-judged with --matrix DIR); runs nothing."""
-    from .matrix import load as matrix_load, verdicts
+    from .matrix import frameworks, load as matrix_load, verdicts
     from .report import model as report_mod
     from .run import command as runner
 
@@ -225,6 +226,7 @@ def report(
     # a new judgement (or it was never judged: records, reports from before the matrix).
     if matrix_dir or saved.matrix is None:
         verdicts.apply(saved, matrix_load.load(tuple(matrix_dir)))
+        frameworks.advise(saved)
     _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color)
     raise typer.Exit(int(runner.exit_code(saved, strict)))
 

@@ -120,3 +120,20 @@ def test_identical_ranks_are_one_line_and_no_internal_type_shows(long_run):
     table = run_cli("report", str(d / "r.json")).stdout
     assert "CheckFailed" not in table
     assert "  ✗ long.fails (FAILURE)\n      the probe saw a mismatch: word0 word1" in table
+
+
+def test_setup_times_agree_with_the_time_column(long_run):
+    from conftest import checks_by_id
+
+    _, report, _, d = long_run
+    imported = checks_by_id(report)["setup.import_torch"]
+    per_rank = {int(r): e["seconds"] for r, e in imported["ranks"].items()}
+    slowest = max(per_rank, key=per_rank.get)
+    assert imported["seconds"] == per_rank[slowest]
+    assert imported["detail"] == "%.2f s on rank %d, the slowest of 4 (fastest %.2f s)" % (
+        per_rank[slowest], slowest, min(per_rank.values()))
+    from conftest import run_cli
+
+    row = next(line for line in run_cli("report", str(d / "r.json")).stdout.splitlines()
+               if " import_torch " in line)
+    assert "%.2fs   %.2f s on rank" % (per_rank[slowest], per_rank[slowest]) in row

@@ -77,8 +77,7 @@ def _todo(report, strict):
             out.append("  - %s" % cell(line))
         if error:
             out.append("  - error: %s" % cell(shorten(error, 300)))
-        if c.advice:
-            out.append("  - → %s" % cell(c.advice))
+        out += ["  - → %s" % cell(p) for p in (c.advice or "").split("\n") if p.strip()]
         source = (c.expectation or {}).get("source")
         if source:
             out.append("  - source: %s" % cell(source))

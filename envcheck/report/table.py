@@ -145,10 +145,11 @@ def _todo_lines(report, width, terminal, paint, strict):
         out.extend(_wrap(said, width, "      ", max_lines=6))
         if error_line:
             out.extend(_wrap(error_line, width, "      ", max_lines=3))
-        if c.advice:
-            advice = textwrap.wrap(c.advice, width - 6, initial_indent="    → ",
+        for paragraph in (c.advice or "").split("\n"):  # the general fix, then a framework's
+            advice = textwrap.wrap(paragraph, width - 6, initial_indent="    → ",
                                    subsequent_indent="      ")
-            out.extend([advice[0].replace("→", paint("→", "cyan"), 1)] + advice[1:])
+            if advice:
+                out.extend([advice[0].replace("→", paint("→", "cyan"), 1)] + advice[1:])
         if c.expectation and c.expectation.get("source"):
             out.extend(_wrap("source: %s" % c.expectation["source"], width, "      "))
         if c.outcome == "hang":
