@@ -194,3 +194,28 @@ def test_a_run_shows_a_live_view_and_leaves_a_line_per_probe():
     _, quiet, raw = on_terminal(80, "run", "-p", "collectives", "-q")
     assert "starting ranks" not in raw and "\x1b[?25l" not in raw  # no live view at all
     assert [visible(line) for line in quiet][0].startswith("envcheck 0.1.0 · ")
+
+
+def test_the_live_view_after_a_hang_says_the_probe_stopped_and_goes_on(tmp_path):
+    (tmp_path / "stuck.py").write_text(STUCK + AFTER)
+    code, lines, raw = on_terminal(80, "run", "--nproc", "3", "-p", "stuck", "-p", "after",
+                                   "--probe-path", str(tmp_path / "stuck.py"),
+                                   "--timeout", "5")
+    assert code == 1
+    shown = [visible(line) for line in lines]
+    # The probe that hung leaves its line when fresh ranks start; they go on.
+    assert shown[0] == "- stuck          stopped before it finished (see below)"
+    assert lines[0].startswith(YELLOW + "-" + RESET)
+    assert re.fullmatch(r"✓ after +1 passed  \d+\.\d\d s", shown[1])
+    assert re.search(r"probe stuck 1/2 · wait · 5\.\d s of 5 s: past the timeout, "
+                     r"collecting stacks", raw)
+    assert shown[-1].startswith("3 passed, 1 hang in ")
+
+
+AFTER = '''
+
+def probe_after(ctx):
+    """runs after the hang, on fresh ranks"""
+    with ctx.check("fine"):
+        pass
+'''

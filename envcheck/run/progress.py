@@ -191,9 +191,10 @@ class Progress:
         from rich.text import Text
 
         glyph, style, counts = probe.line_parts()
-        if unfinished:
-            glyph, style = vocabulary.OUTCOMES["hang"].glyph, "red"
-            counts += "; did not finish (see below)"
+        if unfinished:  # a hang, a crash or Ctrl-C: the report below says which
+            glyph, style = vocabulary.OUTCOMES["skipped"].glyph, "yellow"
+            counts = ("%s; " % counts if probe.outcomes else "") + \
+                "stopped before it finished (see below)"
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(glyph, style=style)
         line.append(" %-14s %s" % (probe.name, counts))
