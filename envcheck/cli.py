@@ -179,7 +179,15 @@ def run(
         # While the ranks import torch; a bad matrix still stops the run (exit 2).
         matrix.append(matrix_load.load(tuple(matrix_dir), tuple(probe_path)))
 
-    with Progress(enabled=not quiet, no_color=no_color, plan=plan) as progress:
+    def judge(checks, environment, backend):
+        # The live view's lines judged as the report will be (the matrix is loaded while
+        # the ranks import torch, before any probe ends).
+        if matrix and environment:
+            verdicts.apply(report_mod.Report(__version__, "", plan.to_dict(), environment,
+                                             [{"backend": backend}], checks, 0.0), matrix[0])
+
+    with Progress(enabled=not quiet, no_color=no_color, plan=plan, judge=judge,
+                  strict=strict) as progress:
         report = runner.execute(plan, on_event=progress, while_starting=load_matrix)
     verdicts.apply(report, matrix[0] if matrix else matrix_load.load(
         tuple(matrix_dir), tuple(probe_path)))

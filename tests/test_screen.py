@@ -173,20 +173,23 @@ def test_a_pipe_keeps_whole_lines():
 
 
 def test_a_run_shows_a_live_view_and_leaves_a_line_per_probe():
-    code, lines, raw = on_terminal(80, "run", "-p", "collectives", "-p", "launch")
+    code, lines, raw = on_terminal(80, "run", "-p", "serialization", "-p", "launch")
     assert code == 0
     # The spinner line while torch imports (a rank takes seconds to import it, the view
     # redraws eight times a second), with the startup timeout it is judged by.
     assert re.search(r"starting ranks · \d+\.\d s of 120 s · [01]/2 ranks imported torch",
                      raw)
     shown = [visible(line) for line in lines]
-    # One line per probe, in the order they ran, coloured by outcome; the live line is
-    # gone, and the screen follows.
+    # One line per probe, in the order they ran; the live line is gone, and the screen
+    # follows.
     assert re.fullmatch(r"✓ launch +3 passed, 3 skipped  \d+\.\d\d s", shown[0])
     assert lines[0].startswith(GREEN + "✓" + RESET)
-    assert re.fullmatch(r"✓ collectives +6 passed  \d+\.\d\d s", shown[1])
+    # Judged as the report will be: known issues in yellow, not a red failure.
+    assert re.fullmatch(r"✗ serialization +5 passed, 4 failed; 4 known issues  \d+\.\d\d s",
+                        shown[1])
+    assert lines[1].startswith(YELLOW + "✗" + RESET)
     assert shown[2].startswith("envcheck 0.1.0 · ")
-    assert shown[-1].startswith("11 passed, 3 skipped in ")
+    assert shown[-1].startswith("10 passed, 4 failed, 3 skipped in ")
     # --no-color keeps the live view (it says nothing is frozen), without a colour.
     _, plain, raw = on_terminal(80, "run", "-p", "launch", "--no-color")
     assert "starting ranks · " in raw and not SGR.search(raw)

@@ -19,31 +19,56 @@ import time
 from ..core.outcomes import worst
 from ..core.phases import PhaseTracker
 from ..report import vocabulary
+from ..report.model import CheckResult
+
+
+# Which colour wins when a probe's checks differ: what fails the run first.
+_URGENCY = ("bold red", "red", "yellow", "cyan", "green", "dim")
 
 
 class _Probe:
     def __init__(self, name, index):
         self.name = name
         self.index = index
-        self.outcomes = {}  # check -> [outcome per rank]
+        self.records = {}  # check -> [its record from each rank]
         self.ended = set()  # ranks that said probe_end
         self.seconds = 0.0
         self.printed = False
 
-    def line_parts(self):
-        """(glyph, style, summary): '4 passed, 2 failed' from every rank's checks."""
-        per_check = [worst(o) for o in self.outcomes.values()]
+    def results(self):
+        """One CheckResult per check, as the report will merge it: the worst outcome, told
+        by the rank that had it first."""
+        out = []
+        for check, recs in self.records.items():
+            outcome = worst(r["outcome"] for r in recs)
+            rec = next(r for r in recs if r["outcome"] == outcome.value)
+            out.append(CheckResult(self.name, check, outcome.value, detail=rec.get("detail"),
+                                   error=rec.get("error")))
+        return out
+
+    def line_parts(self, checks, strict=False):
+        """(glyph, style, summary): '5 passed, 4 failed; 4 known issues' for ``checks``
+        (judged when the matrix was there to judge them)."""
         counts = {}
-        for o in per_check:
-            counts[o.value] = counts.get(o.value, 0) + 1
+        for c in checks:
+            counts[c.outcome] = counts.get(c.outcome, 0) + 1
         text = ", ".join(vocabulary.OUTCOMES[k].count(counts[k])
                          for k in vocabulary.OUTCOMES if counts.get(k))
-        word = vocabulary.OUTCOMES[worst(per_check).value if per_check else "skipped"]
-        return word.glyph, word.style, text or "no checks"
+        judged = [part for part, _ in vocabulary.summary_parts(checks, strict)
+                  if part != "nothing unexpected"]
+        if judged:
+            text += "; " + ", ".join(judged)
+        if not checks:
+            return vocabulary.OUTCOMES["skipped"].glyph, "dim", "no checks"
+        first = min(checks, key=lambda c: _URGENCY.index(vocabulary.style(c, strict)))
+        return vocabulary.outcome(first).glyph, vocabulary.style(first, strict), text
 
 
 class Progress:
-    def __init__(self, stream=None, enabled=True, no_color=False, plan=None):
+    def __init__(self, stream=None, enabled=True, no_color=False, plan=None, judge=None,
+                 strict=False):
+        """``judge(checks, environment, backend)``: sets the checks' verdicts from the
+        matrix, so that a probe's line says "known issue" where the report will."""
         from ..report import paint
 
         self.stream = stream or sys.stderr
@@ -55,6 +80,8 @@ class Progress:
         self.timeout = getattr(plan, "timeout", None)
         self.startup_timeout = getattr(plan, "startup_timeout", None) or self.timeout
         self.planned = [p.name for p in getattr(plan, "probes", [])]
+        self.judge, self.strict = judge, strict
+        self.environment, self.backend = None, None
         self._live = None
         self._reset()
 
@@ -84,8 +111,9 @@ class Progress:
         elif kind == "probe_start" and rec["probe"] not in self.probes:
             self.probes[rec["probe"]] = _Probe(rec["probe"], len(self.probes))
         elif kind == "check" and rec.get("probe") in self.probes:
-            probe = self.probes[rec["probe"]]
-            probe.outcomes.setdefault(rec["check"], []).append(rec["outcome"])
+            self.probes[rec["probe"]].records.setdefault(rec["check"], []).append(rec)
+        elif kind == "env" and rec.get("environment"):
+            self.environment, self.backend = rec["environment"], rec.get("backend")
         elif kind == "probe_end" and rec.get("probe") in self.probes:
             probe = self.probes[rec["probe"]]
             probe.ended.add(rank)
@@ -190,10 +218,13 @@ class Progress:
         probe.printed = True
         from rich.text import Text
 
-        glyph, style, counts = probe.line_parts()
+        checks = probe.results()
+        if self.judge and checks and not unfinished:
+            self.judge(checks, self.environment, self.backend)
+        glyph, style, counts = probe.line_parts(checks, self.strict)
         if unfinished:  # a hang, a crash or Ctrl-C: the report below says which
             glyph, style = vocabulary.OUTCOMES["skipped"].glyph, "yellow"
-            counts = ("%s; " % counts if probe.outcomes else "") + \
+            counts = ("%s; " % counts if probe.records else "") + \
                 "stopped before it finished (see below)"
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(glyph, style=style)
