@@ -94,7 +94,11 @@ def _same_words(detail, said):
 
 def failure_text(report, check):
     """What a CI log should show under a failed check: where, why, and the evidence."""
-    parts = ["\n".join(rank_lines(report, check))]
+    parts = []
+    word = vocabulary.verdict(check)
+    if word:  # the same word as the table's verdict column, and what it means
+        parts.append("verdict: %s (%s)" % (word.word, word.meaning))
+    parts.append("\n".join(rank_lines(report, check)))
     if check.advice:
         parts.append("advice: %s" % check.advice)
     # A probe's own verdict (CheckFailed) has a traceback into envcheck: its message is
@@ -127,8 +131,8 @@ def _testcase(report, check, strict):
     kind = None
     if outcome.is_bad and check.verdict == "known" and not strict:
         kind = "skipped"
-        el = ET.SubElement(case, "skipped", message=_clean(
-            "known issue: %s" % (check.detail or check.outcome)))
+        el = ET.SubElement(case, "skipped", message=_clean("%s: %s" % (
+            vocabulary.VERDICTS["known"].word, check.detail or check.outcome)))
         notes = [check.advice and "advice: %s" % check.advice]
         source = (check.expectation or {}).get("source")
         notes.append(source and "source: %s" % source)
@@ -136,8 +140,8 @@ def _testcase(report, check, strict):
         el.text = _clean("\n\n".join(n for n in notes if n))
     elif outcome.is_bad:
         kind = "failure"
-        label = check.outcome if check.verdict != "known" else "%s (known issue, --strict)" \
-            % check.outcome
+        label = check.outcome if check.verdict != "known" else "%s (%s, --strict)" % (
+            check.outcome, vocabulary.VERDICTS["known"].word)
         el = ET.SubElement(case, "failure", message=_clean(check.detail or check.outcome),
                            type=label)
         el.text = _clean(failure_text(report, check))

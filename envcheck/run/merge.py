@@ -187,10 +187,10 @@ def _slowest_rank(check):
     slowest = max(sorted(timed), key=timed.__getitem__)
     text = "%.2f s" % timed[slowest]
     if len(timed) > 1:
-        text += " on rank %d, the slowest of %d (fastest %.2f s)" % (
+        text += " (rank %d, slowest of %d; fastest %.2f s)" % (
             slowest, len(timed), min(timed.values()))
     backend = (check.ranks[str(slowest)].get("data") or {}).get("backend")
-    check.detail = "%s: %s" % (backend, text) if backend else text
+    check.detail = "%s, %s" % (backend, text) if backend else text
 
 
 def _outside_probes(col, attempt):
