@@ -90,13 +90,18 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=F
                 failed.append("cannot write %s: %s" % (path, exc.strerror or exc))
     if fmt == "json":
         screen = text
-    elif fmt == "markdown":
-        from .report.markdown import render as render_markdown
-        screen = render_markdown(report, strict=strict)
     else:
-        from .report.table import render as render_table
-        screen = render_table(report, width=terminal_width(), strict=strict,
-                              paint=_painter(no_color))
+        from .core.text import printable
+
+        # What a rank wrote may hold escapes of its own: a screen shows only envcheck's.
+        shown = report_mod.Report.from_dict(printable(report.to_dict()))
+        if fmt == "markdown":
+            from .report.markdown import render as render_markdown
+            screen = render_markdown(shown, strict=strict)
+        else:
+            from .report.table import render as render_table
+            screen = render_table(shown, width=terminal_width(), strict=strict,
+                                  paint=_painter(no_color))
     # Undecodable bytes a rank passed on show escaped, as in the JSON report.
     screen = report_mod.jsonable(screen)
     try:

@@ -80,6 +80,8 @@ def probe_long(ctx):
         raise ValueError("the value was wrong: " + WORDS)
     with ctx.check("fails") as c:
         c.fail("the probe saw a mismatch: " + WORDS)
+    with ctx.check("escapes"):
+        raise RuntimeError("\\x1b[31mred from a library\\x1b[0m and a bell\\x07")
 '''
 
 
@@ -114,13 +116,20 @@ def test_identical_ranks_are_one_line_and_no_internal_type_shows(long_run):
     res, report, junit, d = long_run
     host = report["ranks"][0]["host"]
     md = res.stdout
-    assert md.count("  - ranks 0–3 on %s: failed\n" % host) == 2  # one per check
+    assert md.count("  - ranks 0–3 on %s: failed\n" % host) == 3  # one per check
     assert "rank 0 on" not in md and "rank 3 on" not in md
     assert "CheckFailed" not in md and "CheckFailed" not in junit
     from conftest import run_cli
 
     table = run_cli("report", str(d / "r.json")).stdout
     assert "CheckFailed" not in table
+    # A rank's own escapes: kept in the JSON, never on a screen.
+    from conftest import checks_by_id
+
+    raised = checks_by_id(report)["long.escapes"]["error"]["message"]
+    assert raised == "\x1b[31mred from a library\x1b[0m and a bell\x07"
+    assert "[31mred from a library[0m and a bell" in table and "\x1b" not in table
+    assert "\x1b" not in md and "\x07" not in md and "[31mred from a library" in md
     assert "  ✗ long.fails (FAILURE)\n      the probe saw a mismatch: word0 word1" in table
 
 

@@ -53,3 +53,22 @@ def rank_set(ranks):
             parts.append(str(ranks[i]))
             i += 1
     return "%s %s" % ("rank" if len(ranks) == 1 else "ranks", ",".join(parts))
+
+
+# Control characters a rank's output can carry (a colour escape from a library's
+# logging, a bell, a NUL): on a screen they would restyle or garble it, so screens show
+# text without them. Newlines and tabs stay; the JSON report keeps everything.
+_CONTROL = "".join(chr(c) for c in list(range(0x00, 0x09)) + list(range(0x0b, 0x20))
+                   + [0x7f])
+_NO_CONTROL = str.maketrans("", "", _CONTROL)
+
+
+def printable(value):
+    """``value`` (strings in dicts and lists too) without control characters."""
+    if isinstance(value, str):
+        return value.translate(_NO_CONTROL)
+    if isinstance(value, dict):
+        return {printable(k): printable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printable(v) for v in value]
+    return value
