@@ -27,9 +27,8 @@ _URGENCY = ("bold red", "red", "yellow", "cyan", "green", "dim")
 
 
 class _Probe:
-    def __init__(self, name, index):
+    def __init__(self, name):
         self.name = name
-        self.index = index
         self.records = {}  # check -> [its record from each rank]
         self.ended = set()  # ranks that said probe_end
         self.seconds = 0.0
@@ -109,7 +108,7 @@ class Progress:
         elif kind == "setup" and rec.get("outcome") == "passed":
             self.joined.add(rank)
         elif kind == "probe_start" and rec["probe"] not in self.probes:
-            self.probes[rec["probe"]] = _Probe(rec["probe"], len(self.probes))
+            self.probes[rec["probe"]] = _Probe(rec["probe"])
         elif kind == "check" and rec.get("probe") in self.probes:
             self.probes[rec["probe"]].records.setdefault(rec["check"], []).append(rec)
         elif kind == "env" and rec.get("environment"):
@@ -202,7 +201,8 @@ class Progress:
         if limit:
             clock += " of %g s" % limit
             if elapsed > limit:
-                clock += ": past the timeout, collecting stacks"
+                # the supervisor takes the stacks, stops the ranks and starts fresh ones
+                clock += ": a hang; collecting stacks, restarting"
         return "%s · %s · %s" % (what, clock, ranks)
 
     def _number(self, name):
