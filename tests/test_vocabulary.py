@@ -149,3 +149,18 @@ def test_setup_times_agree_with_the_time_column(long_run):
                if " import_torch " in line)
     t = "%.2f" % per_rank[slowest]
     assert re.search(r" %ss +%s s \(rank %d, " % (re.escape(t), re.escape(t), slowest), row)
+
+
+def test_ranks_on_several_hosts_are_named_by_host():
+    from envcheck.core.text import parse_rank_numbers, rank_numbers
+    from envcheck.run.merge import name_hosts
+
+    assert parse_rank_numbers(rank_numbers([0, 1, 2, 3, 6, 8, 9])) == [0, 1, 2, 3, 6, 8, 9]
+    where = {0: "node-a", 1: "node-a", 2: "node-a", 3: "node-b", 4: "node-b", 5: "node-b"}
+    grouped = CheckResult("p", "c", "failed", detail="ranks 0–2,4: boom", root_rank=0)
+    single = CheckResult("p", "c", "hang", detail="rank 4: no progress", root_rank=4)
+    bare = CheckResult("p", "c", "crash", detail="exited with code 1", root_rank=5)
+    name_hosts([grouped, single, bare], where)
+    assert grouped.detail == "ranks 0–2 on node-a; 4 on node-b: boom"
+    assert single.detail == "rank 4 on node-b: no progress"
+    assert bare.detail == "rank 5 on node-b: exited with code 1"

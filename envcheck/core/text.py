@@ -37,9 +37,8 @@ def first_line(text, limit=200):
     return ""
 
 
-def rank_set(ranks):
-    """'rank 2', 'ranks 0,2', 'ranks 0–3', 'ranks 0–3,6': three or more consecutive
-    ranks as a range."""
+def rank_numbers(ranks):
+    """'2', '0,2', '0–3', '0–3,6': three or more consecutive ranks as a range."""
     ranks = sorted({int(r) for r in ranks})
     parts, i = [], 0
     while i < len(ranks):
@@ -52,7 +51,22 @@ def rank_set(ranks):
         else:
             parts.append(str(ranks[i]))
             i += 1
-    return "%s %s" % ("rank" if len(ranks) == 1 else "ranks", ",".join(parts))
+    return ",".join(parts)
+
+
+def rank_set(ranks):
+    """'rank 2', 'ranks 0,2', 'ranks 0–3', 'ranks 0–3,6'."""
+    ranks = {int(r) for r in ranks}
+    return "%s %s" % ("rank" if len(ranks) == 1 else "ranks", rank_numbers(ranks))
+
+
+def parse_rank_numbers(text):
+    """[0, 1, 2, 3, 6] from '0–3,6' (what rank_numbers writes; '0,1' too)."""
+    out = []
+    for part in text.split(","):
+        low, _, high = part.partition("–")
+        out += range(int(low), int(high or low) + 1)
+    return out
 
 
 # Control characters a rank's output can carry (a colour escape from a library's

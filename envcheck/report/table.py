@@ -33,7 +33,7 @@ def _verdict_cell(check, paint=PLAIN, strict=False):
     return paint(word.word, vocabulary.style(check, strict))
 
 
-_RANK_PREFIX = re.compile(r"^(rank [0-9,]+(?: on \S+)?: )")
+_RANK_PREFIX = re.compile(r"^(ranks? [0-9][0-9,–]*(?: on [^:]+)?: )")
 
 
 def story(c):

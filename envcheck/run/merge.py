@@ -12,7 +12,7 @@ import re
 
 from ..core import blame
 from ..core.outcomes import worst
-from ..core.text import first_line, shorten
+from ..core.text import first_line, parse_rank_numbers, rank_numbers, rank_set, shorten
 from ..report.model import CheckResult
 
 SETUP = "setup"
@@ -111,7 +111,7 @@ def _merge(probe, check, ranks, root_rank=None):
         bad = sorted(r for r, e in ranks.items() if e["outcome"] == outcome.value)
         # A hang's or crash's own words already start with its rank ("rank 1 exited").
         if differing and not re.match(r"rank %d\b" % root_rank, detail):
-            detail = "rank %s: %s" % (",".join(map(str, bad)), detail)
+            detail = "%s: %s" % (rank_set(bad), detail)
     seconds = [e["seconds"] for e in ranks.values() if e.get("seconds") is not None]
     return CheckResult(
         probe=probe, check=check, outcome=outcome.value,
@@ -389,22 +389,26 @@ def hosts(attempts):
     return found
 
 
-_RANKS_PREFIX = re.compile(r"rank ([\d,]+)\b")
+_RANKS_PREFIX = re.compile(r"ranks? ([\d,–]+)(?![\d,–])")
 
 
 def name_hosts(checks, where):
-    """'rank 1: ...' becomes 'rank 1 on node-b: ...' when the ranks span several hosts."""
+    """'ranks 0–3: ...' becomes 'ranks 0–1 on node-a, 2–3 on node-b: ...' when the ranks
+    span several hosts."""
     if len(set(where.values())) < 2:
         return
     for check in checks:
         if check.root_rank is None:
             continue
         detail = check.detail or ""
-        m = _RANKS_PREFIX.match(detail)  # "rank 1,3: ..." or "rank 1 could not ..."
-        ranks = [int(r) for r in m.group(1).split(",")] if m else [check.root_rank]
+        m = _RANKS_PREFIX.match(detail)  # "ranks 1,3: ..." or "rank 1 could not ..."
+        ranks = parse_rank_numbers(m.group(1)) if m else [check.root_rank]
         rest = detail[m.end():] if m else ": " + detail
-        check.detail = "rank %s%s" % (
-            ", ".join("%d on %s" % (r, where.get(r) or "?") for r in ranks), rest)
+        by_host = {}
+        for r in ranks:
+            by_host.setdefault(where.get(r) or "?", []).append(r)
+        check.detail = "%s %s%s" % ("rank" if len(ranks) == 1 else "ranks", "; ".join(
+            "%s on %s" % (rank_numbers(rs), host) for host, rs in by_host.items()), rest)
 
 
 def torn_note(count):
