@@ -194,7 +194,7 @@ def test_a_run_shows_a_live_view_and_leaves_a_line_per_probe():
     _, plain, raw = on_terminal(80, "run", "-p", "launch", "--no-color")
     assert "starting ranks · " in raw and not SGR.search(raw)
     assert re.fullmatch(r"✓ launch +3 passed, 3 skipped  \d+\.\d\d s", plain[0])
-    _, quiet, raw = on_terminal(80, "run", "-p", "collectives", "-q")
+    _, quiet, raw = on_terminal(80, "run", "-p", "launch", "-q")
     assert "starting ranks" not in raw and "\x1b[?25l" not in raw  # no live view at all
     assert [visible(line) for line in quiet][0].startswith("envcheck 0.1.0 · ")
 

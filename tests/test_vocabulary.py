@@ -106,6 +106,7 @@ def test_a_long_detail_is_cut_at_a_word_with_an_ellipsis(long_run):
     raised = checks_by_id(report)["long.raises"]
     message = "the value was wrong: " + " ".join("word%d" % i for i in range(80))
     assert raised["error"]["message"] == message  # the whole text stays in the JSON
+    assert report["environment"]["frameworks"] == {}  # none in envcheck's own venv
     detail = raised["detail"]
     assert detail.endswith("…") and len(detail) <= 200
     kept = detail[:-1]
