@@ -161,7 +161,9 @@ def run(
                                                    "if it is taken, a free one is used."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view (on a terminal) nor progress lines (elsewhere) on stderr."),
+    quiet: bool = typer.Option(False, "--quiet", "-q",
+                               help="No live view (on a terminal) nor progress lines "
+                                    "(elsewhere) on stderr."),
     no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
 ):
     """Run the probes on this machine and report what works."""
