@@ -172,7 +172,9 @@ class Progress:
         n = self.nproc or len(self.trackers) or 1
         rank0 = self.trackers.get(0)
         phase = rank0.phase if rank0 else "startup"
-        open_phases = [t for t in self.trackers.values() if t.phase != "done"]
+        # list(): one snapshot, taken at once (rich redraws from its own thread while the
+        # supervisor's thread adds ranks)
+        open_phases = [t for t in list(self.trackers.values()) if t.phase != "done"]
         since = min((t.started for t in open_phases), default=self.started)
         if len(self.imported) < n or phase == "startup":
             what = "starting ranks"
