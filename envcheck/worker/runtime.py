@@ -186,8 +186,7 @@ def teardown(ctx):
         # one line rather than a traceback in the launcher's log.
         ctx._records.write("teardown", outcome="failed", error=_error(exc))
         sys.stderr.write("envcheck: rank %d: final barrier failed: %s: %s\n"
-                         % (ctx.rank, type(exc).__name__, str(exc).splitlines()[0][:200]
-                            if str(exc) else ""))
+                         % (ctx.rank, type(exc).__name__, first_line(exc)))
         return False
     ctx._records.write("bye")
     return True
