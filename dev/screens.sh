@@ -11,7 +11,7 @@ out=${1:?usage: dev/screens.sh OUTDIR}
 mkdir -p "$out"
 
 
-capture() {  # capture NAME MIDWAY_SECONDS COMMAND
+capture() {  # capture NAME LIVE_TRIES COMMAND (LIVE_TRIES: half seconds to wait for the live view, 0: none)
     local name=$1 midway=$2 cmd=$3 last
     local server=envcheck-screens-$$-$name
     tmux -L "$server" new-session -d -x 80 -y 50 -s cap "bash --norc --noprofile"
@@ -19,9 +19,14 @@ capture() {  # capture NAME MIDWAY_SECONDS COMMAND
     sleep 1
     tmux -L "$server" clear-history -t cap
     tmux -L "$server" send-keys -t cap "$cmd" Enter
-    if [ "$midway" != 0 ]; then  # the live view, while the run goes
-        sleep "$midway"
-        tmux -L "$server" capture-pane -p -t cap | sed -e '/^$/d' > "$out/$name-live.txt"
+    if [ "$midway" != 0 ]; then  # the live view, once two probes are done and one runs
+        for _ in $(seq 1 "$midway"); do
+            sleep 0.5
+            tmux -L "$server" capture-pane -p -t cap > "$out/$name-live.txt"
+            [ "$(grep -c '^✓ ' "$out/$name-live.txt")" -ge 2 ] \
+                && grep -q ' probe .* · ' "$out/$name-live.txt" && break
+        done
+        sed -i -e '/^$/d' "$out/$name-live.txt"
     fi
     for _ in $(seq 1 300); do  # until the prompt is back
         sleep 1
@@ -34,6 +39,6 @@ capture() {  # capture NAME MIDWAY_SECONDS COMMAND
     tmux -L "$server" kill-server || true
 }
 
-capture run 8 "envcheck run"
+capture run 240 "envcheck run"
 capture probes 0 "envcheck probes"
 capture check 0 "envcheck check torch==2.4.1+cu124 --driver 470.82.01 --gpu sm_80"
