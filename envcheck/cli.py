@@ -42,6 +42,8 @@ MATRIX_HELP = ("Also read the matrix files in DIR (repeatable); a file named lik
                "built-in one replaces it. See docs/matrix.md.")
 REPORT_MATRIX_HELP = MATRIX_HELP + " Given here, the saved report is judged again."
 STRICT_HELP = "Known issues fail too (exit 1), not only unexpected results."
+NO_COLOR_HELP = ("No colour, also on a terminal (as NO_COLOR=1 does). Pipes, files, JSON, "
+                 "JUnit and markdown never have any.")
 
 
 def terminal_width():
@@ -62,7 +64,14 @@ def _check_format(fmt):
         raise UsageError("--format %r: choose %s" % (fmt, ", ".join(FORMATS)))
 
 
-def _emit(report, fmt, json_path=None, junit_path=None, strict=False):
+def _painter(no_color):
+    """Colour for what goes to stdout: on a terminal only (see report.paint)."""
+    from .report import paint
+
+    return paint.Painter(paint.wanted(sys.stdout, no_color))
+
+
+def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=False):
     """Write the report files asked for (each atomically), then print it in FMT."""
     from .core import redact
     from .core.atomic import write_atomic
@@ -81,12 +90,18 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False):
                 failed.append("cannot write %s: %s" % (path, exc.strerror or exc))
     if fmt == "json":
         screen = text
-    elif fmt == "markdown":
-        from .report.markdown import render as render_markdown
-        screen = render_markdown(report, strict=strict)
     else:
-        from .report.table import render as render_table
-        screen = render_table(report, width=terminal_width(), strict=strict)
+        from .core.text import printable
+
+        # What a rank wrote may hold escapes of its own: a screen shows only envcheck's.
+        shown = report_mod.Report.from_dict(printable(report.to_dict()))
+        if fmt == "markdown":
+            from .report.markdown import render as render_markdown
+            screen = render_markdown(shown, strict=strict)
+        else:
+            from .report.table import render as render_table
+            screen = render_table(shown, width=terminal_width(), strict=strict,
+                                  paint=_painter(no_color))
     # Undecodable bytes a rank passed on show escaped, as in the JSON report.
     screen = report_mod.jsonable(screen)
     try:
@@ -146,10 +161,13 @@ def run(
                                                    "if it is taken, a free one is used."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress on stderr."),
+    quiet: bool = typer.Option(False, "--quiet", "-q",
+                               help="No live view (on a terminal) nor progress lines "
+                                    "(elsewhere) on stderr."),
+    no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
 ):
     """Run the probes on this machine and report what works."""
-    from .matrix import load as matrix_load, verdicts
+    from .matrix import frameworks, load as matrix_load, verdicts
     from .report import model as report_mod
     from .run import command as runner
     from .run.progress import Progress
@@ -168,11 +186,20 @@ def run(
         # While the ranks import torch; a bad matrix still stops the run (exit 2).
         matrix.append(matrix_load.load(tuple(matrix_dir), tuple(probe_path)))
 
-    with Progress(enabled=not quiet) as progress:
+    def judge(checks, environment, backend):
+        # The live view's lines judged as the report will be (the matrix is loaded while
+        # the ranks import torch, before any probe ends).
+        if matrix and environment:
+            verdicts.apply(report_mod.Report(__version__, "", plan.to_dict(), environment,
+                                             [{"backend": backend}], checks, 0.0), matrix[0])
+
+    with Progress(enabled=not quiet, no_color=no_color, plan=plan, judge=judge,
+                  strict=strict) as progress:
         report = runner.execute(plan, on_event=progress, while_starting=load_matrix)
     verdicts.apply(report, matrix[0] if matrix else matrix_load.load(
         tuple(matrix_dir), tuple(probe_path)))
-    _emit(report, fmt, json_path, junit_path, strict=strict)
+    frameworks.advise(report)
+    _emit(report, fmt, json_path, junit_path, strict=strict, no_color=no_color)
     raise typer.Exit(int(runner.exit_code(report, strict)))
 
 
@@ -192,9 +219,10 @@ def report(
                                              help="Also write JUnit XML here (atomically)."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=REPORT_MATRIX_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
+    no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
 ):
     """Render a saved JSON report again (re-judged with --matrix DIR); runs nothing."""
-    from .matrix import load as matrix_load, verdicts
+    from .matrix import frameworks, load as matrix_load, verdicts
     from .report import model as report_mod
     from .run import command as runner
 
@@ -213,7 +241,8 @@ def report(
     # a new judgement (or it was never judged: records, reports from before the matrix).
     if matrix_dir or saved.matrix is None:
         verdicts.apply(saved, matrix_load.load(tuple(matrix_dir)))
-    _emit(saved, fmt, json_path, junit_path, strict=strict)
+        frameworks.advise(saved)
+    _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color)
     raise typer.Exit(int(runner.exit_code(saved, strict)))
 
 
@@ -281,6 +310,7 @@ def check(
     fmt: str = typer.Option("text", "--format", metavar="text|json",
                             help="What to print: text or json."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
+    no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
 ):
     """Will this torch wheel work on this node? Instant, from the matrix; no torch needed.
 
@@ -306,8 +336,14 @@ def check(
             write_atomic(json_path, data)
         except OSError as exc:
             raise UsageError("cannot write %s: %s" % (json_path, exc.strerror or exc)) from None
-    sys.stdout.write(data if fmt == "json"
-                     else redact.text(render_check.render(result, width=terminal_width())))
+    if fmt == "json":
+        sys.stdout.write(data)
+    else:
+        from .report import paint, vocabulary
+
+        text = paint.lead_glyphs(render_check.render(result, width=terminal_width()),
+                                 _painter(no_color), vocabulary.CHECK_STYLES)
+        sys.stdout.write(redact.text(text))
     raise typer.Exit(int(result.exit_code))
 
 

@@ -1,10 +1,12 @@
-"""The screen on a real terminal: every line fits at 80 and 120 columns.
+"""The screen on a real terminal: every line fits at 80 and 120 columns, colour is there
+and only there, and a run shows a live view.
 
 Run under script(1), which gives envcheck a pseudo-terminal of its own, as a user's
-terminal would; pipes and files keep the full layout (the other tests read those).
+terminal would; pipes and files keep the full layout and never carry an escape.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,15 +18,50 @@ from conftest import ROOT, STUCK, checks_by_id, load_report, run_cli
 pytestmark = pytest.mark.skipif(shutil.which("script") is None,
                                 reason="needs script(1) (util-linux) for a terminal")
 
+SGR = re.compile(r"\x1b\[[0-9;]*m")  # a colour or attribute escape
+CONTROL = re.compile(r"(\x1b\[\??[0-9;]*[A-Za-z]|\r|\n)")
+BOLD_RED, YELLOW, GREEN, RESET = "\x1b[1;31m", "\x1b[33m", "\x1b[32m", "\x1b[0m"
 
-def on_terminal(columns, *args):
-    """What envcheck shows on a terminal COLUMNS wide, as lines."""
+
+def on_terminal(columns, *args, env=None):
+    """(exit code, the lines a terminal COLUMNS wide shows, the raw output): colour
+    escapes kept, a line redrawn after a carriage return shows its last version."""
     command = " ".join([sys.executable, "-m", "envcheck"] + ["'%s'" % a for a in args])
+    full_env = dict(os.environ, COLUMNS=str(columns), LINES="50", TERM="xterm-256color")
+    full_env.pop("NO_COLOR", None)
+    full_env.update(env or {})
     proc = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True,
-                          cwd=ROOT, timeout=120,
-                          env=dict(os.environ, COLUMNS=str(columns), LINES="50"))
-    text = proc.stdout.decode("utf-8", "replace").replace("\r", "")
-    return proc.returncode, text.splitlines()
+                          cwd=ROOT, timeout=120, env=full_env, stdin=subprocess.DEVNULL)
+    raw = proc.stdout.decode("utf-8", "replace")
+    return proc.returncode, screen(raw), raw
+
+
+def screen(raw):
+    """The lines a terminal shows after ``raw``: enough of one to follow a live view
+    (carriage return, cursor up, erase line); colour escapes are kept as text."""
+    rows, row, restart = [""], 0, False
+    for token in CONTROL.split(raw):
+        if token == "\n":
+            row += 1
+            rows.extend([""] * (row + 1 - len(rows)))
+            restart = False
+        elif token == "\r":
+            restart = True
+        elif token.startswith("\x1b[") and not token.endswith("m"):
+            if token.endswith("A"):
+                row = max(0, row - int(token[2:-1] or 1))
+            elif token == "\x1b[2K":
+                rows[row] = ""
+        elif token:
+            rows[row] = (token if restart else rows[row] + token)
+            restart = False
+    while rows and not rows[-1]:
+        rows.pop()
+    return rows
+
+
+def visible(line):
+    return SGR.sub("", line)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +71,7 @@ def hung_report(tmp_path_factory):
     (d / "stuck.py").write_text(STUCK)
     report = d / "r.json"
     res = run_cli("run", "--nproc", "3", "-p", "serialization", "-p", "stuck",
-                  "--probe-path", str(d / "stuck.py"), "--timeout", "3", "--json",
+                  "--probe-path", str(d / "stuck.py"), "--timeout", "8", "--json",
                   str(report), "-q")
     assert res.code == 1, res.stderr
     assert checks_by_id(load_report(report))["stuck.wait"]["outcome"] == "hang"
@@ -42,15 +79,60 @@ def hung_report(tmp_path_factory):
 
 
 @pytest.mark.parametrize("columns", [80, 120])
-def test_the_run_screen_fits_the_terminal(hung_report, columns):
-    code, lines = on_terminal(columns, "report", hung_report)
+def test_the_run_screen_fits_the_terminal_in_colour(hung_report, columns):
+    code, lines, _ = on_terminal(columns, "report", hung_report)
     assert code == 1
-    too_wide = [line for line in lines if len(line) > columns]
-    assert too_wide == []
-    text = "\n".join(lines)
+    assert [line for line in lines if len(visible(line)) > columns] == []
+    text = "\n".join(visible(line) for line in lines)
     assert "What to do:" in text and "ranks 0,2: waiting in barrier" in text
     if columns == 80:  # no room for a detail column: what did not pass says why below
-        assert any(line.strip().startswith("rank 1: no progress for ") for line in lines)
+        assert any(visible(line).strip().startswith("rank 1: no progress for ")
+                   for line in lines)
+    # A hang nobody expected fails the run: its row and the last line are bold red; a
+    # known issue is yellow, a pass green.
+    stuck = next(line for line in lines if visible(line).startswith("stuck "))
+    assert BOLD_RED + "⧗ hang" + RESET in stuck and BOLD_RED + "FAILURE" + RESET in stuck
+    known = next(line for line in lines if "pickle_default_group " in line)
+    assert YELLOW + "✗ failed" + RESET in known and YELLOW + "known issue" + RESET in known
+    passed = next(line for line in lines if "init_process_group " in line)
+    assert GREEN + "✓ passed" + RESET in passed
+    assert lines[-1].startswith(BOLD_RED) and lines[-1].endswith(RESET)
+    assert "  %s⧗%s stuck.wait (%sFAILURE%s)" % (BOLD_RED, RESET, BOLD_RED, RESET) in lines
+
+
+@pytest.mark.parametrize("how", [{"env": {"NO_COLOR": "1"}}, {"flag": "--no-color"},
+                                 {"env": {"TERM": "dumb"}}])
+def test_no_color_and_no_color_flag_turn_colour_off(hung_report, how):
+    args = ["report", hung_report] + ([how["flag"]] if "flag" in how else [])
+    code, lines, _ = on_terminal(80, *args, env=how.get("env"))
+    assert code == 1
+    assert "stuck.wait (FAILURE)" in "\n".join(lines)
+    assert [line for line in lines if "\x1b" in line] == []
+
+
+def test_no_color_set_but_empty_keeps_colour(hung_report):
+    # no-color.org: only a non-empty NO_COLOR turns colour off
+    _, lines, _ = on_terminal(80, "report", hung_report, env={"NO_COLOR": ""})
+    assert any(BOLD_RED in line for line in lines)
+
+
+def test_json_junit_markdown_and_pipes_never_carry_an_escape(hung_report, tmp_path):
+    for fmt in ("markdown", "json"):
+        code, lines, _ = on_terminal(80, "report", hung_report, "--format", fmt,
+                                  "--json", str(tmp_path / ("%s.json" % fmt)),
+                                  "--junit", str(tmp_path / ("%s.xml" % fmt)))
+        assert code == 1
+        assert [line for line in lines if "\x1b" in line] == []
+        assert "\x1b" not in (tmp_path / ("%s.json" % fmt)).read_text()
+        assert "\x1b" not in (tmp_path / ("%s.xml" % fmt)).read_text()
+    piped = run_cli("report", hung_report)
+    assert piped.code == 1 and "stuck.wait (FAILURE)" in piped.stdout
+    assert "\x1b" not in piped.stdout
+    # A file: the table as a pipe gets it, whole lines, no colour.
+    with open(tmp_path / "screen.txt", "w") as f:
+        subprocess.run([sys.executable, "-m", "envcheck", "report", hung_report], stdout=f,
+                       cwd=ROOT, env=dict(os.environ, TERM="xterm-256color"))
+    assert (tmp_path / "screen.txt").read_text() == piped.stdout
 
 
 @pytest.mark.parametrize("columns", [80, 120])
@@ -62,10 +144,24 @@ def test_the_run_screen_fits_the_terminal(hung_report, columns):
     (["check", "--suggest"], 0),
 ])
 def test_probes_and_check_fit_the_terminal(columns, args, code):
-    got, lines = on_terminal(columns, *args)
+    got, lines, _ = on_terminal(columns, *args)
     assert got == code, "\n".join(lines)
-    assert [line for line in lines if len(line) > columns] == []
+    assert [line for line in lines if len(visible(line)) > columns] == []
     assert len(lines) > 3
+
+
+def test_check_answers_in_colour_on_a_terminal_only():
+    args = ["check", "torch==2.4.1+cu124", "--driver", "470.82.01", "--gpu", "sm_80"]
+    _, lines, _ = on_terminal(120, *args)
+    answer = next(line for line in lines if "will not work here" in line)
+    assert answer.startswith(BOLD_RED + "✗ 2.4.1+cu124 will not work here")
+    driver = next(line for line in lines if "driver" in visible(line)
+                  and visible(line).startswith("  ✗"))
+    assert driver.startswith("  " + BOLD_RED + "✗" + RESET)
+    _, as_json, _ = on_terminal(120, *(args + ["--json"]))
+    assert [line for line in as_json if "\x1b" in line] == []
+    _, no_color, _ = on_terminal(120, *(args + ["--no-color"]))
+    assert [line for line in no_color if "\x1b" in line] == []
 
 
 def test_a_pipe_keeps_whole_lines():
@@ -74,3 +170,55 @@ def test_a_pipe_keeps_whole_lines():
     assert res.stdout.splitlines()[-1] == ("✓ 2.4.1+cu124 will work here: pip install "
                                            "torch==2.4.1 --index-url "
                                            "https://download.pytorch.org/whl/cu124")
+
+
+def test_a_run_shows_a_live_view_and_leaves_a_line_per_probe():
+    code, lines, raw = on_terminal(80, "run", "-p", "serialization", "-p", "launch")
+    assert code == 0
+    # The spinner line while torch imports (a rank takes seconds to import it, the view
+    # redraws eight times a second), with the startup timeout it is judged by.
+    assert re.search(r"starting ranks · \d+\.\d s of 120 s · [01]/2 ranks imported torch",
+                     raw)
+    shown = [visible(line) for line in lines]
+    # One line per probe, in the order they ran; the live line is gone, and the screen
+    # follows.
+    assert re.fullmatch(r"✓ launch +3 passed, 3 skipped  \d+\.\d\d s", shown[0])
+    assert lines[0].startswith(GREEN + "✓" + RESET)
+    # Judged as the report will be: known issues in yellow, not a red failure.
+    assert re.fullmatch(r"✗ serialization +5 passed, 4 failed; 4 known issues  \d+\.\d\d s",
+                        shown[1])
+    assert lines[1].startswith(YELLOW + "✗" + RESET)
+    assert shown[2].startswith("envcheck 0.1.0 · ")
+    assert shown[-1].startswith("10 passed, 4 failed, 3 skipped in ")
+    # --no-color keeps the live view (it says nothing is frozen), without a colour.
+    _, plain, raw = on_terminal(80, "run", "-p", "launch", "--no-color")
+    assert "starting ranks · " in raw and not SGR.search(raw)
+    assert re.fullmatch(r"✓ launch +3 passed, 3 skipped  \d+\.\d\d s", plain[0])
+    _, quiet, raw = on_terminal(80, "run", "-p", "launch", "-q")
+    assert "starting ranks" not in raw and "\x1b[?25l" not in raw  # no live view at all
+    assert [visible(line) for line in quiet][0].startswith("envcheck 0.1.0 · ")
+
+
+def test_the_live_view_after_a_hang_says_the_probe_stopped_and_goes_on(tmp_path):
+    (tmp_path / "stuck.py").write_text(STUCK + AFTER)
+    code, lines, raw = on_terminal(80, "run", "--nproc", "3", "-p", "stuck", "-p", "after",
+                                   "--probe-path", str(tmp_path / "stuck.py"),
+                                   "--timeout", "5")
+    assert code == 1
+    shown = [visible(line) for line in lines]
+    # The probe that hung leaves its line when fresh ranks start; they go on.
+    assert shown[0] == "- stuck          stopped before it finished (see below)"
+    assert lines[0].startswith(YELLOW + "-" + RESET)
+    assert re.fullmatch(r"✓ after +1 passed  \d+\.\d\d s", shown[1])
+    assert re.search(r"probe stuck 1/2 · wait · 5\.\d s of 5 s: a hang; collecting stacks, "
+                     r"restarting", raw)
+    assert shown[-1].startswith("3 passed, 1 hang in ")
+
+
+AFTER = '''
+
+def probe_after(ctx):
+    """runs after the hang, on fresh ranks"""
+    with ctx.check("fine"):
+        pass
+'''

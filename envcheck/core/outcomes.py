@@ -24,10 +24,6 @@ class Outcome(str, enum.Enum):
 SEVERITY = {Outcome.SKIPPED: 0, Outcome.PASSED: 1, Outcome.FAILED: 2, Outcome.HANG: 3,
             Outcome.CRASH: 4}
 
-GLYPH = {Outcome.PASSED: "✓", Outcome.FAILED: "✗", Outcome.HANG: "⧗", Outcome.CRASH: "✗",
-         Outcome.SKIPPED: "-"}
-
-
 def worst(outcomes):
     outcomes = [Outcome(o) for o in outcomes]
     return max(outcomes, key=SEVERITY.__getitem__) if outcomes else Outcome.SKIPPED

@@ -41,7 +41,7 @@ CUDA_KEYS = {"version", "min_driver", "compat_driver", "archs", "source", "uncon
              "note"}
 EXPECTATION_KEYS = {"check", "torch", "cuda", "variants", "python", "platform", "backend",
                     "model", "outcome",
-                    "message", "advice", "source", "observed", "note"}
+                    "message", "advice", "source", "observed", "note", "framework_advice"}
 OBSERVED_KEYS = {"torch", "envcheck", "date", "evidence"}
 
 
@@ -278,6 +278,28 @@ def _observations(errors, where, value, directory):
     return tuple(out)
 
 
+def _framework_advice(errors, where, e):
+    """``framework_advice = {lightning = "...", deepspeed = "..."}``: the advice in the
+    words of a framework the ranks have installed (core.frameworks)."""
+    from ..core.frameworks import FRAMEWORKS
+
+    value = e.get("framework_advice")
+    if value is None:
+        return ()
+    if not isinstance(value, dict) or not all(isinstance(v, str) and v.strip()
+                                              for v in value.values()):
+        errors.add(where, "framework_advice must be a table of non-empty strings "
+                   "({lightning = \"...\"})")
+        return ()
+    unknown = sorted(set(value) - set(FRAMEWORKS))
+    if unknown:
+        errors.add(where, "framework_advice: unknown framework %s (known: %s)"
+                   % (", ".join(map(repr, unknown)), ", ".join(FRAMEWORKS)))
+    if not e.get("advice"):
+        errors.add(where, "framework_advice needs the general advice too (advice = ...)")
+    return tuple(sorted((k, v) for k, v in value.items() if k in FRAMEWORKS))
+
+
 def _expectation(errors, where, e, directory, probes):
     _unknown_keys(errors, where, e, EXPECTATION_KEYS)
     try:
@@ -346,7 +368,8 @@ def _expectation(errors, where, e, directory, probes):
         return None
     return Expectation(checks, torch, outcome, where, message, e.get("advice"),
                        e.get("source"), observed, cuda, variants, python, platform,
-                       backend, model, e.get("note", ""))
+                       backend, model, e.get("note", ""),
+                       framework_advice=_framework_advice(errors, where, e))
 
 
 def _read(errors, f):

@@ -164,6 +164,8 @@ class Expectation:
     backend: Optional[Tuple[str, ...]] = None
     model: Optional[bool] = None  # true: only with --model; false: only the built-in model
     note: str = ""
+    # (("lightning", "DDPStrategy(timeout=...)"), ...): the advice in a framework's words
+    framework_advice: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def expects_pass(self):
@@ -238,6 +240,8 @@ class Expectation:
              "message": self.message.pattern if self.message else None,
              "advice": self.advice, "source": self.source,
              "observed": [dataclasses.asdict(o) for o in self.observed]}
+        if self.framework_advice:
+            d["framework_advice"] = dict(self.framework_advice)
         d.update(self.conditions())
         return d
 

@@ -26,7 +26,8 @@ import re
 import xml.etree.ElementTree as ET
 
 from ..core.outcomes import Outcome
-from . import header
+from ..core.text import ELLIPSIS, rank_set
+from . import header, vocabulary
 
 # XML 1.0 forbids most control characters; tracebacks and stderr tails can hold them
 # (ANSI colours, NUL from a crashed rank), and one would make the whole file unreadable.
@@ -63,29 +64,49 @@ def hosts_of(report):
     return {r.get("rank"): r.get("host") for r in report.ranks or []}
 
 
-def rank_lines(report, check):
-    """'rank 3 on node-b: hang — detail' for every rank whose outcome was bad."""
+def rank_lines(report, check, said=None):
+    """'ranks 0–3 on node-b: failed — detail' for the ranks whose outcome was bad, ranks
+    that say the same thing in one line; a detail equal to ``said`` (already shown just
+    above) is not repeated."""
     hosts = hosts_of(report)
-    lines = []
+    groups = {}
     for key, entry in sorted((check.ranks or {}).items(), key=lambda kv: int(kv[0])):
         if not Outcome(entry.get("outcome", "skipped")).is_bad:
             continue
-        rank = int(key)
-        host = hosts.get(rank)
-        lines.append("rank %d%s: %s — %s" % (rank, " on %s" % host if host else "",
-                                               entry["outcome"], entry.get("detail") or ""))
+        story = (entry["outcome"], " ".join((entry.get("detail") or "").split()))
+        groups.setdefault(story, []).append(int(key))
+    lines = []
+    for (outcome, detail), ranks in groups.items():
+        where = sorted({hosts.get(r) for r in ranks if hosts.get(r)})
+        repeated = said is not None and _same_words(detail, " ".join(said.split()))
+        lines.append("%s%s: %s%s" % (rank_set(ranks), " on %s" % ", ".join(where)
+                                     if where else "", outcome,
+                                     "" if repeated else " — " + detail))
     return lines
+
+
+def _same_words(detail, said):
+    """Whether ``detail`` says ``said`` again, whole or cut short (with the ellipsis)."""
+    if detail.endswith(ELLIPSIS):
+        return said.startswith(detail[:-len(ELLIPSIS)])
+    return detail in (said, "")
 
 
 def failure_text(report, check):
     """What a CI log should show under a failed check: where, why, and the evidence."""
-    parts = ["\n".join(rank_lines(report, check))]
+    parts = []
+    word = vocabulary.verdict(check)
+    if word:  # the same word as the table's verdict column, and what it means
+        parts.append("verdict: %s (%s)" % (word.word, word.meaning))
+    parts.append("\n".join(rank_lines(report, check)))
     if check.advice:
         parts.append("advice: %s" % check.advice)
-    if check.error and check.error.get("traceback"):
+    # A probe's own verdict (CheckFailed) has a traceback into envcheck: its message is
+    # the story. A real exception's traceback is the evidence.
+    if check.error and check.error.get("traceback") and not vocabulary.is_internal(check.error):
         parts.append(check.error["traceback"].rstrip())
     elif check.error and check.error.get("message"):
-        parts.append("%s: %s" % (check.error.get("type"), check.error["message"]))
+        parts.append(vocabulary.error_line(check.error))
     for key, entry in sorted((check.ranks or {}).items(), key=lambda kv: int(kv[0])):
         for field, title in (("stack", "Python stacks"), ("stderr_tail", "stderr (tail)")):
             text = (entry.get(field) or "").strip()
@@ -110,8 +131,8 @@ def _testcase(report, check, strict):
     kind = None
     if outcome.is_bad and check.verdict == "known" and not strict:
         kind = "skipped"
-        el = ET.SubElement(case, "skipped", message=_clean(
-            "known issue: %s" % (check.detail or check.outcome)))
+        el = ET.SubElement(case, "skipped", message=_clean("%s: %s" % (
+            vocabulary.VERDICTS["known"].word, check.detail or check.outcome)))
         notes = [check.advice and "advice: %s" % check.advice]
         source = (check.expectation or {}).get("source")
         notes.append(source and "source: %s" % source)
@@ -119,8 +140,8 @@ def _testcase(report, check, strict):
         el.text = _clean("\n\n".join(n for n in notes if n))
     elif outcome.is_bad:
         kind = "failure"
-        label = check.outcome if check.verdict != "known" else "%s (known issue, --strict)" \
-            % check.outcome
+        label = check.outcome if check.verdict != "known" else "%s (%s, --strict)" % (
+            check.outcome, vocabulary.VERDICTS["known"].word)
         el = ET.SubElement(case, "failure", message=_clean(check.detail or check.outcome),
                            type=label)
         el.text = _clean(failure_text(report, check))

@@ -6,12 +6,13 @@ what to do. Cells are escaped (``|`` would split a row, a newline would end the 
 """
 
 from ..core.outcomes import Outcome
-from . import header
+from ..core.text import shorten
+from . import header, vocabulary
 from .junit import rank_lines
-from .table import VERDICT_LABEL, whereabouts_lines
+from .table import story, summary_line, whereabouts_lines
 
-ICON = {"passed": "✅", "failed": "❌", "hang": "⏳", "crash": "💥", "skipped": "⏭️"}
-KNOWN_ICON = "⚠️"
+
+DETAIL_LIMIT = 120  # a table cell; "What to do" has the whole detail
 
 
 def cell(text):
@@ -21,19 +22,11 @@ def cell(text):
     return " ".join(text.split())
 
 
-def _short(text, limit=120):
-    text = " ".join((text or "").split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
 def _icon(check, strict):
-    if check.verdict == "known" and not strict and Outcome(check.outcome).is_bad:
-        return KNOWN_ICON
-    return ICON[check.outcome]
+    return vocabulary.icon(check, strict)
 
 
 def _headline(report, strict):
-    s = report.summary()
     bad = [c for c in report.checks if Outcome(c.outcome).is_bad]
     known = [c for c in bad if c.verdict == "known" and not strict]
     failing = len(bad) - len(known)
@@ -43,11 +36,7 @@ def _headline(report, strict):
         state = "❌ %d check%s failed" % (failing, "" if failing == 1 else "s")
     else:
         state = "✅ distributed PyTorch works here"
-    parts = ["%d %s" % (s[k], k) for k in ("passed", "failed", "hang", "crash", "skipped")
-             if s[k]]
-    if known:
-        parts.append("%d known issue%s" % (len(known), "" if len(known) == 1 else "s"))
-    return "## envcheck: %s\n\n%s in %.1f s" % (state, ", ".join(parts), report.duration_s)
+    return "## envcheck: %s\n\n%s" % (state, summary_line(report, strict))
 
 
 def _environment(report):
@@ -66,8 +55,10 @@ def _table(report, strict):
     for c in report.checks:
         row = [_icon(c, strict), c.probe, c.check, c.outcome]
         if has_verdicts:
-            row.append(VERDICT_LABEL.get(c.verdict, c.verdict or ""))
-        row += ["%.2f s" % c.seconds if c.seconds is not None else "", _short(c.detail)]
+            word = vocabulary.verdict(c)
+            row.append(word.word if word else c.verdict or "")
+        row += ["%.2f s" % c.seconds if c.seconds is not None else "",
+                shorten(c.detail, DETAIL_LIMIT)]
         lines.append("| %s |" % " | ".join(cell(v) for v in row))
     return "\n".join(lines)
 
@@ -79,16 +70,14 @@ def _todo(report, strict):
         return None
     out = ["### What to do", ""]
     for c in todo:
-        label = VERDICT_LABEL.get(c.verdict, c.outcome) if c.verdict else c.outcome
-        out.append("- %s **%s** (%s): %s" % (_icon(c, strict), cell(c.id), cell(label),
-                                             cell(c.detail)))
-        for line in rank_lines(report, c):
+        said, error = story(c)
+        out.append("- %s **%s** (%s): %s" % (_icon(c, strict), cell(c.id),
+                                             cell(vocabulary.label(c)), cell(said)))
+        for line in rank_lines(report, c, said):
             out.append("  - %s" % cell(line))
-        if c.error and c.error.get("message") and c.error["message"] not in (c.detail or ""):
-            out.append("  - error: %s" % cell(_short("%s: %s" % (c.error.get("type"),
-                                                                 c.error["message"]), 200)))
-        if c.advice:
-            out.append("  - → %s" % cell(c.advice))
+        if error:
+            out.append("  - error: %s" % cell(shorten(error, 300)))
+        out += ["  - → %s" % cell(p) for p in (c.advice or "").split("\n") if p.strip()]
         source = (c.expectation or {}).get("source")
         if source:
             out.append("  - source: %s" % cell(source))

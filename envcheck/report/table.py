@@ -5,12 +5,10 @@ import textwrap
 
 from tabulate import tabulate
 
-from ..core.outcomes import GLYPH, Outcome
-from . import header
-
-# The verdict as every renderer writes it: the JSON word, upper case where it fails the run.
-VERDICT_LABEL = {"ok": "ok", "new": "new", "known": "known issue", "fixed": "fixed?",
-                 "unexpected": "UNEXPECTED", "failure": "FAILURE"}
+from ..core.outcomes import Outcome, exit_code
+from ..core.text import cut, rank_set, shorten
+from . import header, vocabulary
+from .paint import PLAIN, visible
 
 
 def _fmt_seconds(s):
@@ -23,15 +21,22 @@ def environment_lines(report):
     return tabulate(header.rows(report), tablefmt="plain")
 
 
-def _outcome_cell(check):
-    o = Outcome(check.outcome)
-    return "%s %s" % (GLYPH[o], o.value)
+def _outcome_cell(check, paint=PLAIN, strict=False):
+    word = vocabulary.outcome(check)
+    return paint("%s %s" % (word.glyph, word.word), vocabulary.style(check, strict))
 
 
-_RANK_PREFIX = re.compile(r"^(rank [0-9,]+(?: on \S+)?: )")
+def _verdict_cell(check, paint=PLAIN, strict=False):
+    word = vocabulary.verdict(check)
+    if word is None:
+        return check.verdict or ""
+    return paint(word.word, vocabulary.style(check, strict))
 
 
-def _story(c):
+_RANK_PREFIX = re.compile(r"^(ranks? [0-9][0-9,–]*(?: on [^:]+)?: )")
+
+
+def story(c):
     """(what happened, an extra error line or None), each in full, not cut.
 
     The detail is cut to fit a table cell; where it is the start of the error's message,
@@ -47,37 +52,26 @@ def _story(c):
     if message and rest and message.startswith(rest.rstrip("…").rstrip()):
         return prefix + message, None
     if message and message not in " ".join(detail.split()) \
-            and error.get("type") != "CheckFailed":
-        return detail, "%s: %s" % (error.get("type"), message)
+            and not vocabulary.is_internal(error):
+        return detail, vocabulary.error_line(error)
     return detail, None
 
 
 def _wrap(text, width, indent, max_lines=4):
     lines = textwrap.wrap(text, width - len(indent), initial_indent=indent,
                           subsequent_indent=indent)
-    if len(lines) > max_lines:
+    if len(lines) > max_lines:  # the rest is cut: the last line says so
         lines = lines[:max_lines]
-        lines[-1] = lines[-1][:width - 2] + " …"
+        last = lines[-1]
+        lines[-1] = cut(last, width - 1) if len(last) + 2 > width else last + " …"
     return lines
 
 
-def verdict_summary(report, strict=False):
+def verdict_summary(report, strict=False, paint=PLAIN):
     """'nothing unexpected, 2 known issues' / '1 UNEXPECTED, 1 FAILURE': the words agree
     with the exit code (under --strict a known issue fails the run, and says so)."""
-    counts = {}
-    for c in report.checks:
-        if c.verdict:
-            counts[c.verdict] = counts.get(c.verdict, 0) + 1
-    bad = ["%d %s" % (counts[v], VERDICT_LABEL[v]) for v in ("unexpected", "failure")
-           if counts.get(v)]
-    parts = bad or ["nothing unexpected"]
-    known = counts.get("known", 0)
-    if known:
-        parts.append("%d known issue%s%s" % (known, "s" * (known != 1),
-                                              " (failing under --strict)" if strict else ""))
-    if counts.get("fixed"):
-        parts.append("%d fixed? (the matrix expected a failure)" % counts["fixed"])
-    return ", ".join(parts)
+    return ", ".join(paint(text, style) for text, style in
+                     vocabulary.summary_parts(report.checks, strict))
 
 
 def whereabouts_lines(check, indent):
@@ -95,20 +89,20 @@ def whereabouts_lines(check, indent):
         else:
             text = "at %s" % where["at"]
         places.setdefault(text, []).append(key)
-    return ["%s%s %s: %s" % (indent, "ranks" if len(ranks) > 1 else "rank", ",".join(ranks),
-                             text) for text, ranks in places.items()]
+    return ["%s%s: %s" % (indent, rank_set(ranks), text) for text, ranks in places.items()]
 
 
 DEFAULT_WIDTH = 100  # pipes and files: a width CI logs and editors show whole
 DETAIL_AT_LEAST = 16  # a narrower detail column says nothing: leave it to "What to do"
+DETAIL_IN_FILES = 60  # the detail column in pipes and files; "What to do" has the rest
 
 
 def _fit(lines, width):
     """Cut what still overflows (a long path in the header) with the one ellipsis."""
-    return [line if len(line) <= width else line[:width - 1] + "…" for line in lines]
+    return [cut(line, width) for line in lines]
 
 
-def _checks_table(report, width):
+def _checks_table(report, width, paint=PLAIN, strict=False):
     """The table of checks; on a terminal of ``width`` columns the detail gets what the
     other columns leave, and goes when that is too little to read."""
     has_verdicts = any(c.verdict for c in report.checks)
@@ -116,12 +110,13 @@ def _checks_table(report, width):
         ["time"]
     rows = []
     for c in report.checks:
-        row = [c.probe, c.check, _outcome_cell(c)]
+        row = [c.probe, c.check, _outcome_cell(c, paint, strict)]
         if has_verdicts:
-            row.append(VERDICT_LABEL.get(c.verdict, c.verdict or ""))
+            row.append(_verdict_cell(c, paint, strict))
         rows.append(row + [_fmt_seconds(c.seconds)])
     fixed = tabulate(rows, headers=headers).splitlines()
-    room = (width - max(len(line) for line in fixed) - 2) if width else 60
+    room = (width - max(len(visible(line)) for line in fixed) - 2) if width \
+        else DETAIL_IN_FILES
     if width and room < DETAIL_AT_LEAST:
         # Too narrow for a detail column: what did not pass gets its detail on a line of
         # its own under the row, from the check column on.
@@ -130,54 +125,80 @@ def _checks_table(report, width):
         for line, c in zip(fixed[2:], report.checks):
             out.append(line)
             if c.detail and c.outcome != "passed":
-                out.append(indent + textwrap.shorten(c.detail, width - len(indent),
-                                                     placeholder="…"))
+                out.append(indent + shorten(c.detail, width - len(indent)))
         return "\n".join(out)
-    details = [textwrap.shorten(c.detail or "", room, placeholder="…") if c.detail else ""
-               for c in report.checks]
+    details = [shorten(c.detail, room) for c in report.checks]
     return tabulate([r + [d] for r, d in zip(rows, details)], headers=headers + ["detail"])
 
 
-def render(report, width=None, strict=False):
-    """The screen. ``width``: the terminal's columns, every line fits; None (a pipe, a
-    file): the layout of DEFAULT_WIDTH."""
-    terminal = width
-    width = width or DEFAULT_WIDTH
-    out = ["envcheck %s · %s" % (report.envcheck_version, report.created), ""]
-    out += _fit(environment_lines(report).splitlines(), width) if terminal \
-        else [environment_lines(report)]
-    out += ["", _checks_table(report, terminal), ""]
+def _todo_lines(report, width, terminal, paint, strict):
     todo = [c for c in report.checks
             if Outcome(c.outcome).is_bad or c.verdict in ("known", "fixed")]
-    if todo:
-        out.append("What to do:")
-        for c in todo:
-            label = VERDICT_LABEL.get(c.verdict, c.outcome) if c.verdict else c.outcome
-            out.append("  %s %s (%s)" % (GLYPH[Outcome(c.outcome)], c.id, label))
-            story, error_line = _story(c)
-            out.extend(_wrap(story, width, "      ", max_lines=6))
-            if error_line:
-                out.extend(_wrap(error_line, width, "      ", max_lines=3))
-            if c.advice:
-                out.extend(textwrap.wrap(c.advice, width - 6, initial_indent="    → ",
-                                         subsequent_indent="      "))
-            if c.expectation and c.expectation.get("source"):
-                out.extend(_wrap("source: %s" % c.expectation["source"], width, "      "))
-            if c.outcome == "hang":
-                out.extend(_fit(whereabouts_lines(c, "      "), width) if terminal
-                           else whereabouts_lines(c, "      "))
-                out.append("      full Python stacks: --json PATH, checks[].ranks[].stack")
-        out.append("")
+    if not todo:
+        return []
+    out = [paint("What to do:", "bold")]
+    for c in todo:
+        glyph = vocabulary.outcome(c).glyph
+        out.append("  %s %s (%s)" % (paint(glyph, vocabulary.style(c, strict)), c.id,
+                                     paint(vocabulary.label(c), vocabulary.style(c, strict))))
+        said, error_line = story(c)
+        out.extend(_wrap(said, width, "      ", max_lines=6))
+        if error_line:
+            out.extend(_wrap(error_line, width, "      ", max_lines=3))
+        for paragraph in (c.advice or "").split("\n"):  # the general fix, then a framework's
+            advice = textwrap.wrap(paragraph, width - 6, initial_indent="    → ",
+                                   subsequent_indent="      ")
+            if advice:
+                out.extend([advice[0].replace("→", paint("→", "cyan"), 1)] + advice[1:])
+        if c.expectation and c.expectation.get("source"):
+            out.extend(_wrap("source: %s" % c.expectation["source"], width, "      "))
+        if c.outcome == "hang":
+            out.extend(_fit(whereabouts_lines(c, "      "), width) if terminal
+                       else whereabouts_lines(c, "      "))
+            out.append("      full Python stacks: --json PATH, checks[].ranks[].stack")
+    return out + [""]
+
+
+def summary_line(report, strict=False):
+    """'28 passed, 6 failed in 10.1 s; nothing unexpected, 6 known issues': the last line
+    of the screen, and markdown's second."""
     s = report.summary()
-    parts = ["%d %s" % (s[k], k) for k in ("passed", "failed", "hang", "crash", "skipped")
-             if s[k]]
+    parts = [vocabulary.OUTCOMES[k].count(s[k]) for k in vocabulary.OUTCOMES if s[k]]
     tail = "%s in %.1f s" % (", ".join(parts), report.duration_s)
     if report.interrupted:
         tail += " — INTERRUPTED by %s, report is partial" % report.interrupted
     elif any(c.verdict for c in report.checks):
         tail += "; " + verdict_summary(report, strict)
+    return tail
+
+
+def _summary_style(report, strict):
+    """The colour of the last line, as pytest's: red when the run fails, yellow when it
+    passes with known issues (or was cut short), green when all is well."""
+    if report.interrupted:
+        return "bold yellow"
+    if exit_code(report.checks, None, strict):
+        return "bold red"
+    if any(c.verdict == "known" for c in report.checks):
+        return "yellow"
+    return "green"
+
+
+def render(report, width=None, strict=False, paint=PLAIN):
+    """The screen. ``width``: the terminal's columns, every line fits; None (a pipe, a
+    file): the layout of DEFAULT_WIDTH. ``paint``: colour, on a terminal only."""
+    terminal = width
+    width = width or DEFAULT_WIDTH
+    out = ["envcheck %s · %s" % (report.envcheck_version, report.created), ""]
+    out += _fit(environment_lines(report).splitlines(), width) if terminal \
+        else [environment_lines(report)]
+    out += ["", _checks_table(report, terminal, paint, strict), ""]
+    out += _todo_lines(report, width, terminal, paint, strict)
+    tail = summary_line(report, strict)
     for note in (report.plan or {}).get("notes") or []:
         out.extend(textwrap.wrap("note: %s" % note, width, subsequent_indent="      ")
                    if terminal else ["note: %s" % note])
-    out.extend(textwrap.wrap(tail, width, subsequent_indent="  ") if terminal else [tail])
+    style = _summary_style(report, strict)
+    out.extend(paint(line, style) for line in
+               (textwrap.wrap(tail, width, subsequent_indent="  ") if terminal else [tail]))
     return "\n".join(out) + "\n"

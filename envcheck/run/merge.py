@@ -12,6 +12,7 @@ import re
 
 from ..core import blame
 from ..core.outcomes import worst
+from ..core.text import first_line, parse_rank_numbers, rank_numbers, rank_set, shorten
 from ..report.model import CheckResult
 
 SETUP = "setup"
@@ -110,7 +111,7 @@ def _merge(probe, check, ranks, root_rank=None):
         bad = sorted(r for r, e in ranks.items() if e["outcome"] == outcome.value)
         # A hang's or crash's own words already start with its rank ("rank 1 exited").
         if differing and not re.match(r"rank %d\b" % root_rank, detail):
-            detail = "rank %s: %s" % (",".join(map(str, bad)), detail)
+            detail = "%s: %s" % (rank_set(bad), detail)
     seconds = [e["seconds"] for e in ranks.values() if e.get("seconds") is not None]
     return CheckResult(
         probe=probe, check=check, outcome=outcome.value,
@@ -161,6 +162,7 @@ def _setup_checks(col, attempt, nproc):
             entry = _rank_entry(setup)
             if setup["outcome"] == "passed":
                 entry["detail"] = "%s in %.3f s" % (setup.get("backend"), setup["seconds"])
+                entry["data"] = dict(entry["data"], backend=setup.get("backend"))
             else:
                 err = setup.get("error") or {}
                 entry["detail"] = "%s: %s" % (err.get("type"), _first_line(err.get("message")))
@@ -172,6 +174,23 @@ def _setup_checks(col, attempt, nproc):
     if abort and abort.phase in ("startup", "setup"):
         col.roots[(SETUP, "import_torch" if abort.phase == "startup"
                    else "init_process_group")] = abort.root_rank
+
+
+def _slowest_rank(check):
+    """A setup step's detail from the same number as its time column: a check's seconds
+    are its slowest rank's, so the detail names that rank (and the fastest), rather than
+    rank 0's own time, which disagreed with the column (3.61 s against 2.98 s)."""
+    timed = {int(r): e["seconds"] for r, e in (check.ranks or {}).items()
+             if e.get("seconds") is not None}
+    if check.outcome != "passed" or not timed:
+        return
+    slowest = max(sorted(timed), key=timed.__getitem__)
+    text = "%.2f s" % timed[slowest]
+    if len(timed) > 1:
+        text += " (rank %d, slowest of %d; fastest %.2f s)" % (
+            slowest, len(timed), min(timed.values()))
+    backend = (check.ranks[str(slowest)].get("data") or {}).get("backend")
+    check.detail = "%s, %s" % (backend, text) if backend else text
 
 
 def _outside_probes(col, attempt):
@@ -192,7 +211,7 @@ def _import_failure(abort, rank, info, col):
     if abort.kind == "crash" and rank == abort.root_rank and tail:
         line = meaningful_line(tail)
         how = ("killed by %s" % info["signal"]) if info.get("signal") else None
-        entry["detail"] = "rank %d could not start: %s" % (rank, (line or how or "")[:200])
+        entry["detail"] = "rank %d could not start: %s" % (rank, shorten(line or how or "", 200))
         entry["error"] = {"type": line.split(":")[0] if line else info.get("signal"),
                           "message": line, "traceback": tail}
         entry["advice"] = _start_advice(tail)
@@ -243,8 +262,7 @@ def _setup_advice(err):
 
 
 def _first_line(text):
-    text = (text or "").strip()
-    return text.splitlines()[0][:200] if text else ""
+    return first_line(text)
 
 
 def _probe_checks(col, attempt):
@@ -306,7 +324,11 @@ def merge(attempts, planned, nproc, timeout):
                 col.add(name, "run", rank, {"outcome": "skipped", "seconds": None,
                                             "detail": reason, "advice": None, "error": None,
                                             "data": {}})
-    return col.results()
+    checks = col.results()
+    for check in checks:
+        if check.probe == SETUP and check.check in ("import_torch", "init_process_group"):
+            _slowest_rank(check)
+    return checks
 
 
 def _restart_setup_failure(attempt):
@@ -367,22 +389,26 @@ def hosts(attempts):
     return found
 
 
-_RANKS_PREFIX = re.compile(r"rank ([\d,]+)\b")
+_RANKS_PREFIX = re.compile(r"ranks? ([\d,–]+)(?![\d,–])")
 
 
 def name_hosts(checks, where):
-    """'rank 1: ...' becomes 'rank 1 on node-b: ...' when the ranks span several hosts."""
+    """'ranks 0–3: ...' becomes 'ranks 0–1 on node-a, 2–3 on node-b: ...' when the ranks
+    span several hosts."""
     if len(set(where.values())) < 2:
         return
     for check in checks:
         if check.root_rank is None:
             continue
         detail = check.detail or ""
-        m = _RANKS_PREFIX.match(detail)  # "rank 1,3: ..." or "rank 1 could not ..."
-        ranks = [int(r) for r in m.group(1).split(",")] if m else [check.root_rank]
+        m = _RANKS_PREFIX.match(detail)  # "ranks 1,3: ..." or "rank 1 could not ..."
+        ranks = parse_rank_numbers(m.group(1)) if m else [check.root_rank]
         rest = detail[m.end():] if m else ": " + detail
-        check.detail = "rank %s%s" % (
-            ", ".join("%d on %s" % (r, where.get(r) or "?") for r in ranks), rest)
+        by_host = {}
+        for r in ranks:
+            by_host.setdefault(where.get(r) or "?", []).append(r)
+        check.detail = "%s %s%s" % ("rank" if len(ranks) == 1 else "ranks", "; ".join(
+            "%s on %s" % (rank_numbers(rs), host) for host, rs in by_host.items()), rest)
 
 
 def torn_note(count):

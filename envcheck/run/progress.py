@@ -1,35 +1,128 @@
-"""Live progress while ranks run: a spinner on a terminal, plain lines otherwise.
+"""Live progress while ranks run: a live view on a terminal, plain lines otherwise.
 
-Fed with rank 0's records by the supervisor; the final screen is printed separately, so
-progress goes to stderr and never mixes with a report on stdout.
+Fed with every rank's records by the supervisor (``on_event``), it reads them with the
+same phase tracker the supervisor uses (``core.phases``), so the time it shows against
+the timeout is the time the supervisor judges a hang by. The final screen is printed
+separately: progress goes to stderr and never mixes with a report on stdout.
+
+On a terminal: a spinner line that moves even while nothing is written (so a frozen
+screen is a frozen terminal, not a slow probe) with the current probe and check, the
+seconds spent against the timeout, and how many ranks imported torch and joined the
+process group; each probe leaves one line behind as it finishes. Not a terminal (CI
+logs, a pipe): a plain line per step, as before. ``--quiet``: nothing.
 """
 
+import os
 import sys
+import time
+
+from ..core.outcomes import worst
+from ..core.phases import PhaseTracker
+from ..report import vocabulary
+from ..report.model import CheckResult
+
+
+# Which colour wins when a probe's checks differ: what fails the run first.
+_URGENCY = ("bold red", "red", "yellow", "cyan", "green", "dim")
+
+
+class _Probe:
+    def __init__(self, name):
+        self.name = name
+        self.records = {}  # check -> [its record from each rank]
+        self.ended = set()  # ranks that said probe_end
+        self.seconds = 0.0
+        self.printed = False
+
+    def results(self):
+        """One CheckResult per check, as the report will merge it: the worst outcome, told
+        by the rank that had it first."""
+        out = []
+        for check, recs in self.records.items():
+            outcome = worst(r["outcome"] for r in recs)
+            rec = next(r for r in recs if r["outcome"] == outcome.value)
+            out.append(CheckResult(self.name, check, outcome.value, detail=rec.get("detail"),
+                                   error=rec.get("error")))
+        return out
+
+    def line_parts(self, checks, strict=False):
+        """(glyph, style, summary): '5 passed, 4 failed; 4 known issues' for ``checks``
+        (judged when the matrix was there to judge them)."""
+        counts = {}
+        for c in checks:
+            counts[c.outcome] = counts.get(c.outcome, 0) + 1
+        text = ", ".join(vocabulary.OUTCOMES[k].count(counts[k])
+                         for k in vocabulary.OUTCOMES if counts.get(k))
+        judged = [part for part, _ in vocabulary.summary_parts(checks, strict)
+                  if part != "nothing unexpected"]
+        if judged:
+            text += "; " + ", ".join(judged)
+        if not checks:
+            return vocabulary.OUTCOMES["skipped"].glyph, "dim", "no checks"
+        first = min(checks, key=lambda c: _URGENCY.index(vocabulary.style(c, strict)))
+        return vocabulary.outcome(first).glyph, vocabulary.style(first, strict), text
 
 
 class Progress:
-    def __init__(self, stream=None, enabled=True):
+    def __init__(self, stream=None, enabled=True, no_color=False, plan=None, judge=None,
+                 strict=False):
+        """``judge(checks, environment, backend)``: sets the checks' verdicts from the
+        matrix, so that a probe's line says "known issue" where the report will."""
+        from ..report import paint
+
         self.stream = stream or sys.stderr
         self.enabled = enabled
-        self.tty = enabled and self.stream.isatty()
-        self._status = None
-        if self.tty:
-            from rich.console import Console
-            self._status = Console(file=self.stream).status("starting ranks…")
+        # A dumb terminal cannot redraw a line: it gets the plain lines.
+        self.tty = enabled and _isatty(self.stream) and os.environ.get("TERM") != "dumb"
+        self.colour = enabled and paint.wanted(self.stream, no_color)
+        self.nproc = getattr(plan, "nproc", None)
+        self.timeout = getattr(plan, "timeout", None)
+        self.startup_timeout = getattr(plan, "startup_timeout", None) or self.timeout
+        self.planned = [p.name for p in getattr(plan, "probes", [])]
+        self.judge, self.strict = judge, strict
+        self.environment, self.backend = None, None
+        self._live = None
+        self._reset()
 
-    def __enter__(self):
-        if self._status:
-            self._status.start()
-        return self
+    def _reset(self):
+        self.trackers = {}
+        self.imported = set()
+        self.joined = set()
+        self.probes = {}
+        self.started = time.monotonic()
 
-    def __exit__(self, *exc):
-        if self._status:
-            self._status.stop()
-        return False
+    # -- the record stream -------------------------------------------------------------
 
     def __call__(self, rec):
-        if not self.enabled or rec.get("rank") != 0:
+        if not self.enabled:
             return
+        rank, kind = rec.get("rank"), rec["t"]
+        if kind == "hello" and rank in self.imported:
+            # Fresh ranks after a hang or crash: what was open will not finish.
+            self._flush()
+            self._reset()
+        tracker = self.trackers.setdefault(rank, PhaseTracker(self.started))
+        tracker.observe(rec)
+        if kind == "hello":
+            self.imported.add(rank)
+        elif kind == "setup" and rec.get("outcome") == "passed":
+            self.joined.add(rank)
+        elif kind == "probe_start" and rec["probe"] not in self.probes:
+            self.probes[rec["probe"]] = _Probe(rec["probe"])
+        elif kind == "check" and rec.get("probe") in self.probes:
+            self.probes[rec["probe"]].records.setdefault(rec["check"], []).append(rec)
+        elif kind == "env" and rec.get("environment"):
+            self.environment, self.backend = rec["environment"], rec.get("backend")
+        elif kind == "probe_end" and rec.get("probe") in self.probes:
+            probe = self.probes[rec["probe"]]
+            probe.ended.add(rank)
+            probe.seconds = max(probe.seconds, rec.get("seconds") or 0.0)
+            if self.tty and probe.ended >= self.joined:
+                self._leave(probe)
+        if not self.tty and rank == 0:
+            self._plain(rec)
+
+    def _plain(self, rec):
         kind = rec["t"]
         if kind == "hello":
             self._say("torch imported in %.2f s" % rec.get("torch_import_s", 0))
@@ -37,12 +130,123 @@ class Progress:
             self._say("init_process_group (%s)" % rec.get("backend"))
         elif kind == "probe_start":
             self._say("probe %s" % rec["probe"])
-        elif kind == "check_start" and self.tty:
-            self._say("probe %s: %s" % (rec["probe"], rec["check"]))
 
     def _say(self, text):
-        if self._status:
-            self._status.update(text + "…")
+        self.stream.write("envcheck: %s\n" % text)
+        self.stream.flush()
+
+    # -- the live view -------------------------------------------------------------------
+
+    def __enter__(self):
+        if self.tty:
+            from rich.console import Console
+            from rich.live import Live
+            from rich.spinner import Spinner
+
+            # No colour at all (color_system None), not only no colours: bold and dim too.
+            console = Console(file=self.stream, color_system="auto" if self.colour else None,
+                              highlight=False, soft_wrap=False)
+            self._spinner = Spinner("dots", style="cyan")
+            self._live = Live(self, console=console, refresh_per_second=8, transient=True)
+            self._live.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._live:
+            self._flush()
+            self._live.stop()
+        return False
+
+    def __rich__(self):
+        from rich.text import Text
+
+        # One line, cut to the terminal's width: a wrapped live line would redraw badly.
+        line = Text(no_wrap=True, overflow="ellipsis", end="")
+        line.append_text(self._spinner.render(time.monotonic()))
+        line.append(" " + self.status())
+        return line
+
+    def status(self, now=None):
+        """The live line: what runs now and for how long, against which limit."""
+        now = time.monotonic() if now is None else now
+        n = self.nproc or len(self.trackers) or 1
+        rank0 = self.trackers.get(0)
+        phase = rank0.phase if rank0 else "startup"
+        # list(): one snapshot, taken at once (rich redraws from its own thread while the
+        # supervisor's thread adds ranks)
+        open_phases = [t for t in list(self.trackers.values()) if t.phase != "done"]
+        since = min((t.started for t in open_phases), default=self.started)
+        if len(self.imported) < n or phase == "startup":
+            what = "starting ranks"
+            limit = self.startup_timeout
+            since = self.started if len(self.imported) < n else since
+        elif phase == "setup":
+            what = "init_process_group"
+            limit = self.timeout
+        elif rank0.probe:
+            of = " %d/%d" % (self._number(rank0.probe), len(self.planned)) \
+                if self.planned else ""
+            what = "probe %s%s%s" % (rank0.probe, of,
+                                     " · %s" % rank0.check if rank0.check else "")
+            limit = self.timeout
+        elif phase == "teardown":
+            what, limit = "final barrier", self.timeout
+        elif phase == "done":
+            return "ranks finished, %d/%d ranks in the group" % (len(self.joined), n)
         else:
-            self.stream.write("envcheck: %s\n" % text)
-            self.stream.flush()
+            what, limit = "between probes", self.timeout
+        ranks = "%d/%d ranks imported torch" % (len(self.imported), n)
+        if len(self.imported) >= n:
+            ranks = "%d/%d ranks in the group" % (len(self.joined), n)
+        elapsed = now - since
+        clock = "%.1f s" % elapsed
+        if limit:
+            clock += " of %g s" % limit
+            if elapsed > limit:
+                # the supervisor takes the stacks, stops the ranks and starts fresh ones
+                clock += ": a hang; collecting stacks, restarting"
+        return "%s · %s · %s" % (what, clock, ranks)
+
+    def _number(self, name):
+        try:
+            return self.planned.index(name) + 1
+        except ValueError:
+            return len(self.probes)
+
+    def _leave(self, probe, unfinished=False):
+        """The one line a probe leaves behind: '✓ collectives  6 passed  0.21 s'."""
+        if probe.printed:
+            return
+        probe.printed = True
+        from rich.text import Text
+
+        checks = probe.results()
+        if self.judge and checks and not unfinished:
+            self.judge(checks, self.environment, self.backend)
+        glyph, style, counts = probe.line_parts(checks, self.strict)
+        if unfinished:  # a hang, a crash or Ctrl-C: the report below says which
+            glyph, style = vocabulary.OUTCOMES["skipped"].glyph, "yellow"
+            counts = ("%s; " % counts if probe.records else "") + \
+                "stopped before it finished (see below)"
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(glyph, style=style)
+        line.append(" %-14s %s" % (probe.name, counts))
+        if not unfinished:
+            line.append("  %.2f s" % probe.seconds, style="dim")
+        self._live.console.print(line)
+
+    def _flush(self):
+        """Probes still open when the ranks stopped (a hang, a crash, Ctrl-C)."""
+        if not self._live:
+            return
+        for probe in self.probes.values():
+            if not probe.printed:
+                self._leave(probe, unfinished=not probe.ended >= self.joined
+                            or not probe.ended)
+
+
+def _isatty(stream):
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

@@ -116,10 +116,9 @@ def _qualname(exc_type):
 
 
 def _first_line(text):
-    for line in text.strip().splitlines():
-        if line.strip():
-            return line.strip()[:200]
-    return ""
+    from ..core.text import first_line  # the one truncation rule: cut at a word, with "…"
+
+    return first_line(text)
 
 
 class Context:

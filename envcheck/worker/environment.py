@@ -89,6 +89,26 @@ def _nccl_version(torch):
     return _safe(lambda: nccl_version_string(torch.cuda.nccl.version()))
 
 
+def frameworks(find_spec=None, version=None):
+    """{"lightning": "2.5.0", ...}: the training frameworks (core.frameworks) this
+    interpreter has installed. Found with find_spec and read from their metadata, never
+    imported: importing DeepSpeed alone can take seconds and compile CUDA ops."""
+    import importlib.metadata
+    import importlib.util
+
+    from ..core.frameworks import FRAMEWORKS
+
+    find_spec = find_spec or importlib.util.find_spec
+    version = version or importlib.metadata.version
+    found = {}
+    for key, fw in FRAMEWORKS.items():
+        if not any(_safe(lambda m=m: find_spec(m)) for m in fw.modules):
+            continue
+        found[key] = next((v for v in (_safe(lambda d=d: version(d))
+                                       for d in fw.distributions) if v), None)
+    return found
+
+
 def _numpy():
     # The numpy that would be imported, not the first dist-info found: another numpy
     # can shadow it on sys.path (seen: numpy 2 before a torch 2.1 venv's numpy 1.26).
@@ -119,5 +139,6 @@ def collect(torch):
         "machine": platform.machine(),
         "glibc": glibc_version(),
         "numpy": _numpy(),
+        "frameworks": frameworks(),
         "env": relevant_env(),
     }

@@ -167,7 +167,6 @@ def _show_kwargs(kwargs):
 
 
 def _describe(value):
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return "%s %s" % (type(value).__name__, text)
+    from ..core.text import shorten  # the one truncation rule
+
+    return "%s %s" % (type(value).__name__, shorten(repr(value), 60))

@@ -21,6 +21,7 @@ import traceback
 from .context import Context
 from ..core import lifetime
 from ..core.host import host_name
+from ..core.text import first_line
 from ..core.outcomes import RankExit
 from ..core.records import RecordWriter, records_path, stacks_path
 
@@ -160,7 +161,7 @@ def run_probes(ctx, entries):
             # Outside any ctx.check(): the probe itself broke (or its file did not load).
             ctx._records.write("check", probe=entry["name"], check="run", outcome="failed",
                                seconds=round(time.monotonic() - p0, 6),
-                               detail="%s: %s" % (type(exc).__name__, str(exc)[:200]),
+                               detail=first_line("%s: %s" % (type(exc).__name__, exc)),
                                error=_error(exc), advice=None, data={})
         ctx._records.write("probe_end", probe=entry["name"],
                            seconds=round(time.monotonic() - p0, 6))
@@ -185,8 +186,7 @@ def teardown(ctx):
         # one line rather than a traceback in the launcher's log.
         ctx._records.write("teardown", outcome="failed", error=_error(exc))
         sys.stderr.write("envcheck: rank %d: final barrier failed: %s: %s\n"
-                         % (ctx.rank, type(exc).__name__, str(exc).splitlines()[0][:200]
-                            if str(exc) else ""))
+                         % (ctx.rank, type(exc).__name__, first_line(exc)))
         return False
     ctx._records.write("bye")
     return True

@@ -26,6 +26,7 @@ import warnings
 
 from ..ckpt_files import quiet_load
 from ..ckpt_state import count_tensors, special_tensors
+from ...core.text import first_line
 
 # The checks this probe reports, in the order it runs them (``envcheck probes --checks``,
 # the matrix validation and the ranks read this; a check not declared here is an error).
@@ -238,7 +239,7 @@ def _unpickler_reason(exc):
     import pickletools
 
     text = str(exc)
-    reason = text.split("WeightsUnpickler error:")[-1].strip().splitlines()[0][:200]
+    reason = first_line(text.split("WeightsUnpickler error:")[-1])
     m = re.search(r"Unsupported operand (\d+)", reason)
     if m:
         op = pickletools.code2op.get(chr(int(m.group(1))))

@@ -1,0 +1,88 @@
+"""How envcheck shortens text and names sets of ranks, on both sides of the boundary.
+
+One truncation rule everywhere (a rank's detail, a JSON field, a table cell, a markdown
+line): whitespace is collapsed, the text is cut at a word boundary where one is close,
+and an ellipsis says that something was cut. The full text stays where there is room for
+it (the error's message and traceback in the JSON report).
+"""
+
+ELLIPSIS = "…"
+
+
+def cut(text, limit):
+    """``text`` in at most ``limit`` characters, spacing kept (a table's line): cut at
+    the last space in its final third, else mid-word, and end with the ellipsis."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    if limit <= 1:
+        return ELLIPSIS[:limit]
+    head = text[:limit - 1]
+    space = head.rstrip().rfind(" ")
+    if space >= (limit * 2) // 3:
+        head = head[:space]
+    return head.rstrip(" ,;:") + ELLIPSIS
+
+
+def shorten(text, limit):
+    """One line of at most ``limit`` characters: whitespace collapsed, then ``cut``."""
+    return cut(" ".join(str(text or "").split()), limit)
+
+
+def first_line(text, limit=200):
+    """The first non-blank line of ``text``, shortened: the line an error is known by."""
+    for line in str(text or "").strip().splitlines():
+        if line.strip():
+            return shorten(line, limit)
+    return ""
+
+
+def rank_numbers(ranks):
+    """'2', '0,2', '0–3', '0–3,6': three or more consecutive ranks as a range."""
+    ranks = sorted({int(r) for r in ranks})
+    parts, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        if j - i >= 2:
+            parts.append("%d–%d" % (ranks[i], ranks[j]))
+            i = j + 1
+        else:
+            parts.append(str(ranks[i]))
+            i += 1
+    return ",".join(parts)
+
+
+def rank_set(ranks):
+    """'rank 2', 'ranks 0,2', 'ranks 0–3', 'ranks 0–3,6'."""
+    ranks = {int(r) for r in ranks}
+    return "%s %s" % ("rank" if len(ranks) == 1 else "ranks", rank_numbers(ranks))
+
+
+def parse_rank_numbers(text):
+    """[0, 1, 2, 3, 6] from '0–3,6' (what rank_numbers writes; '0,1' too)."""
+    out = []
+    for part in text.split(","):
+        low, _, high = part.partition("–")
+        out += range(int(low), int(high or low) + 1)
+    return out
+
+
+# Control characters a rank's output can carry (a colour escape from a library's
+# logging, a bell, a NUL): on a screen they would restyle or garble it, so screens show
+# text without them. Newlines and tabs stay; the JSON report keeps everything.
+_CONTROL = "".join(chr(c) for c in list(range(0x00, 0x09)) + list(range(0x0b, 0x20))
+                   + [0x7f])
+_NO_CONTROL = str.maketrans("", "", _CONTROL)
+
+
+def printable(value):
+    """``value`` (strings in dicts and lists too) without control characters."""
+    if isinstance(value, str):
+        return value.translate(_NO_CONTROL)
+    if isinstance(value, dict):
+        return {printable(k): printable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printable(v) for v in value]
+    return value
