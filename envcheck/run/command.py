@@ -10,7 +10,7 @@ from ..core.errors import UsageError
 from ..core import outcomes
 from ..preinstall import nvidia_smi
 from ..report.model import Report
-from . import interpreter, merge
+from . import follow_up, interpreter, merge
 from .supervisor import supervise
 
 BACKENDS = plan_mod.BACKENDS
@@ -94,12 +94,20 @@ def execute(plan, on_event=None, while_starting=None):
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rank_plan = plan_mod.rank_plan(plan.backend, plan.timeout,
                                    [p.plan_entry() for p in plan.probes], plan.options)
-    attempts = supervise(plan.interpreter.path, rank_plan, plan.nproc,
-                         on_event=on_event, startup_timeout=plan.startup_timeout,
-                         master_port=plan.master_port, notes=plan.notes,
-                         while_starting=while_starting)
+    # Probes that declare phases at other world sizes (FOLLOW_UPS): run after the main run.
+    phases = plan_mod.follow_ups(plan.probes, plan.nproc)
+    with follow_up.handoff(phases, rank_plan) as rank_plan:
+        attempts = supervise(plan.interpreter.path, rank_plan, plan.nproc,
+                             on_event=on_event, startup_timeout=plan.startup_timeout,
+                             master_port=plan.master_port, notes=plan.notes,
+                             while_starting=while_starting)
+        extra_checks, extra_attempts = follow_up.run(
+            phases, attempts, plan.interpreter.path, rank_plan, plan.timeout,
+            on_event=on_event, startup_timeout=plan.startup_timeout, notes=plan.notes)
     checks, env, ranks = merge.results(attempts, [p.name for p in plan.probes], plan.nproc,
                                        plan.timeout)
+    checks = follow_up.place(checks, extra_checks)
+    attempts = attempts + extra_attempts
     torn = sum(a.torn for a in attempts)
     if torn:
         plan.notes.append(merge.torn_note(torn))
