@@ -228,7 +228,7 @@ def probes(
     """List the probes, a line each."""
     from tabulate import tabulate
 
-    from .core.catalog import RUN, SETUP, SETUP_CHECKS, all_probes
+    from .core.catalog import RUN, SETUP, SETUP_CHECKS, all_probes, opt_in
 
     specs = all_probes(tuple(probe_path))
     if checks:
@@ -238,8 +238,8 @@ def probes(
             lines += ["%s.%s" % (s.name, c) for c in names + (RUN,)]
         print("\n".join(lines))
         return
-    rows = [(s.name, "built-in" if s.builtin else (s.path or s.module), s.summary)
-            for s in specs]
+    rows = [(s.name, ("built-in, opt-in (-p %s)" % s.name if opt_in(s) else "built-in")
+             if s.builtin else (s.path or s.module), s.summary) for s in specs]
     width = terminal_width()
     summary_width = None
     if width:  # the summary wraps in what the name and origin columns leave

@@ -22,7 +22,8 @@ import contextlib
 import os
 import shutil
 
-from ..core import lifetime
+from ..core import catalog, lifetime, plan as plan_mod
+from ..core.errors import UsageError
 from ..core.attempt import Abort, Attempt
 from ..report.model import CheckResult
 from . import merge
@@ -125,3 +126,14 @@ def place(checks, extra):
         last = max((i for i, c in enumerate(out) if c.probe == result.probe), default=None)
         out.insert(len(out) if last is None else last + 1, result)
     return out
+
+
+def fixed_world_size(checks, probe_names, world_size, launcher):
+    """Launcher mode: torchrun/srun fixed the world size, so every follow-up of the probes
+    that ran is reported skipped, saying why and how to run it."""
+    try:
+        specs = [s for s in catalog.all_probes() if s.name in probe_names]
+    except UsageError:  # a broken entry point: the run's report says so elsewhere
+        return checks
+    phases = plan_mod.follow_ups(specs, world_size, fixed_by=launcher or "the launcher")
+    return place(checks, [_skipped(p, p["skip"]) for p in phases])

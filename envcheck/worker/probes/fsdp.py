@@ -217,14 +217,14 @@ class _Run:
         state = self.fsdp.sharded_state(model, opt)
         expected = local(clone(state, torch))
         path = self._path(name)
-        self.dcp.save(state, path)
+        _dcp(self.dcp.save, state, path)
         if alter:
             _maybe_alter(self.ctx, path, torch)
         fresh = self.subject.build(2)
         fs.shard(self.fsdp, fresh, mesh, offload)
         fresh_opt = fs.make_optimizer(fresh)
         target = self.fsdp.sharded_state(fresh, fresh_opt)
-        self.dcp.load(target, path)
+        _dcp(self.dcp.load, target, path)
         self.fsdp.load_state(fresh, fresh_opt, target)
         got = local(self.fsdp.sharded_state(fresh, fresh_opt))
         return diff_state(expected, got, torch), count_tensors(expected, torch), path
@@ -322,9 +322,9 @@ class _Run:
         differ = []
         if ctx.rank in members:
             expected = clone(state, torch)
-            self.dcp.save(state, path, group)
+            _dcp(self.dcp.save, state, path, group)
             target = zeros(expected, torch)
-            self.dcp.load(target, path, group)
+            _dcp(self.dcp.load, target, path, group)
             differ = diff_state(expected, target, torch)
         dist.barrier()
         saved = sorted(k for k in _checkpoint_keys(self.dcp, path) if k.startswith("rank"))
@@ -333,7 +333,7 @@ class _Run:
         if ctx.rank in outside:
             # What a rank outside the group gets when it joins the group's load.
             try:
-                self.dcp.load(zeros(state, torch), path, group)
+                _dcp(self.dcp.load, zeros(state, torch), path, group)
                 outsider = "returned without an error"
             except Exception as exc:
                 outsider = "%s: %s" % (type(exc).__name__, _first_line(exc))
@@ -412,10 +412,10 @@ def _resume(ctx, c, torch):
 
     saved = ctx.phase["saved_world_size"]
     c.data = {"saved_world_size": saved, "loaded_world_size": ctx.world_size}
-    c.advice = ("a checkpoint saved by %d ranks does not load as saved at %d: resuming on "
+    c.advice = ("a checkpoint saved by %s does not load as saved by %s: resuming on "
                 "another number of GPUs would change the model; resume at the same world "
                 "size, or convert the checkpoint (dcp_to_torch_save) and check it"
-                % (saved, ctx.world_size))
+                % (_n_ranks(saved), _n_ranks(ctx.world_size)))
     meta_path = os.path.join(ctx.handoff, "meta.json")
     if not os.path.exists(meta_path):
         c.skip("the %d-rank run saved no checkpoint to load (see fsdp.save_load)" % saved)
@@ -431,7 +431,16 @@ def _resume(ctx, c, torch):
     how = fs.shard(fsdp, model, mesh)
     opt = fs.make_optimizer(model)
     target = fsdp.sharded_state(model, opt)
-    dcp.load(target, os.path.join(ctx.handoff, "ckpt"))
+    try:
+        _dcp(dcp.load, target, os.path.join(ctx.handoff, "ckpt"))
+    except DcpFailed as exc:
+        if "Size mismatch" in str(exc):
+            c.fail(str(exc), advice=(
+                "the model built by %s has other shapes than the one saved by %s: a model "
+                "whose shapes depend on the world size cannot resume on another number of "
+                "GPUs; build it from its configuration alone (FSDP2 shards any shape, "
+                "unevenly where it must)" % (_n_ranks(ctx.world_size), _n_ranks(saved))))
+        raise
     fsdp.load_state(model, opt, target)
     got = cpu(fsdp.full_state(model, opt))
     expected = quiet_load(torch, os.path.join(ctx.handoff, "expected.pt"))
@@ -508,10 +517,38 @@ def _maybe_alter(ctx, path, torch):
     dist.barrier()
 
 
+class DcpFailed(RuntimeError):
+    """A DCP save or load that failed, with the first rank's own error as its message."""
+
+
+def _dcp(fn, *args):
+    """DCP raises CheckpointException, a BaseException (not an Exception), carrying each
+    rank's error: turned into one line naming the first failing rank's error, which a
+    check reports like any failure (and the rank lives on)."""
+    try:
+        return fn(*args)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        if isinstance(exc, Exception) and not hasattr(exc, "failures"):
+            raise
+        failures = getattr(exc, "failures", None) or {}
+        for rank in sorted(failures):
+            inner = failures[rank]
+            inner = inner[0] if isinstance(inner, tuple) else inner
+            raise DcpFailed("DCP failed on rank %d: %s: %s"
+                            % (rank, type(inner).__name__, _first_line(inner))) from None
+        raise DcpFailed("%s: %s" % (type(exc).__name__, _first_line(exc))) from None
+
+
 def _same(a, b, torch):
     from ..ckpt_files import same_bits
 
     return same_bits(a, b, torch)
+
+
+def _n_ranks(n):
+    return "%d rank%s" % (n, "" if n == 1 else "s")
 
 
 def _ranks(ranks):

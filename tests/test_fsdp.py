@@ -1,0 +1,213 @@
+"""The fsdp probe and the follow-up phases it needs: real gloo runs, each shared by many
+assertions.
+
+- 2 ranks (the default): every check, the reshard phases at 3 and 1 ranks;
+- 4 ranks: the 2-D (HSDP) mesh, reshard 4 -> 5 and 4 -> 1;
+- 2 ranks with one rank's shard altered on disk after the save (a test hook): what the
+  user sees when a checkpoint does not give back what was saved;
+- 1 rank with a --model whose width depends on the world size (sharded per top-level
+  child): the 2-rank load cannot fit the checkpoint, and the shrink phase cannot run;
+- torchrun (launcher mode): the world size is fixed, the reshard checks say so.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import checks_by_id, launcher_env, load_report, run_cli
+
+WIDTH_MODEL = '''
+import torch
+import torch.distributed as dist
+
+
+class Wide(torch.nn.Module):
+    """A model whose width comes from the world size: a checkpoint saved by one job does
+    not fit a job of another size."""
+
+    def __init__(self):
+        super().__init__()
+        width = 4 * dist.get_world_size()
+        self.encoder = torch.nn.Linear(6, width)
+        self.decoder = torch.nn.Linear(width, 3)
+
+    def forward(self, x):
+        return self.decoder(torch.relu(self.encoder(x)))
+
+    def example_inputs(self):
+        return torch.ones(2, 6)
+
+
+def build():
+    torch.manual_seed(0)
+    return Wide()
+'''
+
+
+def _run(tmp, *args, env=None):
+    report = tmp / "report.json"
+    run_tmp = tmp / "tmp"
+    run_tmp.mkdir()
+    result = run_cli("run", "-p", "fsdp", "--json", str(report), *args, timeout=400,
+                     env=dict(env or {}, TMPDIR=str(run_tmp), COLUMNS="80"), cwd=str(tmp))
+    assert report.exists(), result.stderr
+    data = load_report(str(report))
+    return result, data, checks_by_id(data), run_tmp
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("fsdp2"))
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("fsdp4"), "--nproc", "4")
+
+
+@pytest.fixture(scope="module")
+def altered(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("fsdp_alter"),
+                env={"ENVCHECK_TEST_ALTER_SHARD": "1"})
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fsdp_wide")
+    (tmp / "wide.py").write_text(textwrap.dedent(WIDTH_MODEL))
+    return _run(tmp, "--nproc", "1", "--model", "wide.py:build")
+
+
+def test_two_ranks_pass_every_check_and_reshard_to_three_and_one(two):
+    result, report, checks, run_tmp = two
+    assert result.code == 0, result.stdout + result.stderr
+    fsdp = [c["check"] for c in report["checks"] if c["probe"] == "fsdp"]
+    assert fsdp == ["train_step", "save_load", "subgroup", "hsdp", "cpu_offload",
+                    "reshard_grow", "reshard_shrink"]
+    step = checks["fsdp.train_step"]
+    assert step["outcome"] == "passed"
+    data = step["ranks"]["0"]["data"]
+    assert data["compared"] is True and data["forward_bit_exact"] is True
+    assert data["sharded"] == "3 fsdp_units + root"
+    assert data["api"].startswith("torch.distributed.fsdp.fully_shard")
+    assert checks["fsdp.save_load"]["outcome"] == "passed"
+    assert checks["fsdp.save_load"]["ranks"]["1"]["data"]["files"] == [
+        ".metadata", "__0_0.distcp", "__1_0.distcp"]
+    grow, shrink = checks["fsdp.reshard_grow"], checks["fsdp.reshard_shrink"]
+    assert grow["outcome"] == "passed" and shrink["outcome"] == "passed"
+    assert sorted(grow["ranks"]) == ["0", "1", "2"] and sorted(shrink["ranks"]) == ["0"]
+    for rank in ("0", "1", "2"):
+        assert grow["ranks"][rank]["data"]["saved_world_size"] == 2
+        assert grow["ranks"][rank]["data"]["loaded_world_size"] == 3
+    assert grow["ranks"]["0"]["data"]["rows_per_rank"] == [7, 7, 6]  # 20 rows, uneven
+    assert shrink["ranks"]["0"]["data"]["saved_world_size"] == 2
+    assert shrink["ranks"]["0"]["data"]["loaded_world_size"] == 1
+    assert grow["detail"] == (
+        "LayeredNet (3 blocks + head): the checkpoint saved by 2 ranks loaded by 3 rank(s), "
+        "sharded again (3 fsdp_units + root; blocks.0.0.weight rows per rank: 7/7/6): 32 "
+        "entries (model + AdamW state) bit-exact as full tensors on every rank")
+    # The follow-ups are attempts of their own, at their own world sizes.
+    assert [a.get("world_size") for a in report["attempts"]] == [None, 3, 1]
+    # The hand-off directory went with the run.
+    assert not [n for n in os.listdir(run_tmp) if n.startswith("envcheck")]
+
+
+def test_subgroup_says_what_dcp_does_with_the_ranks_outside(two):
+    check = two[2]["fsdp.subgroup"]
+    assert check["outcome"] == "passed"
+    data = check["ranks"]["0"]["data"]
+    assert data["group_ranks"] == [0] and data["outside_ranks"] == [1]
+    assert data["per_rank_entries_saved"] == ["rank0"]
+    assert data["outsider_load"] == "ValueError: Invalid process group specified"
+    assert check["detail"].endswith("dcp.load given the group on rank 1: ValueError: "
+                                    "Invalid process group specified")
+
+
+def test_below_four_ranks_hsdp_is_skipped_and_on_cpu_offload_is(two):
+    checks = two[2]
+    assert checks["fsdp.hsdp"]["outcome"] == "skipped"
+    assert checks["fsdp.hsdp"]["detail"] == (
+        "a 2-D (replicate x shard) mesh needs 4 or more ranks that factor into groups of 2 "
+        "or more; 2 rank(s) do not")
+    assert checks["fsdp.cpu_offload"]["detail"] == (
+        "ranks run on CPU (backend gloo): there is nothing to offload; this runs on GPUs "
+        "(NCCL)")
+
+
+def test_four_ranks_round_trip_on_a_2d_mesh(four):
+    result, report, checks, _ = four
+    assert result.code == 0, result.stdout + result.stderr
+    hsdp = checks["fsdp.hsdp"]
+    assert hsdp["outcome"] == "passed"
+    assert hsdp["ranks"]["3"]["data"]["mesh"] == [2, 2]
+    assert "HSDP on a 2 x 2 (replicate x shard) mesh" in hsdp["detail"]
+    assert checks["fsdp.subgroup"]["ranks"]["0"]["data"]["group_ranks"] == [0, 1, 2]
+    grow = checks["fsdp.reshard_grow"]["ranks"]["4"]["data"]
+    assert (grow["saved_world_size"], grow["loaded_world_size"]) == (4, 5)
+    assert grow["rows_per_rank"] == [4, 4, 4, 4, 4]
+    shrink = checks["fsdp.reshard_shrink"]["ranks"]["0"]["data"]
+    assert (shrink["saved_world_size"], shrink["loaded_world_size"]) == (4, 1)
+
+
+def test_a_shard_altered_after_the_save_fails_the_round_trip_and_every_reshard(altered):
+    result, report, checks, _ = altered
+    assert result.code == 1
+    rt = checks["fsdp.save_load"]
+    assert rt["outcome"] == "failed" and rt["root_rank"] == 1
+    assert rt["ranks"]["0"]["outcome"] == "passed"  # rank 0's shards are its own file's
+    assert rt["detail"] == ("rank 1: 1 of 32 entries differ after the DCP round trip on "
+                            "rank 1: model.blocks.0.0.bias")
+    assert rt["advice"].startswith("this checkpoint does not resume the training state")
+    for check, size in (("reshard_grow", 3), ("reshard_shrink", 1)):
+        c = checks["fsdp." + check]
+        assert c["outcome"] == "failed"
+        assert c["detail"] == ("1 of 32 entries differ when the 2-rank checkpoint is loaded "
+                               "by %d rank(s): model.blocks.0.0.bias" % size)
+        assert c["ranks"]["0"]["data"]["loaded_world_size"] == size
+    assert "✗ fsdp.save_load" in result.stdout
+    assert "rank 1: 1 of 32 entries differ after the DCP round trip" in result.stdout
+
+
+def test_a_model_that_does_not_fit_another_world_size_fails_its_reshard(wide):
+    result, report, checks, _ = wide
+    assert result.code == 1
+    assert checks["fsdp.model"]["outcome"] == "passed"
+    assert checks["fsdp.train_step"]["ranks"]["0"]["data"]["sharded"] == (
+        "2 top-level children + root")
+    assert checks["fsdp.save_load"]["outcome"] == "passed"
+    assert checks["fsdp.subgroup"]["detail"] == (
+        "needs 2 or more ranks: a strict subset of 1 rank is empty")
+    grow = checks["fsdp.reshard_grow"]
+    assert grow["outcome"] == "failed"
+    assert grow["detail"] == (
+        "DCP failed on rank 0: ValueError: Size mismatch between saved torch.Size([4, 6]) "
+        "and current: torch.Size([8, 6]) for model.encoder.weight")
+    assert grow["advice"].startswith("the model built by 2 ranks has other shapes than the "
+                                     "one saved by 1 rank: ")
+    assert grow["ranks"]["1"]["data"] == {"saved_world_size": 1, "loaded_world_size": 2}
+    shrink = checks["fsdp.reshard_shrink"]
+    assert shrink["outcome"] == "skipped"
+    assert shrink["detail"] == (
+        "not run: the main run already has 1 rank(s); this follow-up loads at another "
+        "world size (1), run with more ranks (--nproc 2)")
+    assert [a.get("world_size") for a in report["attempts"]] == [None, 2]
+
+
+def test_under_torchrun_the_reshard_checks_say_the_world_size_is_fixed(tmp_path):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+           "2", "-m", "envcheck.worker.launched", "--out", str(tmp_path / "out"), "--json",
+           str(tmp_path / "r.json"), "-p", "fsdp"]
+    proc = subprocess.run(cmd, cwd=str(tmp_path), env=launcher_env(), capture_output=True,
+                          text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    checks = checks_by_id(load_report(str(tmp_path / "r.json")))
+    assert checks["fsdp.save_load"]["outcome"] == "passed"
+    for check in ("reshard_grow", "reshard_shrink"):
+        assert checks["fsdp." + check]["outcome"] == "skipped"
+        assert checks["fsdp." + check]["detail"] == (
+            "not run: under torchrun every rank belongs to the one job of 2 ranks; loading "
+            "at another world size needs envcheck run, which starts ranks itself (envcheck "
+            "run -p fsdp --nproc 2)")
