@@ -211,3 +211,92 @@ def test_under_torchrun_the_reshard_checks_say_the_world_size_is_fixed(tmp_path)
             "not run: under torchrun every rank belongs to the one job of 2 ranks; loading "
             "at another world size needs envcheck run, which starts ranks itself (envcheck "
             "run -p fsdp --nproc 2)")
+
+
+# -- follow-up phases as a capability of the run model (any probe may declare them) ----
+
+HANDOFF_PROBE = '''
+import os
+
+CHECKS = ("wrote", "read_back")
+FOLLOW_UPS = ({"function": "read_it", "world_size": "N-1", "check": "read_back"},)
+
+
+def probe_handoff(ctx):
+    """writes its world size for a smaller job to read"""
+    with ctx.check("wrote") as c:
+        if ctx.rank == 0:
+            with open(os.path.join(ctx.handoff, "n.txt"), "w") as f:
+                f.write(str(ctx.world_size))
+        c.detail = "rank %d of %d" % (ctx.rank, ctx.world_size)
+
+
+def read_it(ctx):
+    with ctx.check(ctx.phase["check"]) as c:
+        with open(os.path.join(ctx.handoff, "n.txt")) as f:
+            saved = int(f.read())
+        c.data = {"saved": saved, "phase": ctx.phase}
+        c.detail = "rank %d of %d read %d" % (ctx.rank, ctx.world_size, saved)
+'''
+
+
+def test_any_probe_may_declare_a_follow_up_at_another_world_size(tmp_path):
+    probe = tmp_path / "handoff_probe.py"
+    probe.write_text(HANDOFF_PROBE)
+    report = tmp_path / "r.json"
+    result = run_cli("run", "--probe-path", str(probe), "-p", "handoff", "--nproc", "3",
+                     "--json", str(report), "-q", env={"TMPDIR": str(tmp_path)})
+    assert result.code == 0, result.stdout + result.stderr
+    data = load_report(str(report))
+    assert [c["id"] for c in data["checks"] if c["probe"] == "handoff"] == [
+        "handoff.wrote", "handoff.read_back"]
+    read = checks_by_id(data)["handoff.read_back"]
+    assert read["outcome"] == "passed" and sorted(read["ranks"]) == ["0", "1"]
+    assert read["ranks"]["1"]["data"] == {
+        "saved": 3, "phase": {"check": "read_back", "saved_world_size": 3, "world_size": 2}}
+    assert data["plan"]["follow_ups"] == [
+        {"probe": "handoff", "check": "read_back", "world_size": 2, "skip": None}]
+
+
+@pytest.mark.parametrize("declaration, message", [
+    ('({"function": "nope", "world_size": "N+1", "check": "a"},)',
+     "follow-up function 'nope' is not defined in the file"),
+    ('({"function": "f", "world_size": "M+1", "check": "a"},)',
+     "world_size 'M+1': write a number of ranks (1), or N, N+K, N-K"),
+    ('({"function": "f", "world_size": 2, "check": "b"},)',
+     "follow-up check 'b' is not in CHECKS"),
+])
+def test_a_malformed_follow_up_is_one_line_and_exit_2(tmp_path, declaration, message):
+    probe = tmp_path / "bad.py"
+    probe.write_text('CHECKS = ("a",)\nFOLLOW_UPS = %s\n\n\ndef probe_bad(ctx):\n    pass\n'
+                     '\n\ndef f(ctx):\n    pass\n' % declaration)
+    result = run_cli("run", "--probe-path", str(probe), "-p", "bad")
+    assert result.code == 2
+    assert result.stderr.startswith("envcheck: error: --probe-path %s line 2: %s"
+                                    % (probe, message)), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_plan_gives_each_follow_up_its_world_size_or_why_not():
+    from envcheck.core import catalog, plan
+
+    fsdp = [s for s in catalog.builtin_probes() if s.name == "fsdp"]
+    sizes = lambda n, **kw: [(p["check"], p["world_size"], p["skip"])  # noqa: E731
+                             for p in plan.follow_ups(fsdp, n, **kw)]
+    assert sizes(2) == [("reshard_grow", 3, None), ("reshard_shrink", 1, None)]
+    assert sizes(8, max_ranks=8) == [
+        ("reshard_grow", 9, "not run: 9 ranks need 9 GPUs, this machine has 8; run with "
+                            "fewer ranks (--nproc 7) to load at a larger world size"),
+        ("reshard_shrink", 1, None)]
+    entry = plan.follow_ups(fsdp, 2)[0]["entry"]
+    assert entry["function"] == "resume_elsewhere" and entry["name"] == "fsdp"
+    assert entry["phase"] == {"check": "reshard_grow", "saved_world_size": 2, "world_size": 3}
+
+
+def test_fsdp_is_opt_in_and_listed_last():
+    from envcheck.core import catalog
+
+    specs = catalog.builtin_probes()
+    assert [s.name for s in specs][-1] == "fsdp"
+    assert "fsdp" not in [s.name for s in catalog.select(specs)]
+    assert [s.name for s in catalog.select(specs, ["fsdp"])] == ["fsdp"]

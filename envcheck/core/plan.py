@@ -49,7 +49,7 @@ def read(path):
         return json.load(f)
 
 
-def follow_ups(specs, nproc, fixed_by=None):
+def follow_ups(specs, nproc, fixed_by=None, max_ranks=None):
     """The follow-up phases of the chosen probes (``catalog.ProbeSpec``) after a main run
     of ``nproc`` ranks, in probe order.
 
@@ -57,7 +57,8 @@ def follow_ups(specs, nproc, fixed_by=None):
     ``entry`` is the plan entry the phase's ranks run (the follow-up function, with
     ``phase`` telling it which check and what the main run's world size was); ``skip`` a
     reason it cannot run (a world size that is the main run's own or below 1, or
-    ``fixed_by`` a launcher that fixed the world size), else None.
+    ``fixed_by`` a launcher that fixed the world size, or more ranks than ``max_ranks``,
+    the GPUs of an NCCL run), else None.
     """
     phases = []
     for spec in specs:
@@ -73,6 +74,10 @@ def follow_ups(specs, nproc, fixed_by=None):
             elif size < 1:
                 skip = "not run: world size %s of %d ranks is below 1" % (
                     item["world_size"], nproc)
+            elif max_ranks is not None and size > max_ranks:
+                skip = ("not run: %d ranks need %d GPUs, this machine has %d; run with "
+                        "fewer ranks (--nproc %d) to load at a larger world size"
+                        % (size, size, max_ranks, max(1, nproc - (size - max_ranks))))
             elif size == nproc:
                 skip = ("not run: the main run already has %d rank(s); this follow-up "
                         "loads at another world size (%s), run with more ranks (--nproc "

@@ -43,6 +43,13 @@ class Plan:
     notes: list
     master_port: int = None
     startup_timeout: float = None
+    gpus: int = 0  # GPUs nvidia-smi shows: an NCCL run has at most one rank per GPU
+
+    def follow_ups(self):
+        """The phases at other world sizes the chosen probes declare (core.plan)."""
+        nccl = self.gpus and self.backend != "gloo"
+        return plan_mod.follow_ups(self.probes, self.nproc,
+                                   max_ranks=self.gpus if nccl else None)
 
     def to_dict(self):
         return {"nproc": self.nproc, "backend": self.backend,
@@ -50,7 +57,9 @@ class Plan:
                 "startup_timeout": self.startup_timeout,
                 "python": self.interpreter.path,
                 "python_version": self.interpreter.python_version,
-                "options": self.options, "notes": self.notes}
+                "options": self.options, "notes": self.notes,
+                "follow_ups": [{k: p[k] for k in ("probe", "check", "world_size", "skip")}
+                               for p in self.follow_ups()]}
 
 
 def make_plan(opts):
@@ -86,7 +95,7 @@ def make_plan(opts):
     interp = interpreter.resolve(opts.python)
     startup = float(opts.startup_timeout or plan_mod.startup_timeout(float(opts.timeout)))
     return Plan(nproc, opts.backend, specs, float(opts.timeout), interp, options, notes,
-                opts.master_port, startup)
+                opts.master_port, startup, gpus=len(gpus))
 
 
 def execute(plan, on_event=None, while_starting=None):
@@ -95,7 +104,7 @@ def execute(plan, on_event=None, while_starting=None):
     rank_plan = plan_mod.rank_plan(plan.backend, plan.timeout,
                                    [p.plan_entry() for p in plan.probes], plan.options)
     # Probes that declare phases at other world sizes (FOLLOW_UPS): run after the main run.
-    phases = plan_mod.follow_ups(plan.probes, plan.nproc)
+    phases = plan.follow_ups()
     with follow_up.handoff(phases, rank_plan) as rank_plan:
         attempts = supervise(plan.interpreter.path, rank_plan, plan.nproc,
                              on_event=on_event, startup_timeout=plan.startup_timeout,

@@ -78,6 +78,8 @@ def probe_fsdp(ctx):
         run = _Run(ctx, torch, subject, fsdp, dcp, shared)
         with ctx.check("train_step") as c:
             run.train_step(c, missing)
+        if run.trained is None and not missing:
+            run.fallback()
         trained = dcp_checks.agreed(ctx, run.trained)
         after = missing or (None if trained else
                             "FSDP2 did not take a step here: see fsdp.train_step")
@@ -150,7 +152,8 @@ class _Run:
     def __init__(self, ctx, torch, subject, fsdp, dcp, shared):
         self.ctx, self.torch, self.subject = ctx, torch, subject
         self.fsdp, self.dcp, self.shared = fsdp, dcp, shared
-        self.trained = None  # (model, optimizer, how sharded) after train_step
+        self.trained = None  # (model, optimizer, mesh) after train_step
+        self.no_forward = None  # why the sharded model takes no real step here
 
     # -- shared pieces ------------------------------------------------------------------
 
@@ -172,12 +175,18 @@ class _Run:
         ref, model, how = self._pair(mesh, offload)
         opt, ref_opt = fs.make_optimizer(model), fs.make_optimizer(ref)
         batches = [fs.inputs_for(ref, r, ctx.device) for r in range(ctx.world_size)]
-        if batches[0] is None:
+        if batches[0] is None or self.no_forward:
             self._synthetic_step(model, opt)
-            c.data.update(sharded=how, compared=False)
+            c.data.update(sharded=how, compared=False,
+                          not_compared=self.no_forward or "no example_inputs")
             return model, opt, how, None
         ref_out = fs.reference_step(ref, ref_opt, batches)
-        _, out = fs.step(model, opt, batches[ctx.rank])
+        try:
+            _, out = fs.step(model, opt, batches[ctx.rank])
+        except Exception as exc:
+            c.fail("fully_shard worked, but the sharded model's forward/backward on %s "
+                   "(backend %s) raised %s: %s" % (ctx.device.type, ctx.backend,
+                                                   type(exc).__name__, _first_line(exc)))
         forward_exact = len(out) == len(ref_out[ctx.rank]) and all(
             _same(a, b, self.torch) for a, b in zip(out, ref_out[ctx.rank]))
         bad_g, worst_g, exact_g = fs.compare(fs.grads(model), fs.grads(ref))
@@ -197,6 +206,22 @@ class _Run:
                                                   + bad_p[:3])), advice=_STEP_ADVICE)
         exact = exact_g and exact_p
         return model, opt, how, exact
+
+    def fallback(self):
+        """train_step failed: a model sharded alike, stepped with gradients set by hand,
+        so that the checkpoint checks still say whether get_state_dict + DCP work."""
+        from .. import fsdp_steps as fs
+
+        try:
+            mesh = self.fsdp.mesh(self.ctx.device.type, (self.ctx.world_size,))
+            model = self.subject.build(1)
+            fs.shard(self.fsdp, model, mesh)
+            opt = fs.make_optimizer(model)
+            self._synthetic_step(model, opt)
+        except Exception:
+            return
+        self.trained = (model, opt, mesh)
+        self.no_forward = "the sharded forward fails here: see fsdp.train_step"
 
     def _synthetic_step(self, model, opt):
         """No inputs (a --model without example_inputs): gradients set by hand, so the
@@ -273,6 +298,8 @@ class _Run:
                     "DCP, loaded into a fresh sharded model with set_state_dict: %d "
                     "entries bit-exact on every rank" % (self.subject.label,
                                                         ctx.world_size, n))
+        if self.no_forward:
+            c.detail += (" (after a step with gradients set by hand: %s)" % self.no_forward)
         c.data = {"entries": n, "files": sorted(os.listdir(path)), "api": self.dcp.api}
         if ctx.handoff:
             self._hand_off(model, opt, path)
@@ -389,7 +416,7 @@ class _Run:
             c.fail("%d of %d entries differ after the DCP round trip on rank %d: %s"
                    % (len(differ), n, self.ctx.rank, ", ".join(differ[:4])),
                    advice=_ROUND_TRIP_ADVICE)
-        step = ("not compared (no example_inputs)" if exact is None else
+        step = ("not compared (%s)" % c.data["not_compared"] if exact is None else
                 "equals the unsharded step (%s)" % ("bit-exact" if exact else "within rtol %g"
                                                     % c.data["rtol"]))
         c.detail = ("%s: %s, %s; one AdamW step %s; get_state_dict + DCP round trip "
