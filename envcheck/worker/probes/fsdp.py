@@ -360,8 +360,12 @@ class _Run:
         if ctx.rank in outside:
             # What a rank outside the group gets when it joins the group's load.
             try:
-                _dcp(self.dcp.load, zeros(state, torch), path, group)
-                outsider = "returned without an error"
+                blank = zeros(state, torch)
+                _dcp(self.dcp.load, blank, path, group)
+                loaded = [k for k, v in blank["model"].items() if bool(v.ne(0).any())]
+                outsider = ("returned without an error, %s" % (
+                    "loading the model's tensors" if loaded else
+                    "loading nothing (its tensors stayed zero)"))
             except Exception as exc:
                 outsider = "%s: %s" % (type(exc).__name__, _first_line(exc))
         outsider = all_gather_strings(ctx, outsider)[outside[0]]
