@@ -9,10 +9,11 @@ and prints the median wall time of each and the median of the pairwise ratios.
     python bench/bench_fsdp.py [--repeat 3] [--nproc 2]
 
 Figures taken on a 2-core machine shared with other work (2026-11-23, torch 2.13.0+cpu,
-2 ranks, 3 pairs): default suite median 41.9 s, ``-p fsdp`` median 37.2 s, ratio
-fsdp/default 0.89 (whole-process figures from paired runs; the machine was shared, so
-quote the ratio, not the seconds). The default suite's goal (issue 14) is at most 1.1x a
-hand-written smoke test; adding fsdp to it would about double it, hence opt-in.
+2 ranks, 3 pairs, whole-process): default suite median 21.9 s wall / 10.4 s CPU,
+``-p fsdp`` median 56.2 s wall / 29.0 s CPU, pairwise ratio fsdp/default 2.54 wall,
+2.78 CPU (the machine was shared: quote the ratio, not the seconds). The default suite's
+goal (issue 14) is at most 1.1x a hand-written smoke test; adding fsdp would make the
+suite about 3.5 times as long, hence opt-in (docs/fsdp.md).
 """
 
 import argparse

@@ -106,9 +106,9 @@ def test_two_ranks_pass_every_check_and_reshard_to_three_and_one(two):
     assert shrink["ranks"]["0"]["data"]["saved_world_size"] == 2
     assert shrink["ranks"]["0"]["data"]["loaded_world_size"] == 1
     assert grow["detail"] == (
-        "LayeredNet (3 blocks + head): the checkpoint saved by 2 ranks loaded by 3 rank(s), "
-        "sharded again (3 fsdp_units + root; blocks.0.0.weight rows per rank: 7/7/6): 32 "
-        "entries (model + AdamW state) bit-exact as full tensors on every rank")
+        "saved by 2 ranks, loaded by 3 (blocks.0.0.weight rows per rank: 7/7/6): 32 entries "
+        "(model + AdamW state) bit-exact as full tensors on every rank; LayeredNet (3 blocks "
+        "+ head), 3 fsdp_units + root")
     # The follow-ups are attempts of their own, at their own world sizes.
     assert [a.get("world_size") for a in report["attempts"]] == [None, 3, 1]
     # The hand-off directory went with the run.
@@ -143,7 +143,8 @@ def test_four_ranks_round_trip_on_a_2d_mesh(four):
     hsdp = checks["fsdp.hsdp"]
     assert hsdp["outcome"] == "passed"
     assert hsdp["ranks"]["3"]["data"]["mesh"] == [2, 2]
-    assert "HSDP on a 2 x 2 (replicate x shard) mesh" in hsdp["detail"]
+    assert hsdp["detail"].startswith("HSDP, 2 x 2 (replicate x shard) mesh: one AdamW step "
+                                     "equals the unsharded step (")
     assert checks["fsdp.subgroup"]["ranks"]["0"]["data"]["group_ranks"] == [0, 1, 2]
     grow = checks["fsdp.reshard_grow"]["ranks"]["4"]["data"]
     assert (grow["saved_world_size"], grow["loaded_world_size"]) == (4, 5)

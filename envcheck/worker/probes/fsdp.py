@@ -271,18 +271,19 @@ class _Run:
         model, opt, how, exact = self._step_and_compare(c, mesh)
         self.trained = (model, opt, mesh)
         if exact is None:
-            c.detail = ("%s: fully_shard over a 1-D mesh of %d ranks (%s), one AdamW step "
-                        "with gradients set by hand: not compared (give the model "
-                        "example_inputs to compare with the unsharded step)"
-                        % (self.subject.label, ctx.world_size, how))
+            c.detail = ("not compared: one AdamW step with gradients set by hand (give the "
+                        "model example_inputs to compare with the unsharded step); "
+                        "fully_shard over a 1-D mesh of %d ranks, %s, %s"
+                        % (ctx.world_size, self.subject.label, how))
             return
-        c.detail = ("%s: fully_shard over a 1-D mesh of %d ranks (%s), one AdamW step "
-                    "equals the unsharded step on every rank's batch: output bit-exact, "
-                    "gradients and weights %s" % (
-                        self.subject.label, ctx.world_size, how,
+        c.detail = ("one AdamW step sharded over %d ranks equals the unsharded step on "
+                    "every rank's batch: output bit-exact, gradients and weights %s; "
+                    "%s, %s" % (
+                        ctx.world_size,
                         "bit-exact" if exact else "within rtol %g (max difference %.2g)"
                         % (c.data["rtol"], max(c.data["max_grad_difference"],
-                                               c.data["max_param_difference"]))))
+                                               c.data["max_param_difference"])),
+                        self.subject.label, how))
 
     def save_load(self, c, skip):
         if skip:
@@ -294,10 +295,10 @@ class _Run:
         if differ:
             c.fail("%d of %d entries differ after the DCP round trip on rank %d: %s"
                    % (len(differ), n, ctx.rank, ", ".join(differ[:4])))
-        c.detail = ("%s: model + AdamW state from get_state_dict, saved by %d ranks with "
-                    "DCP, loaded into a fresh sharded model with set_state_dict: %d "
-                    "entries bit-exact on every rank" % (self.subject.label,
-                                                        ctx.world_size, n))
+        c.detail = ("%d entries bit-exact on every rank: model + AdamW state from "
+                    "get_state_dict, saved by %d ranks with DCP, loaded into a fresh "
+                    "sharded model with set_state_dict; %s" % (n, ctx.world_size,
+                                                             self.subject.label))
         if self.no_forward:
             c.detail += (" (after a step with gradients set by hand: %s)" % self.no_forward)
         c.data = {"entries": n, "files": sorted(os.listdir(path)), "api": self.dcp.api}
@@ -394,7 +395,7 @@ class _Run:
             c.skip("a 2-D (replicate x shard) mesh needs 4 or more ranks that factor into "
                    "groups of 2 or more; %d rank(s) do not" % ctx.world_size)
         mesh = self.fsdp.mesh(ctx.device.type, shape, ("replicate", "shard"))
-        self._variant(c, mesh, False, "hsdp", "HSDP on a %d x %d (replicate x shard) mesh"
+        self._variant(c, mesh, False, "hsdp", "HSDP, %d x %d (replicate x shard) mesh"
                       % shape)
         c.data["mesh"] = list(shape)
 
@@ -423,9 +424,9 @@ class _Run:
         step = ("not compared (%s)" % c.data["not_compared"] if exact is None else
                 "equals the unsharded step (%s)" % ("bit-exact" if exact else "within rtol %g"
                                                     % c.data["rtol"]))
-        c.detail = ("%s: %s, %s; one AdamW step %s; get_state_dict + DCP round trip "
-                    "into a fresh model: %d entries bit-exact on every rank"
-                    % (self.subject.label, what, how, step, n))
+        c.detail = ("%s: one AdamW step %s; get_state_dict + DCP round trip into a "
+                    "fresh model: %d entries bit-exact on every rank; %s, %s"
+                    % (what, step, n, self.subject.label, how))
 
 
 _STEP_ADVICE = ("FSDP2 does not give the numbers training without sharding gives: do not "
@@ -484,11 +485,10 @@ def _resume(ctx, c, torch):
         c.fail("%d of %d entries differ when the %d-rank checkpoint is loaded by %d "
                "rank(s): %s" % (len(differ), count_tensors(expected, torch), saved,
                                 ctx.world_size, ", ".join(differ[:4])))
-    c.detail = ("%s: the checkpoint saved by %d ranks loaded by %d rank(s), sharded "
-                "again (%s; %s rows per rank: %s): %d entries (model + AdamW state) "
-                "bit-exact as full tensors on every rank"
-                % (meta["label"], saved, ctx.world_size, how, rows[0],
-                   "/".join(str(r) for (r,) in everyone), count_tensors(expected, torch)))
+    c.detail = ("saved by %d ranks, loaded by %d (%s rows per rank: %s): %d entries "
+                "(model + AdamW state) bit-exact as full tensors on every rank; %s, %s"
+                % (saved, ctx.world_size, rows[0], "/".join(str(r) for (r,) in everyone),
+                   count_tensors(expected, torch), meta["label"], how))
 
 
 def _shard_rows(model):
