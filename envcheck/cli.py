@@ -116,7 +116,8 @@ def run(
     backend: str = typer.Option("auto", "--backend",
                                 help="auto (nccl when every rank has a GPU, else gloo), gloo or nccl."),
     probe: List[str] = typer.Option([], "--probe", "-p", metavar="NAME",
-                                    help="Run only this probe (repeatable) [default: all]."),
+                                    help="Run only this probe (repeatable) [default: all but the "
+                                         "opt-in fsdp]."),
     skip: List[str] = typer.Option([], "--skip", metavar="NAME", help="Do not run this probe (repeatable)."),
     timeout: float = typer.Option(60.0, "--timeout", metavar="SECONDS",
                                   help="Per probe (and for init_process_group): past it, the "

@@ -301,3 +301,53 @@ def test_fsdp_is_opt_in_and_listed_last():
     assert [s.name for s in specs][-1] == "fsdp"
     assert "fsdp" not in [s.name for s in catalog.select(specs)]
     assert [s.name for s in catalog.select(specs, ["fsdp"])] == ["fsdp"]
+
+
+SLOW_FOLLOW_UP = '''
+import os
+import time
+
+CHECKS = ("first", "later")
+FOLLOW_UPS = ({"function": "wait", "world_size": 1, "check": "later"},)
+
+
+def probe_slow(ctx):
+    """hands on a file, then a 1-rank phase waits"""
+    with ctx.check("first"):
+        open(os.path.join(ctx.handoff, "x"), "w").close()
+
+
+def wait(ctx):
+    with ctx.check(ctx.phase["check"]):
+        open(os.environ["MARK"], "w").close()
+        time.sleep(60)
+'''
+
+
+def test_ctrl_c_during_a_follow_up_phase_ends_the_run_as_interrupted(tmp_path):
+    import signal
+    import time
+
+    probe = tmp_path / "slow.py"
+    probe.write_text(SLOW_FOLLOW_UP)
+    mark, report, run_tmp = tmp_path / "mark", tmp_path / "r.json", tmp_path / "tmp"
+    run_tmp.mkdir()
+    env = dict(os.environ, MARK=str(mark), TMPDIR=str(run_tmp))
+    proc = subprocess.Popen([sys.executable, "-m", "envcheck", "run", "--probe-path",
+                             str(probe), "-p", "slow", "--json", str(report), "-q"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not mark.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert mark.exists(), proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    data = load_report(str(report))
+    assert data["interrupted"] == "SIGINT"
+    checks = checks_by_id(data)
+    assert checks["slow.first"]["outcome"] == "passed"
+    assert checks["slow.later"]["outcome"] == "skipped"
+    assert checks["slow.later"]["detail"] == "interrupted (SIGINT) while in later"
+    assert not os.listdir(run_tmp)  # the hand-off and run directories went with it
