@@ -10,7 +10,6 @@ or raises ``FsdpMissing`` saying what is missing.
 """
 
 import importlib
-import inspect
 
 
 class FsdpMissing(Exception):
@@ -81,9 +80,3 @@ class Fsdp:
         self.set_state_dict(model, optimizer, model_state_dict=state["model"],
                             optim_state_dict=state["optimizer"])
 
-
-def has_param(fn, name):
-    try:
-        return name in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False

@@ -51,7 +51,7 @@ def probe_fsdp(ctx):
     import torch
 
     from .. import dcp_checks
-    from ..ckpt_files import own_prefix, shared_dir
+    from ..ckpt_files import shared_dir
     from ..dcp_api import Dcp, DcpMissing
     from ..fsdp_api import Fsdp, FsdpMissing
 
@@ -64,8 +64,7 @@ def probe_fsdp(ctx):
         fsdp, dcp = Fsdp(torch), Dcp(torch)
     except (FsdpMissing, DcpMissing) as exc:
         missing = missing or str(exc)
-    with ctx.private_tmpdir(prefix=own_prefix()) as mine, shared_dir(ctx) as (shared, blind):
-        del mine
+    with shared_dir(ctx) as (shared, blind):
         if not missing and blind:
             missing = ("rank(s) %s cannot see rank 0's directory %s: DCP needs a directory "
                        "every rank can reach; set ENVCHECK_CHECKPOINT_DIR to a shared "
