@@ -162,6 +162,9 @@ def test_a_shard_altered_after_the_save_fails_the_round_trip_and_every_reshard(a
     assert rt["detail"] == ("rank 1: 1 of 32 entries differ after the DCP round trip on "
                             "rank 1: model.blocks.0.0.bias")
     assert rt["advice"].startswith("this checkpoint does not resume the training state")
+    # Rank 1 failed its comparison but still took part in every collective after it.
+    assert checks["fsdp.subgroup"]["outcome"] == "passed"
+    assert "fsdp.run" not in checks
     for check, size in (("reshard_grow", 3), ("reshard_shrink", 1)):
         c = checks["fsdp." + check]
         assert c["outcome"] == "failed"

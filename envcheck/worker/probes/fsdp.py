@@ -77,9 +77,11 @@ def probe_fsdp(ctx):
         run = _Run(ctx, torch, subject, fsdp, dcp, shared)
         with ctx.check("train_step") as c:
             run.train_step(c, missing)
-        if run.trained is None and not missing:
-            run.fallback()
         trained = dcp_checks.agreed(ctx, run.trained)
+        if trained is None and not missing:
+            # On every rank alike (it builds a mesh: collectives).
+            run.fallback()
+            trained = dcp_checks.agreed(ctx, run.trained)
         after = missing or (None if trained else
                             "FSDP2 did not take a step here: see fsdp.train_step")
         with ctx.check("save_load") as c:
@@ -178,7 +180,7 @@ class _Run:
             self._synthetic_step(model, opt)
             c.data.update(sharded=how, compared=False,
                           not_compared=self.no_forward or "no example_inputs")
-            return model, opt, how, None
+            return model, opt, how, None, None
         ref_out = fs.reference_step(ref, ref_opt, batches)
         try:
             _, out = fs.step(model, opt, batches[ctx.rank])
@@ -194,23 +196,26 @@ class _Run:
                       grads_bit_exact=exact_g, params_bit_exact=exact_p,
                       max_grad_difference=worst_g, max_param_difference=worst_p,
                       rtol=fs.RTOL, atol=fs.ATOL)
+        # Reported by the caller once its collectives are done: a rank that failed here
+        # and skipped them would leave the others waiting.
+        problem = None
         if not forward_exact:
-            c.fail("rank %d: the sharded model's output differs from the unsharded model's "
-                   "on the same batch (FSDP2 all-gathers the exact parameters, so it must "
-                   "be bit-exact)" % ctx.rank, advice=_STEP_ADVICE)
-        if bad_g or bad_p:
-            c.fail("after one AdamW step the sharded model differs from the unsharded "
-                   "step beyond rtol %g / atol %g: %s"
-                   % (fs.RTOL, fs.ATOL, ", ".join((bad_g and ["grad " + b for b in bad_g[:3]])
-                                                  + bad_p[:3])), advice=_STEP_ADVICE)
-        exact = exact_g and exact_p
-        return model, opt, how, exact
+            problem = ("rank %d: the sharded model's output differs from the unsharded "
+                       "model's on the same batch (FSDP2 all-gathers the exact parameters, "
+                       "so it must be bit-exact)" % ctx.rank)
+        elif bad_g or bad_p:
+            problem = ("after one AdamW step the sharded model differs from the unsharded "
+                       "step beyond rtol %g / atol %g: %s"
+                       % (fs.RTOL, fs.ATOL, ", ".join(
+                           (bad_g and ["grad " + b for b in bad_g[:3]]) + bad_p[:3])))
+        return model, opt, how, exact_g and exact_p, problem
 
     def fallback(self):
         """train_step failed: a model sharded alike, stepped with gradients set by hand,
         so that the checkpoint checks still say whether get_state_dict + DCP work."""
         from .. import fsdp_steps as fs
 
+        self.trained = None
         try:
             mesh = self.fsdp.mesh(self.ctx.device.type, (self.ctx.world_size,))
             model = self.subject.build(1)
@@ -267,8 +272,10 @@ class _Run:
         ctx = self.ctx
         c.data["api"] = self.fsdp.api
         mesh = self.fsdp.mesh(ctx.device.type, (ctx.world_size,))
-        model, opt, how, exact = self._step_and_compare(c, mesh)
+        model, opt, how, exact, problem = self._step_and_compare(c, mesh)
         self.trained = (model, opt, mesh)
+        if problem:
+            c.fail(problem, advice=_STEP_ADVICE)
         if exact is None:
             c.detail = ("not compared: one AdamW step with gradients set by hand (give the "
                         "model example_inputs to compare with the unsharded step); "
@@ -291,6 +298,9 @@ class _Run:
         c.advice = _ROUND_TRIP_ADVICE
         model, opt, mesh = self.trained
         differ, n, path = self._round_trip(mesh, False, model, opt, "fsdp", alter=True)
+        if ctx.handoff:
+            # Collectives: every rank, whatever its own comparison found.
+            self._hand_off(model, opt, path)
         if differ:
             c.fail("%d of %d entries differ after the DCP round trip on rank %d: %s"
                    % (len(differ), n, ctx.rank, ", ".join(differ[:4])))
@@ -301,8 +311,6 @@ class _Run:
         if self.no_forward:
             c.detail += (" (after a step with gradients set by hand: %s)" % self.no_forward)
         c.data = {"entries": n, "files": sorted(os.listdir(path)), "api": self.dcp.api}
-        if ctx.handoff:
-            self._hand_off(model, opt, path)
 
     def _hand_off(self, model, opt, path):
         """What the follow-up phases load: the checkpoint (already in the hand-off
@@ -414,8 +422,10 @@ class _Run:
 
     def _variant(self, c, mesh, offload, name, what):
         c.advice = _STEP_ADVICE
-        model, opt, how, exact = self._step_and_compare(c, mesh, offload)
+        model, opt, how, exact, problem = self._step_and_compare(c, mesh, offload)
         differ, n, _ = self._round_trip(mesh, offload, model, opt, name)
+        if problem:
+            c.fail(problem, advice=_STEP_ADVICE)
         if differ:
             c.fail("%d of %d entries differ after the DCP round trip on rank %d: %s"
                    % (len(differ), n, self.ctx.rank, ", ".join(differ[:4])),
