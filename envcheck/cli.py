@@ -131,7 +131,8 @@ def run(
     backend: str = typer.Option("auto", "--backend",
                                 help="auto (nccl when every rank has a GPU, else gloo), gloo or nccl."),
     probe: List[str] = typer.Option([], "--probe", "-p", metavar="NAME",
-                                    help="Run only this probe (repeatable) [default: all]."),
+                                    help="Run only this probe (repeatable) [default: all but the "
+                                         "opt-in fsdp]."),
     skip: List[str] = typer.Option([], "--skip", metavar="NAME", help="Do not run this probe (repeatable)."),
     timeout: float = typer.Option(60.0, "--timeout", metavar="SECONDS",
                                   help="Per probe (and for init_process_group): past it, the "
@@ -257,7 +258,7 @@ def probes(
     """List the probes, a line each."""
     from tabulate import tabulate
 
-    from .core.catalog import RUN, SETUP, SETUP_CHECKS, all_probes
+    from .core.catalog import RUN, SETUP, SETUP_CHECKS, all_probes, opt_in
 
     specs = all_probes(tuple(probe_path))
     if checks:
@@ -267,8 +268,8 @@ def probes(
             lines += ["%s.%s" % (s.name, c) for c in names + (RUN,)]
         print("\n".join(lines))
         return
-    rows = [(s.name, "built-in" if s.builtin else (s.path or s.module), s.summary)
-            for s in specs]
+    rows = [(s.name, ("built-in, opt-in (-p %s)" % s.name if opt_in(s) else "built-in")
+             if s.builtin else (s.path or s.module), s.summary) for s in specs]
     width = terminal_width()
     summary_width = None
     if width:  # the summary wraps in what the name and origin columns leave

@@ -32,6 +32,7 @@ class Attempt:
     abort: Abort = None
     seconds: float = 0.0
     torn: int = 0  # record lines that were not whole records (skipped)
+    world_size: int = None  # a follow-up phase's own world size (core.plan.follow_ups)
 
     def setup_error(self):
         for recs in self.records.values():

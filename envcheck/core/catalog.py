@@ -27,7 +27,12 @@ from .errors import UsageError
 
 BUILTIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                            "worker", "probes")
-BUILTIN_ORDER = ("launch", "collectives", "nccl", "serialization", "checkpoint", "ddp-sync")
+BUILTIN_ORDER = ("launch", "collectives", "nccl", "serialization", "checkpoint", "ddp-sync",
+                 "fsdp")
+# Built-in probes that run only when asked for (-p NAME): each costs more than the whole
+# default suite's budget (fsdp starts ranks twice more, at other world sizes; see
+# docs/fsdp.md for the figures).
+OPT_IN = ("fsdp",)
 # What the drivers report outside any probe, as the pseudo-probe ``setup``.
 SETUP = "setup"
 SETUP_CHECKS = ("import_torch", "init_process_group", "final_barrier", "between_probes")
@@ -44,6 +49,8 @@ class ProbeSpec:
     module: str = None  # importable module name (built-in and entry-point probes)
     path: str = None  # file path (--probe-path probes)
     builtin: bool = False
+    # Phases at other world sizes run after the main run (``FOLLOW_UPS``; core.plan).
+    follow_ups: Tuple[dict, ...] = ()
 
     def plan_entry(self):
         entry = {"name": self.name, "function": self.function,
@@ -67,6 +74,73 @@ def _declared(tree, path):
                                  "names (or a dict of them by probe)" % (path, node.lineno))
             return value, node.lineno
     return None, None
+
+
+def _follow_ups(tree, path, found):
+    """{probe name: (follow-up, ...)} from the module's ``FOLLOW_UPS``.
+
+    A follow-up is a phase ``envcheck run`` starts after the main run, at another world
+    size: ``{"function": NAME, "world_size": "N+1" | "N-1" | 1, "check": CHECK}`` runs
+    the module-level function NAME (not a probe) in every rank of a job of that size;
+    "N" is the main run's world size. It reports CHECK, one of the probe's checks. A
+    tuple applies to the file's probes, a dict ``{"probe-name": (...)}`` to one each.
+    """
+    value, line = None, None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "FOLLOW_UPS" for t in node.targets):
+            try:
+                value, line = ast.literal_eval(node.value), node.lineno
+            except ValueError:
+                raise ValueError("%s line %d: FOLLOW_UPS must be a literal tuple of dicts"
+                                 % (path, node.lineno))
+    if value is None:
+        return {}
+    where = "%s line %s" % (path, line)
+    functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    by_probe = value if isinstance(value, dict) else {name: value for name, *_ in found}
+    out = {}
+    for probe, items in by_probe.items():
+        checks = next((c for name, _, _, c in found if name == probe), ())
+        if not isinstance(items, (tuple, list)):
+            raise ValueError("%s: FOLLOW_UPS must list dicts" % where)
+        for item in items:
+            if not isinstance(item, dict) or set(item) != {"function", "world_size", "check"}:
+                raise ValueError("%s: a follow-up is a dict with exactly function, "
+                                 "world_size and check" % where)
+            if item["function"] not in functions:
+                raise ValueError("%s: follow-up function %r is not defined in the file"
+                                 % (where, item["function"]))
+            world_size_rule(item["world_size"], where)
+            if checks is not None and item["check"] not in checks:
+                raise ValueError("%s: follow-up check %r is not in CHECKS"
+                                 % (where, item["check"]))
+        out[probe] = tuple(dict(i) for i in items)
+    return out
+
+
+def world_size_rule(rule, where="FOLLOW_UPS"):
+    """(base, offset): "N+1" -> ("N", 1), "N-1" -> ("N", -1), "N" -> ("N", 0), 3 -> (None, 3)."""
+    if isinstance(rule, int) and not isinstance(rule, bool) and rule >= 1:
+        return None, rule
+    text = str(rule).replace(" ", "")
+    if isinstance(rule, str) and text.isdigit() and int(text) >= 1:
+        return None, int(text)
+    if isinstance(rule, str) and text.startswith("N"):
+        rest = text[1:]
+        if not rest:
+            return "N", 0
+        if rest[0] in "+-" and rest[1:].isdigit():
+            return "N", int(rest)
+    raise ValueError("%s: world_size %r: write a number of ranks (1), or N, N+K, N-K "
+                     "(N is the main run's world size)" % (where, rule))
+
+
+def follow_ups_in_file(path):
+    """{probe name: follow-ups} a file declares (ValueError when malformed)."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), filename=path)
+    return _follow_ups(tree, path, probes_in_file(path))
 
 
 def _names(value, where):
@@ -116,10 +190,11 @@ def builtin_probes():
         if not filename.endswith(".py") or filename.startswith("_"):
             continue
         module = "envcheck.worker.probes." + filename[:-3]
-        for name, function, summary, checks in probes_in_file(
-                os.path.join(BUILTIN_DIR, filename)):
+        path = os.path.join(BUILTIN_DIR, filename)
+        follow = follow_ups_in_file(path)
+        for name, function, summary, checks in probes_in_file(path):
             specs.append(ProbeSpec(name, summary, function, checks, module=module,
-                                   builtin=True))
+                                   builtin=True, follow_ups=follow.get(name, ())))
     order = {name: i for i, name in enumerate(BUILTIN_ORDER)}
     return sorted(specs, key=lambda s: (order.get(s.name, len(order)), s.name))
 
@@ -129,6 +204,7 @@ def _file_probes(path):
         raise UsageError("--probe-path %s: no such file" % path)
     try:
         found = probes_in_file(path)
+        follow = follow_ups_in_file(path)
     except SyntaxError as exc:
         raise UsageError("--probe-path %s: syntax error on line %s: %s"
                          % (path, exc.lineno, exc.msg)) from None
@@ -140,7 +216,8 @@ def _file_probes(path):
         raise UsageError("--probe-path %s defines no probe: write a top-level "
                          "'def probe_NAME(ctx):'" % path)
     path = os.path.abspath(path)
-    return [ProbeSpec(name, summary, function, checks, path=path)
+    return [ProbeSpec(name, summary, function, checks, path=path,
+                      follow_ups=follow.get(name, ()))
             for name, function, summary, checks in found]
 
 
@@ -157,9 +234,11 @@ def _entry_point_probes():
                              "found" % (ep.name, ep.value))
         try:
             found = probes_in_file(spec.origin)
+            follow = follow_ups_in_file(spec.origin)
         except (SyntaxError, ValueError, OSError) as exc:
             raise UsageError("entry point envcheck.probes:%s: %s" % (ep.name, exc)) from None
-        specs += [ProbeSpec(name, summary, function, checks, module=module)
+        specs += [ProbeSpec(name, summary, function, checks, module=module,
+                            follow_ups=follow.get(name, ()))
                   for name, function, summary, checks in found]
     return specs
 
@@ -187,14 +266,21 @@ def probe_name(text):
     return text.strip().replace("_", "-")
 
 
+def opt_in(spec):
+    """Does this probe run only when asked for by name (``OPT_IN``)?"""
+    return spec.builtin and spec.name in OPT_IN
+
+
 def select(specs, wanted=(), skipped=()):
-    """The probes to run, in catalog order; unknown names are an error."""
+    """The probes to run, in catalog order; unknown names are an error. Without
+    ``wanted``, every probe but the opt-in ones."""
     known = [s.name for s in specs]
     wanted, skipped = [probe_name(n) for n in wanted], [probe_name(n) for n in skipped]
     for name in wanted + skipped:
         if name not in known:
             raise UsageError("unknown probe %r; known probes: %s" % (name, ", ".join(known)))
-    chosen = [s for s in specs if (not wanted or s.name in wanted) and s.name not in skipped]
+    chosen = [s for s in specs if (s.name in wanted if wanted else not opt_in(s))
+              and s.name not in skipped]
     if not chosen:
         raise UsageError("no probe left to run after --probe/--skip")
     return chosen

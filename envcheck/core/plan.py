@@ -7,6 +7,8 @@ as catalog entries in the order they run, and the probe options (``--model``).
 
 import json
 
+from . import catalog
+
 DEFAULT_TIMEOUT = 60.0
 # Past a day a timeout is a typo (or inf): datetime.timedelta and the OS wait would take it.
 MAX_TIMEOUT = 86400
@@ -45,3 +47,43 @@ def write(path, plan):
 def read(path):
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def follow_ups(specs, nproc, fixed_by=None, max_ranks=None):
+    """The follow-up phases of the chosen probes (``catalog.ProbeSpec``) after a main run
+    of ``nproc`` ranks, in probe order.
+
+    Each is ``{"probe", "check", "world_size", "saved_world_size", "entry", "skip"}``:
+    ``entry`` is the plan entry the phase's ranks run (the follow-up function, with
+    ``phase`` telling it which check and what the main run's world size was); ``skip`` a
+    reason it cannot run (a world size that is the main run's own or below 1, or
+    ``fixed_by`` a launcher that fixed the world size, or more ranks than ``max_ranks``,
+    the GPUs of an NCCL run), else None.
+    """
+    phases = []
+    for spec in specs:
+        for item in spec.follow_ups:
+            base, k = catalog.world_size_rule(item["world_size"])
+            size = nproc + k if base else k
+            skip = None
+            if fixed_by:
+                skip = ("not run: under %s every rank belongs to the one job of %d ranks; "
+                        "loading at another world size needs envcheck run, which starts "
+                        "ranks itself (envcheck run -p %s --nproc %d)"
+                        % (fixed_by, nproc, spec.name, nproc))
+            elif size < 1:
+                skip = "not run: world size %s of %d ranks is below 1" % (
+                    item["world_size"], nproc)
+            elif max_ranks is not None and size > max_ranks:
+                skip = ("not run: %d ranks need %d GPUs, this machine has %d; run with "
+                        "fewer ranks (--nproc %d) to load at a larger world size"
+                        % (size, size, max_ranks, max(1, nproc - (size - max_ranks))))
+            elif size == nproc:
+                skip = ("not run: the main run already has %d rank(s); this follow-up "
+                        "loads at another world size (%s), run with more ranks (--nproc "
+                        "%d)" % (nproc, item["world_size"], nproc + 1))
+            phase = {"check": item["check"], "saved_world_size": nproc, "world_size": size}
+            entry = dict(spec.plan_entry(), function=item["function"], phase=phase)
+            phases.append({"probe": spec.name, "check": item["check"], "world_size": size,
+                           "saved_world_size": nproc, "entry": entry, "skip": skip})
+    return phases

@@ -10,7 +10,7 @@ from ..core.errors import UsageError
 from ..core import outcomes
 from ..preinstall import discovery, nvidia_smi
 from ..report.model import Report
-from . import interpreter, merge
+from . import follow_up, interpreter, merge
 from .supervisor import supervise
 
 BACKENDS = plan_mod.BACKENDS
@@ -43,6 +43,13 @@ class Plan:
     notes: list
     master_port: int = None
     startup_timeout: float = None
+    gpus: int = 0  # GPUs nvidia-smi shows: an NCCL run has at most one rank per GPU
+
+    def follow_ups(self):
+        """The phases at other world sizes the chosen probes declare (core.plan)."""
+        nccl = self.gpus and self.backend != "gloo"
+        return plan_mod.follow_ups(self.probes, self.nproc,
+                                   max_ranks=self.gpus if nccl else None)
 
     def to_dict(self):
         return {"nproc": self.nproc, "backend": self.backend,
@@ -50,7 +57,9 @@ class Plan:
                 "startup_timeout": self.startup_timeout,
                 "python": self.interpreter.path,
                 "python_version": self.interpreter.python_version,
-                "options": self.options, "notes": self.notes}
+                "options": self.options, "notes": self.notes,
+                "follow_ups": [{k: p[k] for k in ("probe", "check", "world_size", "skip")}
+                               for p in self.follow_ups()]}
 
 
 def make_plan(opts):
@@ -86,7 +95,7 @@ def make_plan(opts):
     interp = interpreter.resolve(opts.python)
     startup = float(opts.startup_timeout or plan_mod.startup_timeout(float(opts.timeout)))
     return Plan(nproc, opts.backend, specs, float(opts.timeout), interp, options, notes,
-                opts.master_port, startup)
+                opts.master_port, startup, gpus=len(gpus))
 
 
 def execute(plan, on_event=None, while_starting=None):
@@ -94,12 +103,20 @@ def execute(plan, on_event=None, while_starting=None):
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rank_plan = plan_mod.rank_plan(plan.backend, plan.timeout,
                                    [p.plan_entry() for p in plan.probes], plan.options)
-    attempts = supervise(plan.interpreter.path, rank_plan, plan.nproc,
-                         on_event=on_event, startup_timeout=plan.startup_timeout,
-                         master_port=plan.master_port, notes=plan.notes,
-                         while_starting=while_starting)
+    # Probes that declare phases at other world sizes (FOLLOW_UPS): run after the main run.
+    phases = plan.follow_ups()
+    with follow_up.handoff(phases, rank_plan) as rank_plan:
+        attempts = supervise(plan.interpreter.path, rank_plan, plan.nproc,
+                             on_event=on_event, startup_timeout=plan.startup_timeout,
+                             master_port=plan.master_port, notes=plan.notes,
+                             while_starting=while_starting)
+        extra_checks, extra_attempts = follow_up.run(
+            phases, attempts, plan.interpreter.path, rank_plan, plan.timeout,
+            on_event=on_event, startup_timeout=plan.startup_timeout, notes=plan.notes)
     checks, env, ranks = merge.results(attempts, [p.name for p in plan.probes], plan.nproc,
                                        plan.timeout)
+    checks = follow_up.place(checks, extra_checks)
+    attempts = attempts + extra_attempts
     torn = sum(a.torn for a in attempts)
     if torn:
         plan.notes.append(merge.torn_note(torn))

@@ -30,7 +30,7 @@ from ..core.errors import UsageError
 from ..core.phases import replay
 from ..core.records import MERGED_RECORDS
 from ..report.model import Report
-from . import merge
+from . import follow_up, merge
 
 _RANK_FILE = re.compile(r"records-rank(\d+)\.jsonl$")
 
@@ -186,6 +186,7 @@ def build(path):
     if abort and abort.kind == "crash":
         _crash_detail(abort)
     checks, env, ranks = merge.results([attempt], probes, world, timeout)
+    checks = follow_up.fixed_world_size(checks, probes, world, launch.get("launcher"))
     host_names = sorted(set(merge.hosts([attempt]).values()))
     notes = ["started by %s: %d ranks on %d host(s) (%s); records from %s" % (
         launch.get("launcher"), world, len(host_names), ", ".join(host_names), path)]

@@ -369,6 +369,8 @@ def attempts_summary(attempts):
     for a in attempts:
         item = {"probes": [p["name"] for p in a.probes], "port": a.port,
                 "seconds": round(a.seconds, 3), "abort": None}
+        if a.world_size:  # a follow-up phase at its own world size
+            item["world_size"] = a.world_size
         if a.abort:
             item["abort"] = {"kind": a.abort.kind, "root_rank": a.abort.root_rank,
                              "phase": a.abort.phase, "waited_s": a.abort.waited_s,

@@ -138,6 +138,11 @@ class Context:
         self.host = host
         self.probe = None
         self.declared = None  # the running probe's CHECKS; None: undeclared, any check
+        # Set for a probe that has follow-up phases (core.plan.follow_ups): the directory
+        # it hands state on in (None in launcher mode), and in a follow-up phase, the
+        # phase ({"check", "saved_world_size"}).
+        self.handoff = None
+        self.phase = None
         self.init_seconds = None
 
     @property

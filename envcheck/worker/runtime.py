@@ -153,6 +153,9 @@ def run_probes(ctx, entries):
     for entry in entries:
         ctx.probe = entry["name"]
         ctx.declared = entry.get("checks")
+        # A probe with follow-up phases (core.plan.follow_ups): where it hands state on,
+        # and in a follow-up, which phase this is.
+        ctx.handoff, ctx.phase = entry.get("handoff"), entry.get("phase")
         ctx._records.write("probe_start", probe=entry["name"])
         p0 = time.monotonic()
         try:
@@ -165,7 +168,7 @@ def run_probes(ctx, entries):
                                error=_error(exc), advice=None, data={})
         ctx._records.write("probe_end", probe=entry["name"],
                            seconds=round(time.monotonic() - p0, 6))
-    ctx.probe = ctx.declared = None
+    ctx.probe = ctx.declared = ctx.handoff = ctx.phase = None
 
 
 def teardown(ctx):

@@ -37,3 +37,27 @@ class GroupHoldingNet(ToyNet):
 def build_toy(seed, device):
     torch.manual_seed(seed)
     return ToyNet().to(device)
+
+
+class LayeredNet(torch.nn.Module):
+    """A small multi-layer model for FSDP2: three blocks and a head, sharded one block at
+    a time (``fsdp_units``) as TorchTitan shards transformer blocks. 20 rows per weight so
+    that 3 ranks shard unevenly (7, 7, 6) and 2 ranks evenly."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Linear(16 if i == 0 else 20, 20), torch.nn.Tanh())
+            for i in range(3))
+        self.head = torch.nn.Linear(20, 5)
+        self.fsdp_units = list(self.blocks)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+    def batch(self, rank, device):
+        """Rank ``rank``'s batch: its own data, as data-parallel training has."""
+        g = torch.Generator().manual_seed(1000 + rank)
+        return (torch.randn(4, 16, generator=g).to(device),)
