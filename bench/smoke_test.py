@@ -1,28 +1,31 @@
 """The smoke test a user writes by hand before trusting a machine with distributed training.
 
-N ranks (default 2) started with torch.multiprocessing, each: init gloo, all_reduce, DDP
-on a small model, one backward, barrier. This is the baseline ``bench_run.py`` holds
-envcheck to: envcheck checks far more, and should not take longer than this does.
+N ranks (default 2), started the way torchrun starts them: one fresh Python per rank with
+RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT set (the parent never imports torch). Each
+rank: init gloo, all_reduce, DDP on a small model, one backward, barrier. This is the
+baseline ``bench_run.py`` holds envcheck to: envcheck checks far more, and should not take
+longer than this does.
 
     python bench/smoke_test.py [--nproc N]
 """
 
 import argparse
-import datetime
 import os
 import socket
-
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-from torch.nn.parallel import DistributedDataParallel as DDP
+import subprocess
+import sys
 
 
-def rank_main(rank, world_size, port):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world_size,
-                            timeout=datetime.timedelta(seconds=60))
-    t = torch.ones(4) * (rank + 1)
+def rank_main():
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    world_size = dist.get_world_size()
+    t = torch.ones(4) * (dist.get_rank() + 1)
     dist.all_reduce(t)
     assert int(t[0]) == world_size * (world_size + 1) // 2, t
     model = DDP(torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(),
@@ -35,11 +38,20 @@ def rank_main(rank, world_size, port):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.rank is not None:
+        return rank_main()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(rank_main, args=(args.nproc, port), nprocs=args.nproc)
+        port = str(s.getsockname()[1])
+    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank", str(rank)],
+                              env=dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                                       RANK=str(rank), WORLD_SIZE=str(args.nproc)))
+             for rank in range(args.nproc)]
+    codes = [p.wait() for p in procs]
+    if any(codes):
+        raise SystemExit("smoke test failed: exit codes %s" % codes)
 
 
 if __name__ == "__main__":
