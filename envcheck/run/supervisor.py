@@ -165,6 +165,7 @@ class _AttemptRun:
         self.on_event = on_event
         self.startup_timeout = startup_timeout
         self.ranks = []
+        self.started = None  # Unix time the ranks were started (the report's timing)
 
     def start(self):
         plan_path = os.path.join(self.dir, "plan.json")
@@ -181,6 +182,7 @@ class _AttemptRun:
         base["PYTHONPATH"] = os.pathsep.join(
             p for p in (self.shim, os.environ.get("PYTHONPATH")) if p)
         now = time.monotonic()
+        self.started = time.time()
         for rank in range(self.nproc):
             env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0")
             out = open(os.path.join(self.dir, "stdout-rank%d.txt" % rank), "wb")
@@ -262,7 +264,7 @@ class _AttemptRun:
             self._collect_stacks(alive)
         dumps = {st.rank: _tail(stacks_path(self.dir, st.rank), STACK_BYTES)
                  for st in self.ranks} if stacks else {}
-        waited = limit = None
+        waited = limit = deadline = None
         if root is None:
             stuck = [st for st in alive if st.tracker.phase != "done"] or alive
             root = blame.hang_root([blame.Suspect(
@@ -270,6 +272,7 @@ class _AttemptRun:
                 self._deadline(st)) for st in stuck])
             waited = t0 - self.ranks[root].tracker.started
             limit = self._limit(self.ranks[root])
+            deadline = time.time() - (time.monotonic() - self._deadline(self.ranks[root]))
         self.kill_all()
         for st in self.ranks:
             self._read(st)
@@ -287,7 +290,8 @@ class _AttemptRun:
             "stopped": st.rank in stopped,
         } for st in self.ranks}
         return Abort(kind, root, self.ranks[root].tracker.phase, ranks, signum=signum,
-                     waited_s=waited, limit_s=limit, stop_s=time.monotonic() - t0)
+                     waited_s=waited, limit_s=limit, stop_s=time.monotonic() - t0,
+                     deadline=deadline)
 
     def _collect_stacks(self, alive):
         for st in alive:
@@ -314,7 +318,7 @@ class _AttemptRun:
     def attempt(self, seconds):
         return Attempt(self.plan["probes"], self.port,
                        {st.rank: st.records for st in self.ranks}, None, seconds,
-                       torn=sum(st.tail.torn for st in self.ranks))
+                       torn=sum(st.tail.torn for st in self.ranks), started=self.started)
 
     def kill_all(self):
         for sig in (signal.SIGTERM, signal.SIGKILL):
