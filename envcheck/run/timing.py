@@ -21,32 +21,34 @@ PAIRS = (("hello", "setup_start", "environment"), ("setup_start", "setup", "rend
 
 
 def _phases(records, started):
-    out = []
+    """The phases of one rank, in the order its records began them."""
+    out = []  # (index of the record that began the phase, phase)
     first = {}
-    for rec in records:
-        first.setdefault(rec["t"], rec)
-    hello = first.get("hello")
-    if hello is not None and started is not None:
-        out.append({"phase": "start", "start_s": 0.0,
-                    "seconds": round(hello["time"] - started, 3),
-                    "import_torch_s": hello.get("torch_import_s")})
+    for i, rec in enumerate(records):
+        first.setdefault(rec["t"], (i, rec))
+    if "hello" in first:
+        hello = first["hello"][1]
+        out.append((-1, {"phase": "start", "start_s": 0.0,
+                         "seconds": round(hello["time"] - started, 3),
+                         "import_torch_s": hello.get("torch_import_s")}))
     for begin, end, name in PAIRS:
         if begin in first and end in first:
-            out.append({"phase": name, "start_s": round(first[begin]["time"] - started, 3),
-                        "seconds": round(first[end]["time"] - first[begin]["time"], 3)})
+            i, b = first[begin]
+            out.append((i, {"phase": name, "start_s": round(b["time"] - started, 3),
+                            "seconds": round(first[end][1]["time"] - b["time"], 3)}))
     opened = {}
-    for rec in records:
+    for i, rec in enumerate(records):
         if rec["t"] == "probe_start":
-            opened[rec["probe"]] = rec["time"]
+            opened[rec["probe"]] = (i, rec["time"])
         elif rec["t"] == "probe_end" and rec.get("probe") in opened:
-            t0 = opened.pop(rec["probe"])
-            out.append({"phase": "probe:" + rec["probe"], "start_s": round(t0 - started, 3),
-                        "seconds": round(rec["time"] - t0, 3)})
-    for probe, t0 in opened.items():  # the probe an abort ended
-        out.append({"phase": "probe:" + probe, "start_s": round(t0 - started, 3),
-                    "seconds": None})
-    out.sort(key=lambda p: p["start_s"])
-    return out
+            j, t0 = opened.pop(rec["probe"])
+            out.append((j, {"phase": "probe:" + rec["probe"],
+                            "start_s": round(t0 - started, 3),
+                            "seconds": round(rec["time"] - t0, 3)}))
+    for probe, (j, t0) in opened.items():  # the probe an abort ended
+        out.append((j, {"phase": "probe:" + probe, "start_s": round(t0 - started, 3),
+                        "seconds": None}))
+    return [phase for _, phase in sorted(out, key=lambda item: item[0])]
 
 
 def of_attempt(attempt):
