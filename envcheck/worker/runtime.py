@@ -15,6 +15,7 @@ import importlib.util
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -64,6 +65,33 @@ def _error(exc):
             "traceback": traceback.format_exc()}
 
 
+def _preload(entries):
+    """Import what the planned probes will import lazily (a probe module's ``PRELOAD``:
+    torch._dynamo, which DistributedDataParallel's first construction pulls in, DCP), so
+    that it runs while this rank waits anyway: for its peers at the rendezvous and in the
+    first probes' collectives. Errors are left for the probe to meet and report."""
+    names = []
+    for entry in entries:
+        if not entry.get("module"):
+            continue  # a --probe-path file runs only when its turn comes
+        try:
+            names.extend(getattr(importlib.import_module(entry["module"]), "PRELOAD", ()))
+        except Exception:
+            continue
+    for name in dict.fromkeys(names):
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
+
+
+def start_preload(plan):
+    thread = threading.Thread(target=_preload, args=(plan["probes"],),
+                              name="envcheck-preload", daemon=True)
+    thread.start()
+    return thread
+
+
 def read_identity():
     """(rank, local rank, world size, local world size) from torchrun-style env."""
     rank = _int_env("RANK")
@@ -87,7 +115,12 @@ def start(plan, out_dir, identity):
     import torch  # noqa: F401 - imported once for the whole suite, and timed
     records.write("hello", pid=os.getpid(), host=host, python=sys.executable,
                   torch_import_s=round(time.monotonic() - t0, 3))
+    global _preloading
+    _preloading = start_preload(plan)
     return records, host
+
+
+_preloading = None  # the thread importing what the probes will need (see _preload)
 
 
 def setup(plan, records, host, identity):
@@ -155,7 +188,13 @@ def run_probes(ctx, entries):
         ctx._records.write("probe_start", probe=entry["name"])
         p0 = time.monotonic()
         try:
-            load_probe(entry)(ctx)
+            probe = load_probe(entry)
+            if _preloading is not None and getattr(sys.modules.get(probe.__module__),
+                                                   "PRELOAD", None):
+                # Never import the same modules from two threads at once: torch's
+                # circular imports could meet a half-initialised module.
+                _preloading.join()
+            probe(ctx)
         except Exception as exc:
             # Outside any ctx.check(): the probe itself broke (or its file did not load).
             ctx._records.write("check", probe=entry["name"], check="run", outcome="failed",

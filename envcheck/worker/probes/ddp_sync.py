@@ -43,6 +43,10 @@ CHECKS = (
     "barrier_after_setup",
 )
 
+# Imported in the background while the rank waits at the rendezvous (worker/runtime):
+# DDP's first construction imports torch._dynamo (seconds).
+PRELOAD = ("torch._dynamo",)
+
 # The short timeout of the subgroup each mismatch runs on: past it, a rank that did not
 # detect the mismatch stops waiting in DDP's collectives. Detection itself is one
 # allgather or broadcast of parameter metadata: milliseconds when ranks are in step.
