@@ -33,6 +33,7 @@ import subprocess
 import time
 import uuid
 
+from . import spawn
 from ..core import blame, lifetime, plan as plan_mod
 from ..core.attempt import Abort, Attempt
 from ..core.outcomes import RankExit
@@ -151,8 +152,11 @@ def _signal_name(code):
 
 class _AttemptRun:
     def __init__(self, interpreter, plan, nproc, workdir, shim, port, on_event,
-                 startup_timeout, run, signals):
+                 startup_timeout, run, signals, zygote=False):
         self.interpreter = interpreter
+        self.use_zygote = zygote
+        self.zygote = None  # while it imports torch and forks: ranks come from it
+        self._read_end = None
         self.run = run  # {"id": marker value, "workdir": the run's own directory}
         self.signals = signals
         self.lifeline = None
@@ -176,28 +180,60 @@ class _AttemptRun:
                     ENVCHECK_LAUNCHER="local", PYTHONUNBUFFERED="1",
                     # Temporary files and torch's caches die with the run's directory.
                     TMPDIR=os.path.join(self.run["workdir"], "tmp"))
-        read_end, self.lifeline = os.pipe()
-        base.update({lifetime.MARKER: self.run["id"], lifetime.LIFELINE: str(read_end),
+        self._read_end, self.lifeline = os.pipe()
+        base.update({lifetime.MARKER: self.run["id"], lifetime.LIFELINE: str(self._read_end),
                      lifetime.WORKDIR: self.run["workdir"]})
         base["PYTHONPATH"] = os.pathsep.join(
             p for p in (self.shim, os.environ.get("PYTHONPATH")) if p)
-        now = time.monotonic()
+        self._base, self._argv = base, ["--plan", plan_path, "--out", self.dir]
+        self.launched = time.monotonic()
         self.started = time.time()
+        if self.use_zygote:
+            # The ranks come from the zygote (see run/spawn.py); watch() takes them in.
+            self.zygote = spawn.Zygote(self.interpreter, base, self.dir, self.nproc,
+                                       self._argv, self.plan["probes"], (self._read_end,))
+        else:
+            self._start_each()
+
+    def _start_each(self):
+        """One interpreter per rank, each importing torch itself."""
         for rank in range(self.nproc):
-            env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0")
+            env = dict(self._base, RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0")
             out = open(os.path.join(self.dir, "stdout-rank%d.txt" % rank), "wb")
             err = open(os.path.join(self.dir, "stderr-rank%d.txt" % rank), "wb")
             try:
                 proc = subprocess.Popen(
-                    [self.interpreter, "-m", "envcheck.worker", "--plan", plan_path,
-                     "--out", self.dir],
+                    [self.interpreter, "-m", "envcheck.worker"] + self._argv,
                     env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                    start_new_session=True, pass_fds=(read_end,))
+                    start_new_session=True, pass_fds=(self._read_end,))
             finally:
                 out.close()
                 err.close()
-            self.ranks.append(RankState(rank, proc, self.dir, now))
-        os.close(read_end)  # the ranks hold it; this side keeps only the write end
+            self.ranks.append(RankState(rank, proc, self.dir, time.monotonic()))
+        self._ranks_started()
+
+    def _ranks_started(self):
+        os.close(self._read_end)  # the ranks hold it; this side keeps only the write end
+        self._read_end = None
+
+    def _take_zygote_ranks(self):
+        """Once the zygote forked every rank: track them (their startup began when the
+        zygote did). When it failed or outlived the startup timeout: start each rank
+        the usual way. True while the ranks are not there yet."""
+        ranks = self.zygote.poll()
+        if ranks is None and time.monotonic() > self.launched + self.startup_timeout:
+            self.zygote.kill()
+            ranks = False
+        if ranks is None:
+            return True
+        self.zygote = None
+        if ranks is False:
+            self._start_each()
+            return False
+        self.ranks = [RankState(rank, proc, self.dir, self.launched)
+                      for rank, proc in enumerate(ranks)]
+        self._ranks_started()
+        return False
 
     def _read(self, st):
         for rec in st.tail.poll():
@@ -217,6 +253,9 @@ class _AttemptRun:
         while True:
             if self.signals.signum is not None:
                 return self.stop("interrupted", 0, stacks=False, signum=self.signals.signum)
+            if self.zygote is not None and self._take_zygote_ranks():
+                time.sleep(POLL_S)
+                continue
             for st in self.ranks:
                 self._read(st)
             died = self._newly_dead()
@@ -258,6 +297,9 @@ class _AttemptRun:
         ``root`` None (a hang) is chosen here, from the stacks: see ``core.blame``.
         """
         t0 = time.monotonic()
+        if not self.ranks:  # interrupted while the zygote was still importing torch
+            self.kill_all()
+            return Abort(kind, root, "startup", {}, signum=signum, stop_s=time.monotonic() - t0)
         alive = [st for st in self.ranks if st.proc.poll() is None]
         stopped = {st.rank for st in alive if _stopped(st.proc.pid)}
         if stacks and alive:
@@ -321,6 +363,9 @@ class _AttemptRun:
                        torn=sum(st.tail.torn for st in self.ranks), started=self.started)
 
     def kill_all(self):
+        if self.zygote is not None:
+            self.zygote.kill()
+            self.zygote = None
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for st in self.ranks:
                 try:
@@ -336,10 +381,15 @@ class _AttemptRun:
                 time.sleep(POLL_S)
         # What left the ranks' process groups (setsid) still carries the run's marker.
         lifetime.kill_marked(self.run["id"])
+        if self.use_zygote:
+            spawn.reap_orphans({st.proc.pid for st in self.ranks})
 
     def close(self):
         """The attempt is over: no rank may outlive it, and its lifeline goes."""
         self.kill_all()
+        if self._read_end is not None:
+            os.close(self._read_end)
+            self._read_end = None
         if self.lifeline is not None:
             os.close(self.lifeline)
             self.lifeline = None
@@ -386,6 +436,8 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
     os.makedirs(os.path.join(workdir, "tmp"))
     shim = make_shim(workdir)
     run_ctx = {"id": uuid.uuid4().hex, "workdir": workdir}
+    # Ranks forked by a zygote need this process as their subreaper (run/spawn.py).
+    zygote = spawn.wanted() and spawn.forkable(interpreter) and spawn.set_subreaper(True)
     attempts = []
     entries = list(plan["probes"])
     port_tries = 0
@@ -401,7 +453,7 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
                 port = master_port if (master_port and not attempts and not port_tries) \
                     else free_port()
                 run = _AttemptRun(interpreter, dict(plan, probes=entries), nproc, adir, shim,
-                                  port, on_event, startup_timeout, run_ctx, signals)
+                                  port, on_event, startup_timeout, run_ctx, signals, zygote)
                 t0 = time.monotonic()
                 run.start()
                 if while_starting is not None:
@@ -427,5 +479,7 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
             if run is not None:
                 run.close()
             lifetime.kill_marked(run_ctx["id"])
+            if zygote:
+                spawn.set_subreaper(False)
             shutil.rmtree(workdir, ignore_errors=True)
     return attempts

@@ -65,7 +65,7 @@ def _error(exc):
             "traceback": traceback.format_exc()}
 
 
-def _preload(entries):
+def preload(entries):
     """Import what the planned probes will import lazily (a probe module's ``PRELOAD``:
     torch._dynamo, which DistributedDataParallel's first construction pulls in, DCP), so
     that it runs while this rank waits anyway: for its peers at the rendezvous and in the
@@ -86,7 +86,7 @@ def _preload(entries):
 
 
 def start_preload(plan):
-    thread = threading.Thread(target=_preload, args=(plan["probes"],),
+    thread = threading.Thread(target=preload, args=(plan["probes"],),
                               name="envcheck-preload", daemon=True)
     thread.start()
     return thread
@@ -113,14 +113,21 @@ def start(plan, out_dir, identity):
     host = host_name()
     t0 = time.monotonic()
     import torch  # noqa: F401 - imported once for the whole suite, and timed
-    records.write("hello", pid=os.getpid(), host=host, python=sys.executable,
-                  torch_import_s=round(time.monotonic() - t0, 3))
+    seconds = round(time.monotonic() - t0, 3)
+    if FORKED:  # the zygote imported torch for every rank: that is the time it took
+        records.write("hello", pid=os.getpid(), host=host, python=sys.executable,
+                      torch_import_s=FORKED["torch_import_s"],
+                      zygote_pid=FORKED["zygote_pid"])
+    else:
+        records.write("hello", pid=os.getpid(), host=host, python=sys.executable,
+                      torch_import_s=seconds)
     global _preloading
     _preloading = start_preload(plan)
     return records, host
 
 
-_preloading = None  # the thread importing what the probes will need (see _preload)
+_preloading = None  # the thread importing what the probes will need (see preload)
+FORKED = None  # set by worker/zygote.py in a rank it forked: its pid and import time
 
 
 def setup(plan, records, host, identity):
