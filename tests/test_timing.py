@@ -56,6 +56,7 @@ def test_every_rank_has_its_phases_in_order(hung):
     for phases in second["timing"]["ranks"].values():
         assert [p["phase"] for p in phases] == ["start", "environment", "rendezvous",
                                                 "probe:after", "teardown"]
+        assert phases[0]["forked"] is True  # by the next attempt's zygote
 
 
 def test_the_hang_deadline_and_the_fresh_ranks_line_up(hung):

@@ -6,7 +6,8 @@ absent):
 
 - ``start``: from the supervisor starting the rank (or, under a launcher, the rank's
   first record) to its ``hello``: Python starting and ``import torch`` (whose own share is
-  ``import_torch_s``);
+  ``import_torch_s``; ``forked``: the rank was forked by the attempt's zygote, which
+  imported torch once for every rank, see ``run/spawn.py``);
 - ``environment``: ``hello`` to ``setup_start`` (rank 0 collects the environment);
 - ``rendezvous``: ``init_process_group``, waiting for every rank included;
 - ``probe:NAME``: one per probe;
@@ -30,7 +31,8 @@ def _phases(records, started):
         hello = first["hello"][1]
         out.append((-1, {"phase": "start", "start_s": 0.0,
                          "seconds": round(hello["time"] - started, 3),
-                         "import_torch_s": hello.get("torch_import_s")}))
+                         "import_torch_s": hello.get("torch_import_s"),
+                         "forked": hello.get("zygote_pid") is not None}))
     for begin, end, name in PAIRS:
         if begin in first and end in first:
             i, b = first[begin]
