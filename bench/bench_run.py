@@ -93,7 +93,7 @@ def paired(name, a, b, repeat, target, ok_a=(0,)):
     return med
 
 
-def hang_to_next_probe(repeat, timeout=2.0):
+def hang_to_next_probe(repeat, timeout=10.0):
     """Seconds from the hang's deadline to the next probe running on every fresh rank,
     read from the report's attempt timing (the supervisor's clock, the ranks' records)."""
     gaps = []

@@ -94,11 +94,20 @@ class Zygote:
         with open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
                 [interpreter, "-m", "envcheck.worker.zygote", path], env=env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
                 start_new_session=True, pass_fds=pass_fds)
         os.set_blocking(self.proc.stdout.fileno(), False)
         self.pids = {}
+        self.ready = False  # torch imported: it forks at once when told to go
         self._pending = b""
+
+    def go(self):
+        """Fork the ranks as soon as torch is imported (at once when it is)."""
+        try:
+            self.proc.stdin.write(b"go\n")
+            self.proc.stdin.close()
+        except OSError:  # it died: poll() says so, and the ranks start the usual way
+            pass
 
     def _read(self):
         try:
@@ -109,7 +118,9 @@ class Zygote:
         self._pending = lines.pop()
         for line in lines:
             parts = line.split()
-            if len(parts) == 2 and all(p.isdigit() for p in parts):
+            if parts == [b"ready"]:
+                self.ready = True
+            elif len(parts) == 2 and all(p.isdigit() for p in parts):
                 self.pids[int(parts[0])] = int(parts[1])
 
     def poll(self):
@@ -134,8 +145,12 @@ class Zygote:
             pass
         self.proc.wait()
         self._read()
-        if not self.proc.stdout.closed:
-            self.proc.stdout.close()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if not pipe.closed:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
         self._kill_forked()
 
     def _kill_forked(self):

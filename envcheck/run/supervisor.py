@@ -170,8 +170,11 @@ class _AttemptRun:
         self.startup_timeout = startup_timeout
         self.ranks = []
         self.started = None  # Unix time the ranks were started (the report's timing)
+        self.on_slow = None  # called once when a rank may be hanging (see _slow)
+        self.spare_pids = set()  # the next attempt's zygote, waiting: not this one's to kill
 
-    def start(self):
+    def start(self, go=True):
+        """Start the ranks; ``go=False`` (a zygote only) holds them until ``adopt``."""
         plan_path = os.path.join(self.dir, "plan.json")
         plan_mod.write(plan_path, self.plan)
         base = dict(os.environ)
@@ -192,8 +195,39 @@ class _AttemptRun:
             # The ranks come from the zygote (see run/spawn.py); watch() takes them in.
             self.zygote = spawn.Zygote(self.interpreter, base, self.dir, self.nproc,
                                        self._argv, self.plan["probes"], (self._read_end,))
+            if go:
+                self.zygote.go()
         else:
             self._start_each()
+
+    def adopt(self, plan):
+        """A spare (started with ``go=False``) becomes the attempt that runs ``plan``:
+        the ranks read the plan file after they are forked, so it is written now."""
+        self.plan = plan
+        plan_mod.write(self._argv[1], plan)
+        self.launched = time.monotonic()
+        self.started = time.time()
+        if self.zygote is not None:
+            self.zygote.go()
+        elif not self.ranks:  # the zygote failed while it waited
+            self._start_each()
+
+    def usable_spare(self):
+        """Can this spare still become the next attempt (its zygote alive, or ready)?"""
+        return self.zygote is not None and self.zygote.proc.poll() is None
+
+    def _slow(self, now):
+        """Is a rank so long in one phase that a hang is likely? Then the ranks of the
+        attempt after it are worth preparing now (``on_slow``): a zygote importing torch
+        while the deadline approaches, so fresh ranks start the moment it passes. Soon
+        enough before the deadline for an import as slow as this attempt's, and never
+        in the first quarter of the timeout (probes that are merely slow)."""
+        imports = [r.get("torch_import_s") or 0 for st in self.ranks for r in st.records[:1]
+                   if r["t"] == "hello"]
+        lead = 3 * max(imports or [5.0]) + 1.0
+        after = max(self.timeout / 4.0, self.timeout - lead)
+        return any(st.exit_code is None and st.tracker.phase not in ("startup", "done")
+                   and now - st.tracker.started > after for st in self.ranks)
 
     def _start_each(self):
         """One interpreter per rank, each importing torch itself."""
@@ -267,6 +301,9 @@ class _AttemptRun:
             if any(st.exit_code is None and st.tracker.phase != "done"
                    and now > self._deadline(st) for st in self.ranks):
                 return self.stop("hang", None, stacks=True)
+            if self.on_slow is not None and self._slow(now):
+                self.on_slow()
+                self.on_slow = None
             time.sleep(POLL_S)
 
     def _newly_dead(self):
@@ -380,9 +417,9 @@ class _AttemptRun:
                     break
                 time.sleep(POLL_S)
         # What left the ranks' process groups (setsid) still carries the run's marker.
-        lifetime.kill_marked(self.run["id"])
+        lifetime.kill_marked(self.run["id"], exclude=self.spare_pids)
         if self.use_zygote:
-            spawn.reap_orphans({st.proc.pid for st in self.ranks})
+            spawn.reap_orphans({st.proc.pid for st in self.ranks} | self.spare_pids)
 
     def close(self):
         """The attempt is over: no rank may outlive it, and its lifeline goes."""
@@ -441,24 +478,46 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
     attempts = []
     entries = list(plan["probes"])
     port_tries = 0
-    run = None
+    run = spare = None
+    dirs = []
+
+    def new_run(entries, port):
+        adir = os.path.join(workdir, "attempt%d" % len(dirs))
+        dirs.append(adir)
+        os.makedirs(adir)
+        return _AttemptRun(interpreter, dict(plan, probes=entries), nproc, adir, shim,
+                           port, on_event, startup_timeout, run_ctx, signals, zygote)
+
+    def prepare_next(current, entries):
+        """This attempt may be hanging: the next one's zygote imports torch now."""
+        nonlocal spare
+        spare = new_run(entries, free_port())
+        spare.start(go=False)
+        current.spare_pids = {spare.zygote.proc.pid}
+
     with Signals() as signals:
         try:
             while entries:
                 if signals.signum is not None:
                     attempts.append(_interrupted_attempt(0, entries, signals.signum))
                     break
-                adir = os.path.join(workdir, "attempt%d" % (len(attempts) + port_tries))
-                os.makedirs(adir)
-                port = master_port if (master_port and not attempts and not port_tries) \
-                    else free_port()
-                run = _AttemptRun(interpreter, dict(plan, probes=entries), nproc, adir, shim,
-                                  port, on_event, startup_timeout, run_ctx, signals, zygote)
                 t0 = time.monotonic()
-                run.start()
+                if spare is not None and spare.usable_spare():
+                    run, spare = spare, None
+                    run.adopt(dict(plan, probes=entries))
+                else:
+                    if spare is not None:
+                        spare.close()
+                        spare = None
+                    port = master_port if (master_port and not attempts and not port_tries) \
+                        else free_port()
+                    run = new_run(entries, port)
+                    run.start()
                 if while_starting is not None:
                     while_starting()
                     while_starting = None
+                if zygote and len(entries) > 1:
+                    run.on_slow = lambda run=run, rest=entries: prepare_next(run, rest)
                 abort = run.watch()
                 attempt = run.attempt(time.monotonic() - t0)
                 attempt.abort = abort
@@ -475,9 +534,14 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
                 if abort and abort.kind == "interrupted":
                     break
                 entries = _remaining_after(attempt)
+                if spare is not None and not (entries and abort and abort.kind == "hang"):
+                    spare.close()  # prepared for a hang that did not come
+                    spare = None
         finally:
             if run is not None:
                 run.close()
+            if spare is not None:
+                spare.close()
             lifetime.kill_marked(run_ctx["id"])
             if zygote:
                 spawn.set_subreaper(False)

@@ -14,9 +14,13 @@ supervisor kills it with its group), stdout and stderr to its own files, stdin f
 ``python -m envcheck.worker`` (faulthandler for stacks on SIGUSR1, the lifeline thread,
 records): all of it set up after the fork, in the rank itself.
 
-Writes one line per forked rank to stdout, ``RANK PID``. Any failure before the forks
-(torch does not import) exits 1 with the traceback on stderr: the supervisor then starts
-the ranks the usual way, one interpreter each, and reports what they meet.
+Once torch is imported it writes ``ready`` to stdout and waits for a line on stdin:
+``go`` forks the ranks (the supervisor may start a zygote early, as the spare for the
+attempt that follows a hang, and hold it there); end of file exits without forking (the
+spare was not needed, or the supervisor is gone). Then one line per forked rank,
+``RANK PID``. Any failure before the forks (torch does not import) exits 1 with the
+traceback on stderr: the supervisor then starts the ranks the usual way, one interpreter
+each, and reports what they meet.
 
 stdlib and torch only, like the rest of ``worker/``.
 """
@@ -92,6 +96,9 @@ def main(argv=None):
     _preload(spec)
     sys.stdout.flush()
     sys.stderr.flush()
+    os.write(1, b"ready\n")
+    if sys.stdin.readline().strip() != "go":
+        os._exit(0)
     for rank in range(spec["nproc"]):
         pid = os.fork()
         if pid == 0:
