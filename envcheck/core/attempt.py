@@ -34,6 +34,7 @@ class Attempt:
     seconds: float = 0.0
     torn: int = 0  # record lines that were not whole records (skipped)
     started: float = None  # Unix time the driver started the ranks (local runs)
+    prepared: float = None  # Unix time its zygote began importing torch, when earlier
 
     def setup_error(self):
         for recs in self.records.values():

@@ -190,7 +190,7 @@ class _AttemptRun:
             p for p in (self.shim, os.environ.get("PYTHONPATH")) if p)
         self._base, self._argv = base, ["--plan", plan_path, "--out", self.dir]
         self.launched = time.monotonic()
-        self.started = time.time()
+        self.started = self.prepared = time.time()
         if self.use_zygote:
             # The ranks come from the zygote (see run/spawn.py); watch() takes them in.
             self.zygote = spawn.Zygote(self.interpreter, base, self.dir, self.nproc,
@@ -397,7 +397,8 @@ class _AttemptRun:
     def attempt(self, seconds):
         return Attempt(self.plan["probes"], self.port,
                        {st.rank: st.records for st in self.ranks}, None, seconds,
-                       torn=sum(st.tail.torn for st in self.ranks), started=self.started)
+                       torn=sum(st.tail.torn for st in self.ranks), started=self.started,
+                       prepared=self.prepared if self.prepared != self.started else None)
 
     def kill_all(self):
         if self.zygote is not None:

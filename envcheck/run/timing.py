@@ -61,6 +61,9 @@ def of_attempt(attempt):
         started = min(times) if times else None
     if started is None:
         return None
-    return {"started": round(started, 3),
-            "ranks": {str(rank): _phases([r for r in recs if "time" in r], started)
-                      for rank, recs in sorted(attempt.records.items())}}
+    out = {"started": round(started, 3)}
+    if attempt.prepared is not None:  # a spare: its zygote imported torch before the hang
+        out["prepared"] = round(attempt.prepared, 3)
+    out["ranks"] = {str(rank): _phases([r for r in recs if "time" in r], started)
+                    for rank, recs in sorted(attempt.records.items())}
+    return out
