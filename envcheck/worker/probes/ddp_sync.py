@@ -15,17 +15,20 @@ timeout; at 3 and 4, some ranks wait and the others go on as if nothing were wro
 ones follows gloo's broadcast tree; seen with torch 2.13). Either way DDP did not fail
 fast on every rank.
 
-No idle waiting: a rank whose DDP raised *leaves* the subgroup at once — it shuts its
+No idle waiting: a rank whose DDP raised *leaves* the subgroup — it shuts its
 connections down, as a rank that exits on the error would — so a peer blocked on it in
-DDP's collectives fails in milliseconds with gloo's "Connection closed by peer", and a
-rank released that way leaves too (a peer waiting on *it* is released next). A rank that
-does not depend on the one that left finishes as it would have (it "went on"): nothing
-is decided by a clock. The words stay those of DDP left alone ("waited until the 3 s
+DDP's collectives fails at once with gloo's "Connection closed by peer". It does not
+leave the instant it raised: a peer released that way drops what it had still to send
+(at 3 ranks rank 0, blocked sending to rank 2, drops its broadcast to rank 1), so ranks
+that are in step must have finished first. Every rank says what it saw in the store all
+ranks share as soon as it knows; the rank that raised leaves when every other rank has
+said so, or after ``SETTLE_S`` (ranks in step finish in milliseconds; a rank that says
+nothing is blocked). A released rank does not leave in turn, for the same reason. The words stay those of DDP left alone ("waited until the 3 s
 timeout": that is what such a rank does without envcheck's release); ``data`` says how
 long it really waited. The store every rank shares cannot do this: a rank blocked inside
 a C++ collective reads no key, and gloo's ``abort()`` does not wake a pending send. The
 subgroup's short timeout remains the backstop for a rank that is not released (a wait on
-a rank that did not leave, or a platform without /proc).
+a rank that did not raise, or a platform without /proc).
 """
 
 import datetime
@@ -46,6 +49,10 @@ CHECKS = (
 # Imported in the background while the rank waits at the rendezvous (worker/runtime):
 # DDP's first construction imports torch._dynamo (seconds).
 PRELOAD = ("torch._dynamo",)
+
+# How long a rank whose DDP raised waits for its peers to say what they saw before it
+# leaves (see the module docstring): ranks in step finish in milliseconds.
+SETTLE_S = 0.5
 
 # The short timeout of the subgroup each mismatch runs on: past it, a rank that did not
 # detect the mismatch stops waiting in DDP's collectives. Detection itself is one
@@ -93,6 +100,37 @@ def _tcp_sockets():
         except (OSError, ValueError):
             continue
     return found
+
+
+def _store():
+    """The store every rank of the job shares (the default group's), or None."""
+    import torch.distributed as dist
+
+    try:
+        return dist.distributed_c10d._get_default_store()
+    except Exception:  # private API: without it, ranks only settle for SETTLE_S
+        return None
+
+
+def _say(store, key, rank, seen):
+    if store is not None:
+        try:
+            store.set(key + str(rank), seen)
+        except Exception:
+            pass
+
+
+def _settle(store, key, ctx):
+    """Until every other rank said what it saw, at most SETTLE_S."""
+    others = [key + str(r) for r in range(ctx.world_size) if r != ctx.rank]
+    deadline = time.monotonic() + SETTLE_S
+    while time.monotonic() < deadline:
+        try:
+            if store is not None and store.check(others):
+                return
+        except Exception:
+            store = None
+        time.sleep(0.005)
 
 
 def _leave(fds):
@@ -164,19 +202,24 @@ def _mismatch(ctx, c, group, build_local_model, what):
     if ctx.world_size < 2:
         c.skip("needs 2 ranks that disagree about the model, found 1")
     group, sockets = group
+    store, key = _store(), "envcheck/ddp-sync/%s/" % c.name
     model = build_local_model()  # CPU: DDP's verification does not depend on the device
     t0 = time.monotonic()
     seen = "went_on"
     try:
         DDP(model, process_group=group)
+        _say(store, key, ctx.rank, seen)
     except Exception as exc:
         seconds = time.monotonic() - t0
         text = str(exc).strip()
         released = not _is_timeout(exc) and _peer_left(exc)
         seen = "waited" if released or _is_timeout(exc) else "raised"
-        # Raised, or released: either way this rank is out of DDP's collectives, and a
-        # peer still waiting on it must not sit out the timeout.
-        _leave(sockets)
+        _say(store, key, ctx.rank, seen)
+        if seen == "raised":
+            # Out of DDP's collectives for good: a peer still waiting on this rank must
+            # not sit out the timeout, once the peers in step are done.
+            _settle(store, key, ctx)
+            _leave(sockets)
         c.data = {"seconds_to_failure": seconds, "error_type": type(exc).__name__,
                   "message": text[:2000], "where": _where(exc)}
         if released:
