@@ -23,6 +23,10 @@ and a lifeline, their TMPDIR is inside the run's 0700 work directory, and every 
 ends by killing whatever still carries the marker.
 
 After a hang or crash inside a probe, a new attempt runs the probes that were left.
+
+The ranks of an attempt are forked by a zygote that imported torch once (``spawn``);
+while a rank sits long in one phase, the next attempt's zygote is started early, so that
+its ranks are forked the moment a hang is declared.
 """
 
 import os
@@ -535,8 +539,8 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
                 if abort and abort.kind == "interrupted":
                     break
                 entries = _remaining_after(attempt)
-                if spare is not None and not (entries and abort and abort.kind == "hang"):
-                    spare.close()  # prepared for a hang that did not come
+                if spare is not None and not entries:
+                    spare.close()  # prepared for an attempt that will not come
                     spare = None
         finally:
             if run is not None:
