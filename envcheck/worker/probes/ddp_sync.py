@@ -17,18 +17,19 @@ fast on every rank.
 
 No idle waiting: a rank whose DDP raised *leaves* the subgroup — it shuts its
 connections down, as a rank that exits on the error would — so a peer blocked on it in
-DDP's collectives fails at once with gloo's "Connection closed by peer". It does not
-leave the instant it raised: a peer released that way drops what it had still to send
-(at 3 ranks rank 0, blocked sending to rank 2, drops its broadcast to rank 1), so ranks
-that are in step must have finished first. Every rank says what it saw in the store all
-ranks share as soon as it knows; the rank that raised leaves when every other rank has
-said so, or after ``SETTLE_S`` (ranks in step finish in milliseconds; a rank that says
-nothing is blocked). A released rank does not leave in turn, for the same reason. The words stay those of DDP left alone ("waited until the 3 s
-timeout": that is what such a rank does without envcheck's release); ``data`` says how
-long it really waited. The store every rank shares cannot do this: a rank blocked inside
-a C++ collective reads no key, and gloo's ``abort()`` does not wake a pending send. The
-subgroup's short timeout remains the backstop for a rank that is not released (a wait on
-a rank that did not raise, or a platform without /proc).
+DDP's collectives fails at once with gloo's "Connection closed by peer". (The store all
+ranks share cannot release it: a rank blocked inside a C++ collective reads no key, and
+gloo's ``abort()`` does not wake a pending send.) It does not leave the instant it
+raised: a peer released that way drops what it still had to send (at 3 ranks rank 0,
+blocked sending to rank 2, drops its broadcast to rank 1), so ranks in step must finish
+first. Every rank says what it saw in that store as soon as it knows; the rank that
+raised leaves once every other rank has said so, or after ``SETTLE_S`` (ranks in step
+finish in milliseconds; a rank that says nothing is blocked). A released rank does not
+leave in turn, for the same reason. The subgroup's short timeout remains the backstop
+for a rank that is not released (a wait on a rank that did not raise, or a platform
+without /proc). The words stay those of DDP left alone ("waited until the 3 s timeout":
+what such a rank does without envcheck's release); ``data`` says how long it really
+waited and that a peer leaving released it.
 """
 
 import datetime
