@@ -22,6 +22,7 @@ class Abort:
     waited_s: float = None
     limit_s: float = None  # hang: the limit the root rank's phase had (startup has its own)
     stop_s: float = None  # collecting stacks and killing the ranks
+    deadline: float = None  # hang: Unix time the root rank's phase ran out of time
 
 
 @dataclasses.dataclass
@@ -32,6 +33,8 @@ class Attempt:
     abort: Abort = None
     seconds: float = 0.0
     torn: int = 0  # record lines that were not whole records (skipped)
+    started: float = None  # Unix time the driver started the ranks (local runs)
+    prepared: float = None  # Unix time its zygote began importing torch, when earlier
     world_size: int = None  # a follow-up phase's own world size (core.plan.follow_ups)
 
     def setup_error(self):

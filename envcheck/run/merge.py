@@ -10,6 +10,7 @@ reported as its ``run`` check.
 
 import re
 
+from . import timing
 from ..core import blame
 from ..core.outcomes import worst
 from ..core.text import first_line, parse_rank_numbers, rank_numbers, rank_set, shorten
@@ -375,6 +376,9 @@ def attempts_summary(attempts):
             item["abort"] = {"kind": a.abort.kind, "root_rank": a.abort.root_rank,
                              "phase": a.abort.phase, "waited_s": a.abort.waited_s,
                              "stop_s": a.abort.stop_s}
+            if a.abort.deadline is not None:
+                item["abort"]["deadline"] = round(a.abort.deadline, 3)
+        item["timing"] = timing.of_attempt(a)
         out.append(item)
     return out
 

@@ -23,6 +23,10 @@ and a lifeline, their TMPDIR is inside the run's 0700 work directory, and every 
 ends by killing whatever still carries the marker.
 
 After a hang or crash inside a probe, a new attempt runs the probes that were left.
+
+The ranks of an attempt are forked by a zygote that imported torch once (``spawn``);
+while a rank sits long in one phase, the next attempt's zygote is started early, so that
+its ranks are forked the moment a hang is declared.
 """
 
 import os
@@ -33,6 +37,7 @@ import subprocess
 import time
 import uuid
 
+from . import spawn
 from ..core import blame, lifetime, plan as plan_mod
 from ..core.attempt import Abort, Attempt
 from ..core.outcomes import RankExit
@@ -151,8 +156,11 @@ def _signal_name(code):
 
 class _AttemptRun:
     def __init__(self, interpreter, plan, nproc, workdir, shim, port, on_event,
-                 startup_timeout, run, signals):
+                 startup_timeout, run, signals, zygote=False):
         self.interpreter = interpreter
+        self.use_zygote = zygote
+        self.zygote = None  # while it imports torch and forks: ranks come from it
+        self._read_end = None
         self.run = run  # {"id": marker value, "workdir": the run's own directory}
         self.signals = signals
         self.lifeline = None
@@ -165,8 +173,12 @@ class _AttemptRun:
         self.on_event = on_event
         self.startup_timeout = startup_timeout
         self.ranks = []
+        self.started = None  # Unix time the ranks were started (the report's timing)
+        self.on_slow = None  # called once when a rank may be hanging (see _slow)
+        self.spare_pids = set()  # the next attempt's zygote, waiting: not this one's to kill
 
-    def start(self):
+    def start(self, go=True):
+        """Start the ranks; ``go=False`` (a zygote only) holds them until ``adopt``."""
         plan_path = os.path.join(self.dir, "plan.json")
         plan_mod.write(plan_path, self.plan)
         base = dict(os.environ)
@@ -175,27 +187,91 @@ class _AttemptRun:
                     ENVCHECK_LAUNCHER="local", PYTHONUNBUFFERED="1",
                     # Temporary files and torch's caches die with the run's directory.
                     TMPDIR=os.path.join(self.run["workdir"], "tmp"))
-        read_end, self.lifeline = os.pipe()
-        base.update({lifetime.MARKER: self.run["id"], lifetime.LIFELINE: str(read_end),
+        self._read_end, self.lifeline = os.pipe()
+        base.update({lifetime.MARKER: self.run["id"], lifetime.LIFELINE: str(self._read_end),
                      lifetime.WORKDIR: self.run["workdir"]})
         base["PYTHONPATH"] = os.pathsep.join(
             p for p in (self.shim, os.environ.get("PYTHONPATH")) if p)
-        now = time.monotonic()
+        self._base, self._argv = base, ["--plan", plan_path, "--out", self.dir]
+        self.launched = time.monotonic()
+        self.started = self.prepared = time.time()
+        if self.use_zygote:
+            # The ranks come from the zygote (see run/spawn.py); watch() takes them in.
+            self.zygote = spawn.Zygote(self.interpreter, base, self.dir, self.nproc,
+                                       self._argv, self.plan["probes"], (self._read_end,))
+            if go:
+                self.zygote.go()
+        else:
+            self._start_each()
+
+    def adopt(self, plan):
+        """A spare (started with ``go=False``) becomes the attempt that runs ``plan``:
+        the ranks read the plan file after they are forked, so it is written now."""
+        self.plan = plan
+        plan_mod.write(self._argv[1], plan)
+        self.launched = time.monotonic()
+        self.started = time.time()
+        if self.zygote is not None:
+            self.zygote.go()
+        elif not self.ranks:  # the zygote failed while it waited
+            self._start_each()
+
+    def usable_spare(self):
+        """Can this spare still become the next attempt (its zygote alive, or ready)?"""
+        return self.zygote is not None and self.zygote.proc.poll() is None
+
+    def _slow(self, now):
+        """Is a rank so long in one phase that a hang is likely? Then the ranks of the
+        attempt after it are worth preparing now (``on_slow``): a zygote importing torch
+        while the deadline approaches, so fresh ranks start the moment it passes. Soon
+        enough before the deadline for an import as slow as this attempt's, and never
+        in the first quarter of the timeout (probes that are merely slow)."""
+        imports = [r.get("torch_import_s") or 0 for st in self.ranks for r in st.records[:1]
+                   if r["t"] == "hello"]
+        lead = 3 * max(imports or [5.0]) + 1.0
+        after = max(self.timeout / 4.0, self.timeout - lead)
+        return any(st.exit_code is None and st.tracker.phase not in ("startup", "done")
+                   and now - st.tracker.started > after for st in self.ranks)
+
+    def _start_each(self):
+        """One interpreter per rank, each importing torch itself."""
         for rank in range(self.nproc):
-            env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0")
+            env = dict(self._base, RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0")
             out = open(os.path.join(self.dir, "stdout-rank%d.txt" % rank), "wb")
             err = open(os.path.join(self.dir, "stderr-rank%d.txt" % rank), "wb")
             try:
                 proc = subprocess.Popen(
-                    [self.interpreter, "-m", "envcheck.worker", "--plan", plan_path,
-                     "--out", self.dir],
+                    [self.interpreter, "-m", "envcheck.worker"] + self._argv,
                     env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                    start_new_session=True, pass_fds=(read_end,))
+                    start_new_session=True, pass_fds=(self._read_end,))
             finally:
                 out.close()
                 err.close()
-            self.ranks.append(RankState(rank, proc, self.dir, now))
-        os.close(read_end)  # the ranks hold it; this side keeps only the write end
+            self.ranks.append(RankState(rank, proc, self.dir, time.monotonic()))
+        self._ranks_started()
+
+    def _ranks_started(self):
+        os.close(self._read_end)  # the ranks hold it; this side keeps only the write end
+        self._read_end = None
+
+    def _take_zygote_ranks(self):
+        """Once the zygote forked every rank: track them (their startup began when the
+        zygote did). When it failed or outlived the startup timeout: start each rank
+        the usual way. True while the ranks are not there yet."""
+        ranks = self.zygote.poll()
+        if ranks is None and time.monotonic() > self.launched + self.startup_timeout:
+            self.zygote.kill()
+            ranks = False
+        if ranks is None:
+            return True
+        self.zygote = None
+        if ranks is False:
+            self._start_each()
+            return False
+        self.ranks = [RankState(rank, proc, self.dir, self.launched)
+                      for rank, proc in enumerate(ranks)]
+        self._ranks_started()
+        return False
 
     def _read(self, st):
         for rec in st.tail.poll():
@@ -215,6 +291,9 @@ class _AttemptRun:
         while True:
             if self.signals.signum is not None:
                 return self.stop("interrupted", 0, stacks=False, signum=self.signals.signum)
+            if self.zygote is not None and self._take_zygote_ranks():
+                time.sleep(POLL_S)
+                continue
             for st in self.ranks:
                 self._read(st)
             died = self._newly_dead()
@@ -226,6 +305,9 @@ class _AttemptRun:
             if any(st.exit_code is None and st.tracker.phase != "done"
                    and now > self._deadline(st) for st in self.ranks):
                 return self.stop("hang", None, stacks=True)
+            if self.on_slow is not None and self._slow(now):
+                self.on_slow()
+                self.on_slow = None
             time.sleep(POLL_S)
 
     def _newly_dead(self):
@@ -256,13 +338,16 @@ class _AttemptRun:
         ``root`` None (a hang) is chosen here, from the stacks: see ``core.blame``.
         """
         t0 = time.monotonic()
+        if not self.ranks:  # interrupted while the zygote was still importing torch
+            self.kill_all()
+            return Abort(kind, root, "startup", {}, signum=signum, stop_s=time.monotonic() - t0)
         alive = [st for st in self.ranks if st.proc.poll() is None]
         stopped = {st.rank for st in alive if _stopped(st.proc.pid)}
         if stacks and alive:
             self._collect_stacks(alive)
         dumps = {st.rank: _tail(stacks_path(self.dir, st.rank), STACK_BYTES)
                  for st in self.ranks} if stacks else {}
-        waited = limit = None
+        waited = limit = deadline = None
         if root is None:
             stuck = [st for st in alive if st.tracker.phase != "done"] or alive
             root = blame.hang_root([blame.Suspect(
@@ -270,6 +355,7 @@ class _AttemptRun:
                 self._deadline(st)) for st in stuck])
             waited = t0 - self.ranks[root].tracker.started
             limit = self._limit(self.ranks[root])
+            deadline = time.time() - (time.monotonic() - self._deadline(self.ranks[root]))
         self.kill_all()
         for st in self.ranks:
             self._read(st)
@@ -287,7 +373,8 @@ class _AttemptRun:
             "stopped": st.rank in stopped,
         } for st in self.ranks}
         return Abort(kind, root, self.ranks[root].tracker.phase, ranks, signum=signum,
-                     waited_s=waited, limit_s=limit, stop_s=time.monotonic() - t0)
+                     waited_s=waited, limit_s=limit, stop_s=time.monotonic() - t0,
+                     deadline=deadline)
 
     def _collect_stacks(self, alive):
         for st in alive:
@@ -314,9 +401,13 @@ class _AttemptRun:
     def attempt(self, seconds):
         return Attempt(self.plan["probes"], self.port,
                        {st.rank: st.records for st in self.ranks}, None, seconds,
-                       torn=sum(st.tail.torn for st in self.ranks))
+                       torn=sum(st.tail.torn for st in self.ranks), started=self.started,
+                       prepared=self.prepared if self.prepared != self.started else None)
 
     def kill_all(self):
+        if self.zygote is not None:
+            self.zygote.kill()
+            self.zygote = None
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for st in self.ranks:
                 try:
@@ -331,11 +422,16 @@ class _AttemptRun:
                     break
                 time.sleep(POLL_S)
         # What left the ranks' process groups (setsid) still carries the run's marker.
-        lifetime.kill_marked(self.run["id"])
+        lifetime.kill_marked(self.run["id"], exclude=self.spare_pids)
+        if self.use_zygote:
+            spawn.reap_orphans({st.proc.pid for st in self.ranks} | self.spare_pids)
 
     def close(self):
         """The attempt is over: no rank may outlive it, and its lifeline goes."""
         self.kill_all()
+        if self._read_end is not None:
+            os.close(self._read_end)
+            self._read_end = None
         if self.lifeline is not None:
             os.close(self.lifeline)
             self.lifeline = None
@@ -382,27 +478,51 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
     os.makedirs(os.path.join(workdir, "tmp"))
     shim = make_shim(workdir)
     run_ctx = {"id": uuid.uuid4().hex, "workdir": workdir}
+    # Ranks forked by a zygote need this process as their subreaper (run/spawn.py).
+    zygote = spawn.wanted() and spawn.forkable(interpreter) and spawn.set_subreaper(True)
     attempts = []
     entries = list(plan["probes"])
     port_tries = 0
-    run = None
+    run = spare = None
+    dirs = []
+
+    def new_run(entries, port):
+        adir = os.path.join(workdir, "attempt%d" % len(dirs))
+        dirs.append(adir)
+        os.makedirs(adir)
+        return _AttemptRun(interpreter, dict(plan, probes=entries), nproc, adir, shim,
+                           port, on_event, startup_timeout, run_ctx, signals, zygote)
+
+    def prepare_next(current, entries):
+        """This attempt may be hanging: the next one's zygote imports torch now."""
+        nonlocal spare
+        spare = new_run(entries, free_port())
+        spare.start(go=False)
+        current.spare_pids = {spare.zygote.proc.pid}
+
     with Signals() as signals:
         try:
             while entries:
                 if signals.signum is not None:
                     attempts.append(_interrupted_attempt(0, entries, signals.signum))
                     break
-                adir = os.path.join(workdir, "attempt%d" % (len(attempts) + port_tries))
-                os.makedirs(adir)
-                port = master_port if (master_port and not attempts and not port_tries) \
-                    else free_port()
-                run = _AttemptRun(interpreter, dict(plan, probes=entries), nproc, adir, shim,
-                                  port, on_event, startup_timeout, run_ctx, signals)
                 t0 = time.monotonic()
-                run.start()
+                if spare is not None and spare.usable_spare():
+                    run, spare = spare, None
+                    run.adopt(dict(plan, probes=entries))
+                else:
+                    if spare is not None:
+                        spare.close()
+                        spare = None
+                    port = master_port if (master_port and not attempts and not port_tries) \
+                        else free_port()
+                    run = new_run(entries, port)
+                    run.start()
                 if while_starting is not None:
                     while_starting()
                     while_starting = None
+                if zygote and len(entries) > 1:
+                    run.on_slow = lambda run=run, rest=entries: prepare_next(run, rest)
                 abort = run.watch()
                 attempt = run.attempt(time.monotonic() - t0)
                 attempt.abort = abort
@@ -419,9 +539,16 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
                 if abort and abort.kind == "interrupted":
                     break
                 entries = _remaining_after(attempt)
+                if spare is not None and not entries:
+                    spare.close()  # prepared for an attempt that will not come
+                    spare = None
         finally:
             if run is not None:
                 run.close()
+            if spare is not None:
+                spare.close()
             lifetime.kill_marked(run_ctx["id"])
+            if zygote:
+                spawn.set_subreaper(False)
             shutil.rmtree(workdir, ignore_errors=True)
     return attempts

@@ -15,6 +15,7 @@ import importlib.util
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -65,6 +66,33 @@ def _error(exc):
             "traceback": traceback.format_exc()}
 
 
+def preload(entries):
+    """Import what the planned probes will import lazily (a probe module's ``PRELOAD``:
+    torch._dynamo, which DistributedDataParallel's first construction pulls in, DCP), so
+    that it runs while this rank waits anyway: for its peers at the rendezvous and in the
+    first probes' collectives. Errors are left for the probe to meet and report."""
+    names = []
+    for entry in entries:
+        if not entry.get("module"):
+            continue  # a --probe-path file runs only when its turn comes
+        try:
+            names.extend(getattr(importlib.import_module(entry["module"]), "PRELOAD", ()))
+        except Exception:
+            continue
+    for name in dict.fromkeys(names):
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
+
+
+def start_preload(plan):
+    thread = threading.Thread(target=preload, args=(plan["probes"],),
+                              name="envcheck-preload", daemon=True)
+    thread.start()
+    return thread
+
+
 def read_identity():
     """(rank, local rank, world size, local world size) from torchrun-style env."""
     rank = _int_env("RANK")
@@ -86,9 +114,21 @@ def start(plan, out_dir, identity):
     host = host_name()
     t0 = time.monotonic()
     import torch  # noqa: F401 - imported once for the whole suite, and timed
-    records.write("hello", pid=os.getpid(), host=host, python=sys.executable,
-                  torch_import_s=round(time.monotonic() - t0, 3))
+    seconds = round(time.monotonic() - t0, 3)
+    if FORKED:  # the zygote imported torch for every rank: that is the time it took
+        records.write("hello", pid=os.getpid(), host=host, python=sys.executable,
+                      torch_import_s=FORKED["torch_import_s"],
+                      zygote_pid=FORKED["zygote_pid"])
+    else:
+        records.write("hello", pid=os.getpid(), host=host, python=sys.executable,
+                      torch_import_s=seconds)
+    global _preloading
+    _preloading = start_preload(plan)
     return records, host
+
+
+_preloading = None  # the thread importing what the probes will need (see preload)
+FORKED = None  # set by worker/zygote.py in a rank it forked: its pid and import time
 
 
 def setup(plan, records, host, identity):
@@ -159,7 +199,13 @@ def run_probes(ctx, entries):
         ctx._records.write("probe_start", probe=entry["name"])
         p0 = time.monotonic()
         try:
-            load_probe(entry)(ctx)
+            probe = load_probe(entry)
+            if _preloading is not None and getattr(sys.modules.get(probe.__module__),
+                                                   "PRELOAD", None):
+                # Never import the same modules from two threads at once: torch's
+                # circular imports could meet a half-initialised module.
+                _preloading.join()
+            probe(ctx)
         except Exception as exc:
             # Outside any ctx.check(): the probe itself broke (or its file did not load).
             ctx._records.write("check", probe=entry["name"], check="run", outcome="failed",

@@ -43,6 +43,10 @@ CHECKS = (
     "no_process_group",
 )
 
+# Imported in the background while the rank waits at the rendezvous (worker/runtime):
+# DDP's first construction imports torch._dynamo (seconds); DCP.
+PRELOAD = ("torch._dynamo", "torch.distributed.checkpoint")
+
 _RESUME_ADVICE = (
     "checkpoints that pickle Python objects (here %(names)s) no longer load with "
     "torch.load(path). For files you trust: torch.load(path, weights_only=False). To keep "

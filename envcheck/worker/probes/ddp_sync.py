@@ -14,9 +14,28 @@ job's, not a rank's: at 2 ranks rank 0 waits in ``_sync_params_and_buffers`` unt
 timeout; at 3 and 4, some ranks wait and the others go on as if nothing were wrong (which
 ones follows gloo's broadcast tree; seen with torch 2.13). Either way DDP did not fail
 fast on every rank.
+
+No idle waiting: a rank whose DDP raised *leaves* the subgroup — it shuts its
+connections down, as a rank that exits on the error would — so a peer blocked on it in
+DDP's collectives fails at once with gloo's "Connection closed by peer". (The store all
+ranks share cannot release it: a rank blocked inside a C++ collective reads no key, and
+gloo's ``abort()`` does not wake a pending send.) It does not leave the instant it
+raised: a peer released that way drops what it still had to send (at 3 ranks rank 0,
+blocked sending to rank 2, drops its broadcast to rank 1), so ranks in step must finish
+first. Every rank says what it saw in that store as soon as it knows; the rank that
+raised leaves once every other rank has said so, or after ``SETTLE_S`` (ranks in step
+finish in milliseconds; a rank that says nothing is blocked). A released rank does not
+leave in turn, for the same reason. The subgroup's short timeout remains the backstop
+for a rank that is not released (a wait on a rank that did not raise, or a platform
+without /proc). The words stay those of DDP left alone ("waited until the 3 s timeout":
+what such a rank does without envcheck's release); ``data`` says how long it really
+waited and that a peer leaving released it.
 """
 
 import datetime
+import os
+import socket
+import stat
 import time
 import traceback
 
@@ -27,6 +46,14 @@ CHECKS = (
     "extra_parameter",
     "barrier_after_setup",
 )
+
+# Imported in the background while the rank waits at the rendezvous (worker/runtime):
+# DDP's first construction imports torch._dynamo (seconds).
+PRELOAD = ("torch._dynamo",)
+
+# How long a rank whose DDP raised waits for its peers to say what they saw before it
+# leaves (see the module docstring): ranks in step finish in milliseconds.
+SETTLE_S = 0.5
 
 # The short timeout of the subgroup each mismatch runs on: past it, a rank that did not
 # detect the mismatch stops waiting in DDP's collectives. Detection itself is one
@@ -50,6 +77,86 @@ def _is_timeout(exc):
     return "timed out" in text or "timeout" in text
 
 
+# gloo's words when a peer of a pending send or receive shut its connection down.
+_PEER_LEFT = ("connection closed by peer", "connection reset by peer", "broken pipe")
+
+
+def _peer_left(exc):
+    """Did a peer leaving the subgroup end DDP's wait (see the module docstring)?"""
+    text = str(exc).lower()
+    return any(words in text for words in _PEER_LEFT)
+
+
+def _tcp_sockets():
+    """The file descriptors of this process's TCP sockets now (empty without /proc)."""
+    found = set()
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return found
+    for name in names:
+        try:
+            if stat.S_ISSOCK(os.fstat(int(name)).st_mode):
+                found.add(int(name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _store():
+    """The store every rank of the job shares (the default group's), or None."""
+    import torch.distributed as dist
+
+    try:
+        return dist.distributed_c10d._get_default_store()
+    except Exception:  # private API: without it, ranks only settle for SETTLE_S
+        return None
+
+
+def _say(store, key, rank, seen):
+    if store is not None:
+        try:
+            store.set(key + str(rank), seen)
+        except Exception:
+            pass
+
+
+def _settle(store, key, ctx):
+    """Until every other rank said what it saw, at most SETTLE_S."""
+    others = [key + str(r) for r in range(ctx.world_size) if r != ctx.rank]
+    deadline = time.monotonic() + SETTLE_S
+    while time.monotonic() < deadline:
+        try:
+            if store is not None and store.check(others):
+                return
+        except Exception:
+            store = None
+        time.sleep(0.005)
+
+
+def _leave(fds):
+    """Shut down this rank's connections of the subgroup (``fds``: the sockets its
+    creation opened), so that peers blocked on this rank in a collective fail at once.
+
+    The listening socket is left alone (gloo's accept loop treats a shut-down listener
+    as fatal) and so is anything that is not a TCP stream. The descriptors stay gloo's:
+    a duplicate is shut down and closed, which ends the connection for both."""
+    for fd in fds:
+        try:
+            sock = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        try:
+            if sock.family in (socket.AF_INET, socket.AF_INET6) \
+                    and sock.type == socket.SOCK_STREAM \
+                    and not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+                sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        finally:
+            sock.close()
+
+
 def _warm_up():
     """DDP's first construction imports torch._dynamo (seconds per rank). Import it
     before the short timeout starts counting, so a slow import never looks like a hang."""
@@ -63,40 +170,61 @@ def _ranks(ranks):
     return ",".join(map(str, ranks))
 
 
-def _mismatch(ctx, c, build_local_model, what):
+def _fresh_group(ctx):
+    """A gloo subgroup of every rank with the short timeout, and the sockets it opened.
+
+    Made before the check starts counting, so the check's time is DDP's: a rank that
+    detected the previous mismatch raced ahead, and meets the others here first on the
+    default group (long timeout)."""
+    import torch.distributed as dist
+
+    dist.barrier()
+    before = _tcp_sockets()
+    group = dist.new_group(ranks=list(range(ctx.world_size)), backend="gloo",
+                           timeout=datetime.timedelta(seconds=FAIL_FAST_S))
+    dist.barrier(group=group)  # every connection of the subgroup is up
+    return group, _tcp_sockets() - before
+
+
+def _mismatch(ctx, c, group, build_local_model, what):
     """Build DDP on a model that differs across ranks, then judge the job as a whole.
 
     The mismatch runs on a gloo subgroup with a short timeout: a rank that does not
-    detect it blocks in a collective, and the timeout turns that would-be hang into an
-    answer. Then every rank learns what every other rank saw, so all ranks report the
-    same words whatever the world size: DDP raised on every rank (it fails fast), or only
-    on some while the others waited or went on (the Lightning Fabric hang).
+    detect it blocks in a collective until a rank it waits on leaves (see the module
+    docstring), or the timeout ends that would-be hang. Then every rank learns what every
+    other rank saw, so all ranks report the same words whatever the world size: DDP
+    raised on every rank (it fails fast), or only on some while the others waited or
+    went on (the Lightning Fabric hang).
     """
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from ..gather import all_gather_strings
 
     if ctx.world_size < 2:
         c.skip("needs 2 ranks that disagree about the model, found 1")
-    _warm_up()
-    # A rank that detected the previous mismatch raced ahead; meet on the default group
-    # (long timeout) so the short one below only measures DDP.
-    dist.barrier()
-    group = dist.new_group(ranks=list(range(ctx.world_size)), backend="gloo",
-                           timeout=datetime.timedelta(seconds=FAIL_FAST_S))
-    dist.barrier(group=group)
+    group, sockets = group
+    store, key = _store(), "envcheck/ddp-sync/%s/" % c.name
     model = build_local_model()  # CPU: DDP's verification does not depend on the device
     t0 = time.monotonic()
     seen = "went_on"
     try:
         DDP(model, process_group=group)
+        _say(store, key, ctx.rank, seen)
     except Exception as exc:
         seconds = time.monotonic() - t0
         text = str(exc).strip()
-        seen = "waited" if _is_timeout(exc) else "raised"
+        released = not _is_timeout(exc) and _peer_left(exc)
+        seen = "waited" if released or _is_timeout(exc) else "raised"
+        _say(store, key, ctx.rank, seen)
+        if seen == "raised":
+            # Out of DDP's collectives for good: a peer still waiting on this rank must
+            # not sit out the timeout, once the peers in step are done.
+            _settle(store, key, ctx)
+            _leave(sockets)
         c.data = {"seconds_to_failure": seconds, "error_type": type(exc).__name__,
                   "message": text[:2000], "where": _where(exc)}
+        if released:
+            c.data["released_by_peer_leaving"] = True
         first = (text.splitlines()[0] if text else type(exc).__name__)[:120]
     everyone = all_gather_strings(ctx, seen)
     by_kind = {k: [r for r, s in enumerate(everyone) if s == k]
@@ -131,18 +259,22 @@ def probe_ddp_sync(ctx):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     last = ctx.world_size - 1
+    _warm_up()
 
+    group = _fresh_group(ctx) if ctx.world_size > 1 else None
     with ctx.check("mismatched_shapes") as c:
-        _mismatch(ctx, c, lambda: torch.nn.Linear(8, 8 if ctx.rank != last else 9),
+        _mismatch(ctx, c, group, lambda: torch.nn.Linear(8, 8 if ctx.rank != last else 9),
                   "rank %d has a parameter of another shape" % last)
 
+    def build():
+        layers = [torch.nn.Linear(8, 8)]
+        if ctx.rank == last:
+            layers.append(torch.nn.Linear(8, 8))
+        return torch.nn.Sequential(*layers)
+
+    group = _fresh_group(ctx) if ctx.world_size > 1 else None
     with ctx.check("extra_parameter") as c:
-        def build():
-            layers = [torch.nn.Linear(8, 8)]
-            if ctx.rank == last:
-                layers.append(torch.nn.Linear(8, 8))
-            return torch.nn.Sequential(*layers)
-        _mismatch(ctx, c, build, "rank %d has an extra parameter" % last)
+        _mismatch(ctx, c, group, build, "rank %d has an extra parameter" % last)
 
     with ctx.check("barrier_after_setup") as c:
         c.advice = ("ranks did not all reach the barrier after building DDP: make every "

@@ -30,6 +30,10 @@ CHECKS = (
     "save_module_with_group",
 )
 
+# Imported in the background while the rank waits at the rendezvous (worker/runtime):
+# DistributedDataParallel's first construction imports torch._dynamo (seconds).
+PRELOAD = ("torch._dynamo",)
+
 _GROUP_ADVICE = (
     "a process group cannot be pickled or copied: keep it out of objects you copy, save or "
     "send to other processes; pass ranks (or look the group up where it is used) instead")

@@ -1,0 +1,190 @@
+"""How the ranks of an attempt start: forked by a zygote that imported torch once.
+
+Every rank used to be its own interpreter, importing torch itself: N times the CPU and,
+on a shared filesystem, N times the metadata load, again for every attempt after a hang
+or crash. Instead a zygote (``worker/zygote.py``, under the ranks' interpreter) imports
+torch once per attempt, forks the ranks and exits. This process is the ranks' *subreaper*
+(``PR_SET_CHILD_SUBREAPER``): when the zygote exits they become its children, so their
+exit codes and signals are read with ``waitpid`` exactly as for processes it started.
+
+What the supervisor needs of a rank is the part of ``subprocess.Popen`` it uses
+(``pid``, ``poll()``, ``returncode``): ``ForkedRank`` is that. Each forked rank is the
+leader of its own session, as before, so killing its process group works unchanged.
+
+When the zygote cannot do it (torch does not import under ``--python``, the zygote died
+or outlived the startup timeout) the ranks start the usual way, one interpreter each,
+and meet the same problem where the report already says it best. They start that way
+too when ``--python`` is a script (``#!``), not an interpreter: a wrapper may do
+something per rank (pin it with numactl, pick its GPU from ``$LOCAL_RANK``), so it must
+run once per rank. ``ENVCHECK_ZYGOTE=0`` starts them that way always (to compare, or to
+rule the zygote out).
+"""
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def wanted(environ=os.environ):
+    return environ.get("ENVCHECK_ZYGOTE", "1") != "0"
+
+
+def forkable(interpreter):
+    """Is this an interpreter binary, not a wrapper script that must run per rank?"""
+    try:
+        with open(interpreter, "rb") as f:
+            return f.read(2) != b"#!"
+    except OSError:
+        return False
+
+
+def set_subreaper(on):
+    """Make this process the subreaper of its descendants (Linux); False where it cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def exit_code(status):
+    """A wait status as Popen's returncode: the exit code, or minus the signal."""
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+class ForkedRank:
+    """A rank the zygote forked; a child of this process once the zygote has exited."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.returncode = None
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                # Not ours to wait for (should not happen while we are its subreaper):
+                # gone, with no code to report.
+                self.returncode = 255
+                return self.returncode
+            if pid:
+                self.returncode = exit_code(status)
+        return self.returncode
+
+
+class Zygote:
+    """One attempt's zygote: started at once, polled until it forked every rank."""
+
+    def __init__(self, interpreter, env, out_dir, nproc, argv, probes, pass_fds):
+        spec = {"nproc": nproc, "argv": argv, "probes": probes,
+                "stdout": os.path.join(out_dir, "stdout-rank%d.txt"),
+                "stderr": os.path.join(out_dir, "stderr-rank%d.txt")}
+        path = os.path.join(out_dir, "zygote.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(spec, f)
+        self.nproc = nproc
+        self.stderr_path = os.path.join(out_dir, "stderr-zygote.txt")
+        with open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                [interpreter, "-m", "envcheck.worker.zygote", path], env=env,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                start_new_session=True, pass_fds=pass_fds)
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        self.pids = {}
+        self.ready = False  # torch imported: it forks at once when told to go
+        self._pending = b""
+
+    def go(self):
+        """Fork the ranks as soon as torch is imported (at once when it is)."""
+        try:
+            self.proc.stdin.write(b"go\n")
+            self.proc.stdin.close()
+        except OSError:  # it died: poll() says so, and the ranks start the usual way
+            pass
+
+    def _read(self):
+        try:
+            chunk = self.proc.stdout.read() or b""
+        except (BlockingIOError, ValueError):
+            chunk = b""
+        lines = (self._pending + chunk).split(b"\n")
+        self._pending = lines.pop()
+        for line in lines:
+            parts = line.split()
+            if parts == [b"ready"]:
+                self.ready = True
+            elif len(parts) == 2 and all(p.isdigit() for p in parts):
+                self.pids[int(parts[0])] = int(parts[1])
+
+    def poll(self):
+        """None while it works; the ranks once it forked all and exited; False when it
+        failed (any rank it forked is killed: the attempt starts its ranks anew)."""
+        self._read()
+        code = self.proc.poll()
+        if code is None:
+            return None
+        self._read()
+        self.proc.stdout.close()
+        if code == 0 and sorted(self.pids) == list(range(self.nproc)):
+            return [ForkedRank(self.pids[r]) for r in range(self.nproc)]
+        self._kill_forked()
+        return False
+
+    def kill(self):
+        """Stop it wherever it is (importing torch, forking): it and what it forked."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        self._read()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if not pipe.closed:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        self._kill_forked()
+
+    def _kill_forked(self):
+        for pid in self.pids.values():
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        self.pids = {}
+
+
+def reap_orphans(known):
+    """Wait for dead children this process did not start itself: as the subreaper it
+    inherits what the ranks left (a killed ``setsid`` grandchild), which would otherwise
+    stay zombies until envcheck exits. ``known``: PIDs that are waited for elsewhere."""
+    me = os.getpid()
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return
+    for pid in pids:
+        if pid in known:
+            continue
+        try:
+            with open("/proc/%d/stat" % pid, encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) == me:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass

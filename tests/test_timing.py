@@ -1,0 +1,75 @@
+"""The report says where the time went: per attempt, per rank, per phase, read from the
+ranks' own records — including across a hang, from the deadline to the fresh ranks."""
+
+import pytest
+
+from conftest import load_report, run_cli
+
+PROBES = '''
+CHECKS = {"stuck": ("wait",), "after": ("ran",)}
+
+
+def probe_stuck(ctx):
+    import time
+    with ctx.check("wait"):
+        if ctx.rank == 1:
+            time.sleep(3600)
+
+
+def probe_after(ctx):
+    with ctx.check("ran") as c:
+        c.detail = "ran"
+'''
+
+TIMEOUT = 2.0
+
+
+@pytest.fixture(scope="module")
+def hung(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("timing")
+    probes = tmp / "timing_probes.py"
+    probes.write_text(PROBES)
+    report = tmp / "r.json"
+    result = run_cli("run", "--nproc", "3", "--probe-path", str(probes), "-p", "launch",
+                     "-p", "stuck", "-p", "after", "--timeout", str(TIMEOUT), "--json",
+                     str(report), "-q", timeout=300)
+    assert result.code == 1, result.stdout + result.stderr
+    return load_report(report)
+
+
+def test_every_rank_has_its_phases_in_order(hung):
+    first, second = hung["attempts"]
+    assert sorted(first["timing"]["ranks"]) == ["0", "1", "2"]
+    for rank, phases in first["timing"]["ranks"].items():
+        names = [p["phase"] for p in phases]
+        # Ranks 0 and 2 went on to the next probe and waited for rank 1 in the final
+        # barrier (which never ended: no teardown phase).
+        assert names == ["start", "environment", "rendezvous", "probe:launch",
+                         "probe:stuck"] + (["probe:after"] if rank != "1" else []), names
+        start = phases[0]
+        assert 0 < start["import_torch_s"] <= start["seconds"]
+        ends = [p["start_s"] + p["seconds"] for p in phases[:-1]]
+        # Each phase begins where the one before ended (records are the boundaries).
+        assert all(abs(end - p["start_s"]) < 0.002 for end, p in zip(ends, phases[1:]))
+    # The probe the hang ended has no end.
+    assert first["timing"]["ranks"]["1"][-1]["seconds"] is None
+    for phases in second["timing"]["ranks"].values():
+        assert [p["phase"] for p in phases] == ["start", "environment", "rendezvous",
+                                                "probe:after", "teardown"]
+        assert phases[0]["forked"] is True  # by the next attempt's zygote
+
+
+def test_the_hang_deadline_and_the_fresh_ranks_line_up(hung):
+    first, second = hung["attempts"]
+    abort = first["abort"]
+    assert (abort["kind"], abort["root_rank"]) == ("hang", 1)
+    stuck = first["timing"]["ranks"]["1"][-1]
+    # The supervisor's deadline is the rank's own probe start plus the timeout, seen
+    # after the rank wrote its record: never earlier.
+    assert abort["deadline"] >= first["timing"]["started"] + stuck["start_s"] + TIMEOUT
+    assert second["timing"]["started"] > abort["deadline"]
+    # Rank 1 sat in one probe past a quarter of its timeout: the next attempt's zygote
+    # began importing torch then, before the deadline, not after it.
+    assert stuck["start_s"] + first["timing"]["started"] < second["timing"]["prepared"] \
+        < abort["deadline"]
+    assert "prepared" not in first["timing"]

@@ -1,0 +1,117 @@
+"""Ranks forked by a zygote that imported torch once: each still its own session and
+process group, a child of envcheck (so exit codes and signals are read as before), with
+its own environment; a --python wrapper script still runs once per rank."""
+
+import os
+import sys
+
+import pytest
+
+from conftest import checks_by_id, load_report, run_cli
+
+PROBES = '''
+CHECKS = ("where",)
+
+
+def probe_whoami(ctx):
+    """what this rank's process looks like from the inside"""
+    import json
+    import os
+
+    with ctx.check("where") as c:
+        c.data = {"pid": os.getpid(), "sid": os.getsid(0), "pgid": os.getpgid(0),
+                  "ppid": os.getppid(), "rank_env": os.environ.get("RANK"),
+                  "faulthandler": __import__("faulthandler").is_enabled()}
+        with open("/proc/%d/cmdline" % os.getppid(), "rb") as f:
+            c.data["parent"] = f.read().decode().split(chr(0))[1:4]
+        c.detail = json.dumps(c.data)
+'''
+
+
+def _run(tmp_path, *args, env=None):
+    probes = tmp_path / "whoami.py"
+    probes.write_text(PROBES)
+    report = tmp_path / "r.json"
+    result = run_cli("run", "--probe-path", str(probes), "-p", "whoami", "--json",
+                     str(report), "-q", *args, env=env, timeout=300)
+    assert result.code == 0, result.stdout + result.stderr
+    data = load_report(report)
+    where = checks_by_id(data)["whoami.where"]["ranks"]
+    return data, {int(r): e["data"] for r, e in where.items()}
+
+
+def _starts(data):
+    return [phases[0] for phases in data["attempts"][0]["timing"]["ranks"].values()]
+
+
+def test_forked_ranks_are_sessions_of_their_own_and_children_of_envcheck(tmp_path):
+    data, ranks = _run(tmp_path, "--nproc", "3")
+    assert [s["forked"] for s in _starts(data)] == [True, True, True]
+    # One import for all: every rank reports the zygote's.
+    assert len({s["import_torch_s"] for s in _starts(data)}) == 1
+    assert sorted(ranks) == [0, 1, 2]
+    assert len({r["ppid"] for r in ranks.values()}) == 1
+    for rank, r in ranks.items():
+        # envcheck itself (the subreaper), not the zygote that forked them and exited.
+        assert r["parent"] == ["-m", "envcheck", "run"]
+        assert r["sid"] == r["pgid"] == r["pid"]
+        assert r["rank_env"] == str(rank)
+        assert r["faulthandler"] is True
+
+
+def test_without_the_zygote_every_rank_is_its_own_interpreter(tmp_path):
+    data, ranks = _run(tmp_path, env={"ENVCHECK_ZYGOTE": "0"})
+    assert [s["forked"] for s in _starts(data)] == [False, False]
+    assert all(r["sid"] == r["pid"] for r in ranks.values())
+
+
+def test_a_python_wrapper_script_runs_once_per_rank(tmp_path):
+    """A wrapper may do something per rank (here: note its RANK): it is not forked."""
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    wrapper = tmp_path / "python"
+    wrapper.write_text('#!/bin/sh\n[ -n "$RANK" ] && touch "%s/rank-$RANK"\nexec "%s" "$@"\n'
+                       % (seen, sys.executable))
+    wrapper.chmod(0o755)
+    data, _ = _run(tmp_path, "--python", str(wrapper))
+    assert sorted(os.listdir(seen)) == ["rank-0", "rank-1"]
+    assert [s["forked"] for s in _starts(data)] == [False, False]
+
+
+def test_a_zygote_killed_while_importing_torch_leaves_the_ranks_to_start_alone(tmp_path):
+    """SIGKILL of the zygote before it forked: the attempt starts each rank the usual way
+    and the run completes, with nothing left behind."""
+    import signal
+    import subprocess
+    import time
+    import uuid
+
+    from conftest import ROOT, leftovers
+
+    probes = tmp_path / "whoami.py"
+    probes.write_text(PROBES)
+    report = tmp_path / "r.json"
+    marker = uuid.uuid4().hex
+    proc = subprocess.Popen([sys.executable, "-m", "envcheck", "run", "--probe-path",
+                             str(probes), "-p", "whoami", "--json", str(report), "-q"],
+                            cwd=ROOT, env=dict(os.environ, ENVCHECK_TEST_MARKER=marker),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    killed = None
+    deadline = time.monotonic() + 60
+    while killed is None and time.monotonic() < deadline and proc.poll() is None:
+        for pid in leftovers(marker):
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    if b"envcheck.worker.zygote" in f.read():
+                        os.kill(pid, signal.SIGKILL)
+                        killed = pid
+            except OSError:
+                continue
+        time.sleep(0.01)
+    out, err = proc.communicate(timeout=300)
+    assert killed, "never saw the zygote"
+    assert proc.returncode == 0, out + err
+    data = load_report(report)
+    assert [s["forked"] for s in _starts(data)] == [False, False]
+    assert checks_by_id(data)["whoami.where"]["outcome"] == "passed"
+    assert leftovers(marker) == []
