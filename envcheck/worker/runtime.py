@@ -18,7 +18,7 @@ import sys
 import time
 import traceback
 
-from .context import Context
+from .context import Context, is_stop
 from ..core import lifetime
 from ..core.host import host_name
 from ..core.outcomes import RankExit
@@ -156,8 +156,11 @@ def run_probes(ctx, entries):
         p0 = time.monotonic()
         try:
             load_probe(entry)(ctx)
-        except Exception as exc:
-            # Outside any ctx.check(): the probe itself broke (or its file did not load).
+        except BaseException as exc:
+            if is_stop(exc):
+                raise
+            # Outside any ctx.check(): the probe itself broke (or its file did not load);
+            # a BaseException subclass from torch (CheckpointException) too.
             ctx._records.write("check", probe=entry["name"], check="run", outcome="failed",
                                seconds=round(time.monotonic() - p0, 6),
                                detail="%s: %s" % (type(exc).__name__, str(exc)[:200]),
