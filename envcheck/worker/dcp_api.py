@@ -95,11 +95,15 @@ class _Call:
 
 
 class Dcp:
-    def __init__(self, torch):
+    def __init__(self, torch, module=None, prefix="dcp"):
+        """``module``: the DCP module to drive (tests hand in one shaped like an older
+        torch's); by default the installed torch's."""
         self.version = torch.__version__
+        if module is not None:
+            self._setup(module, prefix)
+            return
         import importlib
 
-        prefix = "dcp"
         try:
             dcp = importlib.import_module("torch.distributed.checkpoint")
         except Exception as exc:
@@ -117,6 +121,9 @@ class Dcp:
                     "(%s: %s)" % (self.version, type(exc).__name__, exc,
                                   type(old).__name__, str(old)[:160])
                     + ("; %s" % hint if hint else ""))
+        self._setup(dcp, prefix)
+
+    def _setup(self, dcp, prefix):
         self.dcp = dcp
         self._save = _Call(dcp, prefix, "save", "save_state_dict", "FileSystemWriter",
                            "storage_writer")
