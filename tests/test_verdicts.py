@@ -99,7 +99,8 @@ def test_apply_uses_the_environment_build_and_sets_the_entry():
     assert "keep it out of objects" in c.advice
     assert report.matrix["target"] == {"torch": "2.1.2", "variant": "cu121",
                                        "python": "3.11.7", "platform": "linux",
-                                       "backend": "gloo", "model": False}
+                                       "backend": "gloo", "model": False,
+                                       "numpy": None}
     assert any(f["name"] == "releases.toml" for f in report.matrix["files"])
 
 

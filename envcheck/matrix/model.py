@@ -65,6 +65,13 @@ class Release:
     released: str = ""
     unconfirmed: Tuple[str, ...] = ()
     note: str = ""
+    # The Pythons the release supports, where narrower than its wheel tags (1.13.1 has
+    # cp311 wheels, but PyTorch's compatibility matrix says 3.7-3.10).
+    python_supported: Tuple[str, ...] = ()
+
+    @property
+    def supported_pythons(self):
+        return self.python_supported or tuple(p for p in self.python if not p.endswith("t"))
 
     def variant(self, name):
         return next((v for v in self.variants if v.name == name), None)
@@ -107,6 +114,7 @@ class Target:
     platform: Optional[str] = None  # "linux"
     backend: Optional[str] = None  # "gloo" / "nccl": what the ranks ran on
     model: Optional[bool] = None  # whether the run used the user's --model
+    numpy: Optional[str] = None  # the numpy the ranks import, "1.26.4"; None: none
 
     @property
     def cuda(self):
@@ -124,7 +132,7 @@ class Target:
         except ValueError:
             return None
         return cls(version, variant, env.get("python"), platform_of(env.get("os")), backend,
-                   model)
+                   model, env.get("numpy"))
 
 
 def cuda_of(variant):
@@ -164,6 +172,11 @@ class Expectation:
     backend: Optional[Tuple[str, ...]] = None
     model: Optional[bool] = None  # true: only with --model; false: only the built-in model
     note: str = ""
+    numpy: Optional[SpecifierSet] = None  # over the numpy the ranks import; none never matches
+    # A combination torch does not support (this torch on this Python or NumPy): a match
+    # is verdict ``unsupported``. Such an entry overlays the others for the same checks
+    # (it may contradict them: it names a narrower environment) and is tried first.
+    unsupported: bool = False
 
     @property
     def expects_pass(self):
@@ -205,12 +218,21 @@ class Expectation:
     def matches_model(self, model):
         return self.model is None or bool(model) == self.model
 
+    def matches_numpy(self, numpy):
+        if self.numpy is None:
+            return True
+        try:
+            return bool(numpy) and self.numpy.contains(numpy, prereleases=True)
+        except ValueError:  # an unparseable version string: no match
+            return False
+
     def applies(self, target):
         return (self.matches_torch(target.torch) and self.matches_build(target.variant)
                 and self.matches_python(target.python)
                 and self.matches_platform(target.platform)
                 and self.matches_backend(target.backend)
-                and self.matches_model(target.model))
+                and self.matches_model(target.model)
+                and self.matches_numpy(getattr(target, "numpy", None)))
 
     def matches_message(self, text):
         return self.message is None or bool(self.message.search(text or ""))
@@ -230,6 +252,10 @@ class Expectation:
             out["backend"] = list(self.backend)
         if self.model is not None:
             out["model"] = self.model
+        if self.numpy is not None:
+            out["numpy"] = str(self.numpy)
+        if self.unsupported:
+            out["unsupported"] = True
         return out
 
     def to_dict(self):
@@ -268,8 +294,11 @@ class Matrix:
         return sorted((p for r in self.releases for p in r.patches), key=Version)
 
     def applicable(self, check_id, target):
-        return [e for e in self.expectations
-                if check_id in e.checks and target is not None and e.applies(target)]
+        """The entries for this check that apply to ``target``, ``unsupported`` ones
+        first (they name a narrower environment, and win)."""
+        found = [e for e in self.expectations
+                 if check_id in e.checks and target is not None and e.applies(target)]
+        return sorted(found, key=lambda e: not e.unsupported)
 
     def known_issues(self, target):
         """Expectations of a bad outcome that apply to this build, in file order."""

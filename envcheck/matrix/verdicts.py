@@ -14,6 +14,11 @@ verdict. An expected failure
 must match the *same* bad outcome (a hang where a clean failure was expected is
 unexpected) and, when the entry has one, its message pattern — a different error than
 the one the matrix knows about is a real failure, as in pytest's ``raises=``.
+
+An entry marked ``unsupported`` (this torch on this Python or NumPy: a combination torch
+does not support) turns a matching failure into verdict ``unsupported``, whose advice
+names the Pythons the release supports (``releases.toml``). It fails the run like
+``unexpected``: the fix is the environment, not user code.
 """
 
 from .model import Target
@@ -41,9 +46,9 @@ def judge(check, applicable):
             return Verdict.OK, passing
         return Verdict.FIXED, applicable[0]
     text = error_text(check)
-    for e in applicable:
+    for e in applicable:  # unsupported combinations first (Matrix.applicable's order)
         if outcome.value in e.outcome and e.matches_message(text):
-            return Verdict.KNOWN, e
+            return (Verdict.UNSUPPORTED if e.unsupported else Verdict.KNOWN), e
     failing = next((e for e in applicable if e.expects_failure), applicable[0])
     return Verdict.UNEXPECTED, failing
 
@@ -52,6 +57,18 @@ def _fixed_advice(e):
     return ("the matrix expects %s here (%s entry %d) but it passed: the matrix may be "
             "stale for this build, or this environment differs; if it keeps passing, "
             "narrow that entry's range" % ("/".join(e.outcome), e.where.file, e.where.index))
+
+
+def unsupported_advice(entry, matrix, target):
+    """The entry's advice, then which Pythons this torch supports (from the release's
+    facts) when the entry is about the Python."""
+    advice = entry.advice or ""
+    release = matrix.release(target.torch) if target is not None else None
+    if entry.python is not None and release is not None:
+        advice += "%storch %s supports Python %s%s" % (
+            "; " if advice else "", release.series, ", ".join(release.supported_pythons),
+            " (this is %s)" % target.python if target.python else "")
+    return advice or None
 
 
 def apply(report, matrix):
@@ -64,7 +81,10 @@ def apply(report, matrix):
         verdict, entry = judge(check, applicable)
         check.verdict = verdict.value if verdict else None
         check.expectation = entry.to_dict() if entry else None
-        if verdict == Verdict.KNOWN and entry.advice and not check.advice:
+        if verdict == Verdict.UNSUPPORTED:
+            # The probe's advice is about the failure; the fix is the environment.
+            check.advice = unsupported_advice(entry, matrix, target)
+        elif verdict == Verdict.KNOWN and entry.advice and not check.advice:
             # The probe's own advice names what it saw (the classes to allowlist...);
             # the matrix's is the general fix, for probes that give none.
             check.advice = entry.advice
@@ -78,5 +98,6 @@ def apply(report, matrix):
     report.matrix = matrix.describe()
     report.matrix["target"] = None if target is None else {
         "torch": str(target.torch), "variant": target.variant, "python": target.python,
-        "platform": target.platform, "backend": target.backend, "model": target.model}
+        "platform": target.platform, "backend": target.backend, "model": target.model,
+        "numpy": target.numpy}
     return report

@@ -10,7 +10,8 @@ from . import header
 
 # The verdict as every renderer writes it: the JSON word, upper case where it fails the run.
 VERDICT_LABEL = {"ok": "ok", "new": "new", "known": "known issue", "fixed": "fixed?",
-                 "unexpected": "UNEXPECTED", "failure": "FAILURE"}
+                 "unexpected": "UNEXPECTED", "failure": "FAILURE",
+                 "unsupported": "UNSUPPORTED"}
 
 
 def _fmt_seconds(s):
@@ -68,8 +69,8 @@ def verdict_summary(report, strict=False):
     for c in report.checks:
         if c.verdict:
             counts[c.verdict] = counts.get(c.verdict, 0) + 1
-    bad = ["%d %s" % (counts[v], VERDICT_LABEL[v]) for v in ("unexpected", "failure")
-           if counts.get(v)]
+    bad = ["%d %s" % (counts[v], VERDICT_LABEL[v])
+           for v in ("unexpected", "failure", "unsupported") if counts.get(v)]
     parts = bad or ["nothing unexpected"]
     known = counts.get("known", 0)
     if known:
