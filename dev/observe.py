@@ -228,15 +228,22 @@ def observe_release(args, matrix):
     os.makedirs(args.reports, exist_ok=True)
     results = []
     try:
-        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        subprocess.run([args.venv_python or sys.executable, "-m", "venv", venv], check=True)
+        py_label = ""
+        if args.venv_python:
+            py_label = "py" + subprocess.run(
+                [args.venv_python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                capture_output=True, text=True, check=True).stdout.strip()
         python = os.path.join(venv, "bin", "python")
-        for n, (np_label, np_req) in enumerate(numpy_sets(release)):
+        sets = [x for x in numpy_sets(release)
+                if args.numpy == "both" or (x[0] == "numpy1") == (args.numpy == "1")]
+        for n, (np_label, np_req) in enumerate(sets):
             if n == 0:
                 _pip(venv, args.torch_spec or "torch==%s" % release, np_req)
             else:
                 _pip(venv, np_req)
             for label, nproc, model, probes in VARIANTS:
-                name = "-".join(x for x in (np_label, label) if x) or None
+                name = "-".join(x for x in (py_label, np_label, label) if x) or None
                 extra = ["-n", str(nproc)] + (["--model", MODEL_SPEC] if model else [])
                 print("\n=== torch %s, %s, variant %s ===" % (release, np_req, name or "default"),
                       flush=True)
@@ -293,6 +300,10 @@ def main(argv=None):
                     or tempfile.gettempdir(), help="with --release: where the venv goes "
                     "(deleted after) [default: $ENVCHECK_OBSERVE_VENVS or the temp dir]")
     ap.add_argument("--keep-venv", action="store_true", help="with --release: keep it")
+    ap.add_argument("--venv-python", help="with --release: build the venv with this Python "
+                                          "(its evidence is labelled pyX.Y) [default: this one]")
+    ap.add_argument("--numpy", choices=("both", "2", "1"), default="both",
+                    help="with --release of a torch < 2.3: which numpy majors [default: both]")
     ap.add_argument("--reports", help="with --release: keep the full reports here "
                                       "[default: VENV_DIR/envcheck-reports]")
     ap.add_argument("--table", action="store_true",

@@ -258,6 +258,17 @@ class Expectation:
             out["unsupported"] = True
         return out
 
+    def observed_series(self):
+        """The release series ('2.4') of the runs this entry cites, oldest first."""
+        return sorted({versions.series(o.torch) for o in self.observed}, key=Version)
+
+    def gaps(self, releases):
+        """The release series in this entry's range that none of its runs observed: where
+        the range is an assumption, not evidence (said as such by ``envcheck matrix``)."""
+        seen = set(self.observed_series())
+        return tuple(r.series for r in releases
+                     if r.series not in seen and any(self.matches_torch(p) for p in r.patches))
+
     def to_dict(self):
         d = {"file": self.where.file, "entry": self.where.index, "line": self.where.line,
              "checks": list(self.checks), "outcome": list(self.outcome),
@@ -299,6 +310,42 @@ class Matrix:
         found = [e for e in self.expectations
                  if check_id in e.checks and target is not None and e.applies(target)]
         return sorted(found, key=lambda e: not e.unsupported)
+
+    def between(self, check_id, target):
+        """(entry, lower series, upper series) when no entry's range covers ``target`` but
+        the nearest observed releases below and above it agree: both judged by entries
+        for this check, in this environment, with the same outcome and message. A
+        behaviour identical on both neighbours is judged as on them; None otherwise
+        (then there is no data to judge by)."""
+        if target is None:
+            return None
+        here = Version(versions.series(target.torch))
+        points = []  # (series, entry): every run an applicable-but-for-torch entry cites
+        for e in self.expectations:
+            if check_id not in e.checks:
+                continue
+            shifted = [dataclasses.replace(target, torch=Version(s)) for s in
+                       e.observed_series()]
+            for t in shifted:
+                if e.applies(t):
+                    points.append((t.torch, e))
+        below = [p for p in points if p[0] < here]
+        above = [p for p in points if p[0] > here]
+        if not below or not above or any(p[0] == here for p in points):
+            return None
+        lo = max(p[0] for p in below)
+        hi = min(p[0] for p in above)
+        lows = {e for v, e in below if v == lo}
+        highs = {e for v, e in above if v == hi}
+
+        def behaviour(e):
+            return (e.outcome, e.message.pattern if e.message else None)
+
+        kinds = {behaviour(e) for e in lows | highs}
+        if len(kinds) != 1:
+            return None
+        entry = min(lows, key=lambda e: (e.where.file, e.where.index))
+        return entry, "%d.%d" % lo.release[:2], "%d.%d" % hi.release[:2]
 
     def known_issues(self, target):
         """Expectations of a bad outcome that apply to this build, in file order."""

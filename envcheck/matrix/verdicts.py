@@ -15,6 +15,11 @@ must match the *same* bad outcome (a hang where a clean failure was expected is
 unexpected) and, when the entry has one, its message pattern — a different error than
 the one the matrix knows about is a real failure, as in pytest's ``raises=``.
 
+A release no entry's range covers, between two observed releases on which the check
+behaved the same (same outcome and message pattern, in this environment), is judged as
+on them: its expectation says ``between = [lower, upper]``. Without such neighbours it
+has no data (``new`` / ``failure``).
+
 An entry marked ``unsupported`` (this torch on this Python or NumPy: a combination torch
 does not support) turns a matching failure into verdict ``unsupported``, whose advice
 names the Pythons the release supports (``releases.toml``). It fails the run like
@@ -78,9 +83,16 @@ def apply(report, matrix):
     target = Target.from_environment(report.environment, backend, model)
     for check in report.checks:
         applicable = matrix.applicable(check.id, target)
+        between = None if applicable else matrix.between(check.id, target)
+        if between:
+            # No range covers this release, but both observed neighbours agree: judged
+            # as on them, and the report says so (not "no data", not a guess either).
+            applicable = [between[0]]
         verdict, entry = judge(check, applicable)
         check.verdict = verdict.value if verdict else None
         check.expectation = entry.to_dict() if entry else None
+        if between and entry is not None:
+            check.expectation["between"] = [between[1], between[2]]
         if verdict == Verdict.UNSUPPORTED:
             # The probe's advice is about the failure; the fix is the environment.
             check.advice = unsupported_advice(entry, matrix, target)

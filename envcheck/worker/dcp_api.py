@@ -16,6 +16,12 @@ class DcpMissing(Exception):
     """This torch lacks the DCP feature; the message names what is missing."""
 
 
+class DcpBroken(Exception):
+    """DCP is there but does not import on this Python (torch 1.13's
+    torch.distributed._shard.checkpoint on Python 3.11: a dataclass with a mutable
+    default). A failure to report, unlike DcpMissing: the user's DCP code breaks too."""
+
+
 class DcpFailed(Exception):
     """A DCP call failed on some rank. torch raises ``CheckpointException``, a
     ``BaseException`` whose message names only the ranks ("CheckpointException
@@ -112,6 +118,13 @@ class Dcp:
                 dcp = importlib.import_module("torch.distributed._shard.checkpoint")
                 prefix = "torch.distributed._shard.checkpoint"
             except Exception as old:
+                if not isinstance(old, ImportError) or \
+                        getattr(old, "name", None) not in (None, "torch.distributed._shard",
+                                                           "torch.distributed._shard.checkpoint"):
+                    raise DcpBroken(
+                        "torch %s's DCP (torch.distributed._shard.checkpoint) exists but "
+                        "does not import: %s: %s" % (self.version, type(old).__name__,
+                                                    str(old).strip().splitlines()[0][:200]))
                 from .diagnose import advice_for
 
                 hint = advice_for(old)
