@@ -2,7 +2,7 @@
 
 Only one torch is installed here, so the older shapes are fake ``dcp`` modules whose
 functions have the signatures of those releases (read from the installed wheels of
-torch 2.0.1 and 2.2.2): the adapter must pick each call by what the function accepts,
+torch 2.0.1 and 2.2.2 from PyPI): the adapter must pick each call by what the function accepts,
 not by which names exist (2.2 has ``dcp.save`` without ``checkpoint_id``; picking the
 2.3+ call there failed every DCP check with "save() got an unexpected keyword argument
 'checkpoint_id'"). The real torch's module is checked too.
@@ -31,16 +31,18 @@ def load_state_dict(state_dict, storage_reader, process_group=None, coordinator_
         planner=planner)))
 '''
 
-# 2.2: dcp.save/dcp.load arrive, keyword-only, with a storage writer/reader and no
-# checkpoint_id; the legacy names stay (deprecated).
+# 2.2: dcp.save/dcp.load arrive with the storage writer/reader (positional or keyword),
+# the rest keyword-only, and no checkpoint_id; the legacy names stay (deprecated).
 SHAPE_2_2 = SHAPE_2_0 + '''
-def save(state_dict, *, storage_writer, planner=None, process_group=None):
+def save(state_dict, storage_writer, *, process_group=None, coordinator_rank=0,
+         no_dist=False, planner=None):
     calls.append(("save", (state_dict,), dict(storage_writer=storage_writer,
-                                              planner=planner, process_group=process_group)))
+                                              process_group=process_group, no_dist=no_dist)))
 
-def load(state_dict, *, storage_reader, planner=None, process_group=None):
+def load(state_dict, storage_reader, *, process_group=None, coordinator_rank=0,
+         no_dist=False, planner=None):
     calls.append(("load", (state_dict,), dict(storage_reader=storage_reader,
-                                              planner=planner, process_group=process_group)))
+                                              process_group=process_group, no_dist=no_dist)))
 '''
 
 # 2.13 (this venv's torch): checkpoint_id, no_dist on load, async_save.
@@ -116,15 +118,17 @@ def test_torch_2_2_save_has_no_checkpoint_id_so_the_writer_goes_by_keyword():
     adapter.save(STATE, "/ckpt")
     adapter.load(STATE, "/ckpt")
     assert dcp.calls == [
-        ("save", (STATE,), dict(storage_writer=FileSystemWriter("/ckpt"), planner=None,
-                                process_group=None)),
-        ("load", (STATE,), dict(storage_reader=FileSystemReader("/ckpt"), planner=None,
-                                process_group=None))]
+        ("save", (STATE,), dict(storage_writer=FileSystemWriter("/ckpt"), process_group=None,
+                                no_dist=False)),
+        ("load", (STATE,), dict(storage_reader=FileSystemReader("/ckpt"), process_group=None,
+                                no_dist=False))]
     assert adapter.api == ("dcp.save(storage_writer=FileSystemWriter)/"
                            "dcp.load(storage_reader=FileSystemReader)")
     assert not adapter.modern
-    # dcp.load has no no_dist in 2.2: the legacy load_state_dict has.
-    assert adapter.load_alone(STATE, "/ckpt") == "dcp.load_state_dict(no_dist=True)"
+    # 2.2's dcp.load takes no_dist itself.
+    assert adapter.load_alone(STATE, "/ckpt") == "dcp.load(no_dist=True)"
+    assert dcp.calls[-1] == ("load", (STATE,), dict(storage_reader=FileSystemReader("/ckpt"),
+                                                    process_group=None, no_dist=True))
 
 
 def test_torch_2_3_and_later_use_checkpoint_id():

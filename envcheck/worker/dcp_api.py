@@ -158,7 +158,7 @@ class Dcp:
             warnings.simplefilter("ignore")  # load_state_dict: deprecated for dcp.load
             if _accepts(self._load.fn, "no_dist"):
                 self._load(state, path, no_dist=True)
-                return "%s(no_dist=True)" % self._load.how.split(" + ")[0]
+                return "%s(no_dist=True)" % self._load.how.split("(")[0].split(" + ")[0]
             legacy = getattr(self.dcp, "load_state_dict", None)
             if _accepts(legacy, "no_dist") and self._load.io is not None:
                 legacy(state, self._load.io(path), no_dist=True)
