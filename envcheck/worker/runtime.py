@@ -119,7 +119,9 @@ def setup(plan, records, host, identity):
             torch.cuda.set_device(device)
         _init_process_group(dist, backend, rank, world_size,
                             datetime.timedelta(seconds=group_timeout))
-    except Exception as exc:
+    except BaseException as exc:
+        if is_stop(exc):
+            raise
         records.write("setup", outcome="failed", backend=backend,
                       seconds=round(time.monotonic() - t0, 6), error=_error(exc))
         return None
