@@ -279,19 +279,22 @@ def table(paths, matrix):
             rows.setdefault(c.id, {})[cols[-1]] = (
                 short if c.verdict in (None, "ok") else "%s/%s" % (short, c.verdict))
     width = max(len(k) for k in rows)
-    print("| %-*s | %s |" % (width, "check", " | ".join(cols)))
-    print("|%s|%s|" % ("-" * (width + 2), "|".join("-" * (len(c) + 2) for c in cols)))
+    widths = [max([len(c)] + [len(cells.get(c, "")) for cells in rows.values()])
+              for c in cols]
+    print("| %-*s | %s |" % (width, "check", " | ".join(
+        "%-*s" % (w, c) for w, c in zip(widths, cols))))
+    print("|%s|%s|" % ("-" * (width + 2), "|".join("-" * (w + 2) for w in widths)))
     for check, cells in rows.items():
         print("| %-*s | %s |" % (width, check, " | ".join(
-            "%-*s" % (len(c), cells.get(c, "")) for c in cols)))
+            "%-*s" % (w, cells.get(c, "")) for w, c in zip(widths, cols))))
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("python", nargs="?", help="interpreter of the torch venv to observe")
     ap.add_argument("--probe", action="append", default=[], help="only this probe (repeatable)")
-    ap.add_argument("--from-json", action="append", default=[],
-                    help="diff this saved report instead of running (repeatable)")
+    ap.add_argument("--from-json", action="extend", nargs="+", default=[], metavar="REPORT",
+                    help="diff these saved reports instead of running")
     ap.add_argument("--release", help="observe this PyPI release in a throw-away venv, "
                                       "every variant (see above)")
     ap.add_argument("--torch-spec", help="with --release: the pip requirement for torch "
