@@ -334,10 +334,16 @@ def main(argv=None):
     paths = args.from_json or [run_envcheck(args.python, args.probe, args.extra)]
     if not args.from_json:
         print("full report: %s (diff it again with --from-json)" % paths[0])
-    looks = 0
+    looks = []
     for path in paths:
-        looks += diff(path, matrix, args.evidence_dir if args.save else None, args.label)
-    return 1 if looks else 0
+        looks.append(diff(path, matrix, args.evidence_dir if args.save else None,
+                          args.label))
+    if len(paths) > 1:
+        print("\n%d reports:" % len(paths))
+        for path, look in zip(paths, looks):
+            print("  %-50s %s" % (os.path.basename(path), "%d line(s) need a look" % look
+                                  if look else "observation and matrix agree"))
+    return 1 if any(looks) else 0
 
 
 if __name__ == "__main__":
