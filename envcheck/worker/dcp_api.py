@@ -4,8 +4,8 @@ DCP appeared in torch 2.0 with ``save_state_dict``/``load_state_dict`` and a
 FileSystemWriter/Reader; ``dcp.save``/``dcp.load`` came in 2.2 taking a storage
 writer/reader, ``checkpoint_id`` in 2.3, then ``async_save`` and ``format_utils``. The
 adapter picks each call by the installed function's signature, never by which names
-exist (2.2 has ``dcp.save`` without ``checkpoint_id``). Probes call this adapter and report which
-spelling ran, so a report says what the user's own code can use on that torch.
+exist (2.2 has ``dcp.save`` without ``checkpoint_id``). Probes call this adapter and
+report which spelling ran, so a report says what the user's own code can use there.
 """
 
 import inspect
