@@ -71,6 +71,29 @@ def verdict_of(entry, ev, overlaid=()):
     return "agree" if ran else None
 
 
+def judged_elsewhere(entry, target, ev, matrix):
+    """The entry's checks that the matrix judges on this run by another entry that
+    agrees with it (an unsupported combination overlaying the general entry, or one
+    unsupported entry of two that apply): not this entry's to cite or dispute."""
+    from envcheck.matrix import verdicts
+    from envcheck.report.model import CheckResult
+
+    out = set()
+    for check in entry.checks:
+        o = (ev.get("checks") or {}).get(check)
+        if not o or o["outcome"] == "skipped":
+            continue
+        probe, _, name = check.partition(".")
+        result = CheckResult(probe, name, o["outcome"], detail=o.get("detail") or "",
+                             error={"type": o.get("error_type"), "message": o.get("message")}
+                             if o.get("error_type") or o.get("message") else None)
+        verdict, used = verdicts.judge(result, matrix.applicable(check, target))
+        if used is not None and used is not entry and verdict is not None and \
+                verdict.value in ("ok", "known", "unsupported"):
+            out.add(check)
+    return out
+
+
 def citations(entry, runs, matrix):
     """(observed lines, disagreements) for one entry."""
     cited, problems = {}, []
@@ -78,12 +101,10 @@ def citations(entry, runs, matrix):
     for name, target, ev, run in runs:
         if not entry.applies(target):
             continue
-        overlaid = set() if entry.unsupported else {
-            c for e in matrix.expectations if e.unsupported and e.applies(target)
-            for c in e.checks if c in entry.checks}
+        overlaid = judged_elsewhere(entry, target, ev, matrix)
         considered.append((bool(overlaid), name, target, ev, run, overlaid))
-    # A run where an unsupported combination judged some of the checks is cited last:
-    # torch 2.1 is best shown passing with numpy<2, not with NumPy 2.
+    # A run where another entry judged some of the checks is cited last: torch 2.1 is
+    # best shown passing with numpy<2, not with NumPy 2 (an unsupported combination).
     considered.sort(key=lambda x: x[0])
     for _, name, target, ev, run, overlaid in considered:
         series = versions.series(target.torch)
