@@ -354,3 +354,55 @@ def test_matrix_filter_errors():
     assert res.code == 2 and "knows releases 1.13" in res.stderr
     res = run_cli("matrix", "--check", "nope.nothing")
     assert res.code == 2 and "no expectation for it" in res.stderr
+
+
+def test_unsupported_needs_a_python_or_numpy_range_and_a_failure(tmp_path):
+    write(tmp_path, "compat2.toml", """\
+        [[expectation]]
+        check = "collectives.barrier"
+        torch = "<2.0"
+        unsupported = true
+        outcome = "failed"
+        advice = "x"
+        source = "x"
+
+        [[expectation]]
+        check = "collectives.barrier"
+        torch = "<2.0"
+        python = ">=3.11"
+        unsupported = true
+        outcome = "passed"
+        source = "x"
+
+        [[expectation]]
+        check = "collectives.barrier"
+        torch = "<2.0"
+        numpy = "not a range"
+        outcome = "failed"
+        advice = "x"
+        source = "x"
+    """)
+    with pytest.raises(matrix_load.MatrixError) as info:
+        matrix_load.load([str(tmp_path)])
+    text = "\n".join(info.value.errors)
+    assert "expectation #1: unsupported = true names a combination torch does not " \
+           "support: give the python or numpy range it is about" in text
+    assert "expectation #2: unsupported = true is for a failure (outcome is passed)" in text
+    assert "expectation #3: " in text and "'not a range' is not a version range" in text
+
+
+def test_matrix_says_which_releases_a_range_claims_without_a_run(tmp_path):
+    write(tmp_path, "expectations/team.toml", """\
+        [[expectation]]
+        check = "launch.slurm"
+        torch = ">=2.1,<2.7"
+        outcome = "passed"
+        observed = [
+          {torch = "2.1.2+cu121", envcheck = "0.1.0", date = "2026-11-23"},
+          {torch = "2.4.1+cu121", envcheck = "0.1.0", date = "2026-11-23"},
+        ]
+    """)
+    res = run_cli("matrix", "--check", "launch.slurm", "--matrix", str(tmp_path),
+                  env={"COLUMNS": "200"})
+    assert res.code == 0, res.stderr
+    assert "not observed: 2.2-2.3, 2.5-2.6" in res.stdout

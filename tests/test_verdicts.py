@@ -99,7 +99,8 @@ def test_apply_uses_the_environment_build_and_sets_the_entry():
     assert "keep it out of objects" in c.advice
     assert report.matrix["target"] == {"torch": "2.1.2", "variant": "cu121",
                                        "python": "3.11.7", "platform": "linux",
-                                       "backend": "gloo", "model": False}
+                                       "backend": "gloo", "model": False,
+                                       "numpy": None}
     assert any(f["name"] == "releases.toml" for f in report.matrix["files"])
 
 
@@ -115,11 +116,93 @@ def test_no_torch_means_no_expectation_applies():
     ("ok", False, ExitCode.OK), ("new", False, ExitCode.OK), ("fixed", False, ExitCode.OK),
     ("known", False, ExitCode.OK), ("known", True, ExitCode.FAILED),
     ("unexpected", False, ExitCode.FAILED), ("failure", False, ExitCode.FAILED),
+    ("unsupported", False, ExitCode.FAILED),
 ])
 def test_exit_code_from_verdicts(verdict, strict, code):
     c = CheckResult("p", "c", "passed" if verdict in ("ok", "new", "fixed") else "failed",
                     verdict=verdict)
     assert runner.exit_code(_report([c]), strict) == code
+
+
+DATACLASS_311 = ("torch 1.13.1+cu117's DCP (torch.distributed._shard.checkpoint) exists but "
+                 "does not import: ValueError: mutable default <class 'torch.distributed."
+                 "_shard.sharding_spec.api.ShardingSpec'> for field sharding_spec is not "
+                 "allowed: use default_factory")
+
+
+def _one(probe, check, outcome, message, error_type, **env):
+    c = CheckResult(probe, check, outcome, detail=message,
+                    error={"type": error_type, "message": message})
+    base = {"torch": "1.13.1+cu117", "cuda": "11.7", "python": "3.11.7",
+            "os": "Linux-6.1-x86_64"}
+    base.update(env)
+    report = Report("0.1.0", "2026-11-23T00:00:00+00:00", {}, base,
+                    [{"rank": 0, "host": "h", "backend": "gloo"}], [c], 1.0)
+    return verdicts.apply(report, matrix_load.load())
+
+
+def test_torch_1_13_dcp_on_python_3_11_is_unsupported_and_names_its_pythons():
+    report = _one("checkpoint", "dcp_save_load", "failed", DATACLASS_311,
+                  "envcheck.worker.dcp_api.DcpBroken")
+    c = report.checks[0]
+    assert c.verdict == "unsupported"
+    assert c.expectation["file"] == "expectations/compat.toml"
+    assert c.expectation["unsupported"] is True
+    assert c.advice.endswith("; torch 1.13 supports Python 3.7, 3.8, 3.9, 3.10 "
+                             "(this is 3.11.7)")
+    assert runner.exit_code(report, False) == ExitCode.FAILED
+    # The same failure on a Python that torch 1.13 supports is no such combination.
+    c = _one("checkpoint", "dcp_save_load", "failed", DATACLASS_311,
+             "envcheck.worker.dcp_api.DcpBroken", python="3.10.13").checks[0]
+    assert c.verdict == "failure" and c.expectation is None
+
+
+def test_torch_built_for_numpy_1_with_numpy_2_is_unsupported():
+    args = ("collectives", "all_gather_object", "failed", "Numpy is not available",
+            "RuntimeError")
+    c = _one(*args, torch="2.2.2", cuda="12.1", numpy="2.4.6").checks[0]
+    assert c.verdict == "unsupported"
+    assert c.advice.startswith("this torch was built against NumPy 1.x")
+    assert "supports Python" not in c.advice  # about the NumPy, not the Python
+    # numpy 1.x: the general entry (it must pass) judges, and this failure is unexpected.
+    c = _one(*args, torch="2.2.2", cuda="12.1", numpy="1.26.4").checks[0]
+    assert c.verdict == "unexpected"
+    assert c.expectation["file"] == "expectations/baseline.toml"
+    # torch 2.3 was built against NumPy 2: not an unsupported combination.
+    c = _one(*args, torch="2.3.1", cuda="12.1", numpy="2.4.6").checks[0]
+    assert c.verdict == "unexpected"
+
+
+def _between_matrix(high_message="Boom", high_outcome="failed"):
+    from envcheck.matrix.model import Matrix, Observation
+
+    def entry(torch, outcome, message, seen, index):
+        return Expectation(("p.c",), parse_specifier(torch), (outcome,),
+                           Where("t.toml", "t.toml", "expectation", index, index),
+                           re.compile(message) if message else None, advice="do this",
+                           observed=(Observation(seen, "0.1.0", "2026-11-23"),))
+
+    return Matrix((), (), (entry("<2.3", "failed", "Boom", "2.1.2", 1),
+                           entry(">=2.5", high_outcome, high_message, "2.6.0", 2)), ())
+
+
+@pytest.mark.parametrize("torch, high_message, high_outcome, verdict, between", [
+    ("2.4.1", "Boom", "failed", "known", ["2.1", "2.6"]),  # both neighbours agree
+    ("2.3.1", "Boom", "failed", "known", ["2.1", "2.6"]),
+    ("2.4.1", "Other", "failed", "failure", None),  # they fail differently: no data
+    ("2.4.1", None, "passed", "failure", None),  # they differ: no data
+    ("2.7.0", "Boom", "failed", "known", None),  # in a range: judged by it
+])
+def test_a_release_between_two_agreeing_observations_is_judged_as_them(
+        torch, high_message, high_outcome, verdict, between):
+    c = CheckResult("p", "c", "failed", detail="Boom", error={"type": "RuntimeError",
+                                                              "message": "Boom"})
+    report = Report("0.1.0", "2026-11-23T00:00:00+00:00", {},
+                    {"torch": torch, "python": "3.11.7", "os": "Linux-x"},
+                    [{"rank": 0, "host": "h", "backend": "gloo"}], [c], 1.0)
+    verdicts.apply(report, _between_matrix(high_message, high_outcome))
+    assert report.checks[0].verdict == verdict
+    assert (report.checks[0].expectation or {}).get("between") == between
 
 
 def test_target_of_a_nightly_with_local_tag():

@@ -38,10 +38,15 @@ class Verdict(str, enum.Enum):
     FIXED = "fixed"  # the matrix expects a failure, but it passed: stale matrix?
     UNEXPECTED = "unexpected"  # expected to pass (or to fail differently), but did not
     FAILURE = "failure"  # failed/hung/crashed and the matrix has no expectation
+    # failed as the matrix expects of this torch on this Python (or NumPy): a combination
+    # torch does not support. It fails the run, --strict or not: unlike a known issue,
+    # which user code can work around, the fix is the environment (another Python, or
+    # numpy<2), and envcheck's question is whether this environment works.
+    UNSUPPORTED = "unsupported"
 
     @property
     def is_bad(self):
-        return self in (Verdict.UNEXPECTED, Verdict.FAILURE)
+        return self in (Verdict.UNEXPECTED, Verdict.FAILURE, Verdict.UNSUPPORTED)
 
 
 class ExitCode(enum.IntEnum):

@@ -1,5 +1,6 @@
 """``envcheck matrix``: show (a filtered part of) the matrix, or just validate it."""
 
+import shutil
 import textwrap
 
 from tabulate import tabulate
@@ -46,10 +47,23 @@ def _releases(matrix, version, variant):
                  for v in r.variants if variant is None or v.name == variant]
         if variant is not None and not names:
             continue
-        rows.append((r.series, " ".join(r.patches), " ".join(r.python), " ".join(names),
-                     r.glibc))
-    return tabulate(rows, headers=["torch", "patches", "Python", "variants (*PyPI default,"
-                                   " ?UNCONFIRMED)", "glibc ≥"], disable_numparse=True)
+        # A wheel for a Python the release does not support (1.13's cp311): marked "!".
+        python = " ".join(p + ("!" if r.python_supported and p not in r.python_supported
+                               else "") for p in r.python)
+        rows.append((r.series, " ".join(r.patches), python, " ".join(names), r.glibc))
+    headers = ["torch", "patches", "Python (!wheel, unsupported)",
+               "variants (*PyPI default, ?UNCONFIRMED)", "glibc ≥"]
+    return _fit(rows, headers, [None, 14, 18, 20, None])
+
+
+def _fit(rows, headers, narrow):
+    """The table; where it is wider than the terminal, again with the columns of
+    ``narrow`` wrapped at those widths."""
+    table = tabulate(rows, headers=headers, disable_numparse=True)
+    if max(len(line) for line in table.splitlines()) <= shutil.get_terminal_size().columns:
+        return table
+    return tabulate(rows, headers=headers, disable_numparse=True, maxcolwidths=narrow,
+                    maxheadercolwidths=narrow)
 
 
 def _variant_detail(matrix, version, variant):
@@ -80,15 +94,28 @@ def _toolkits(matrix, variant):
             continue
         rows.append((t.version, t.compat_driver, (t.min_driver or "?") + _flag(t, "min_driver"),
                      " ".join(sorted(t.archs, key=sm_tuple)) + _flag(t, "archs")))
-    return tabulate(rows, headers=["CUDA", "driver ≥ (minor-version compat)",
-                                   "full-feature driver", "archs"], disable_numparse=True,
-                    maxcolwidths=[None, None, None, 60])
+    return _fit(rows, ["CUDA", "driver ≥ (minor-version compat)", "full-feature driver",
+                       "archs"], [None, 10, 15, 38])
 
 
 def _condition(key, value):
     if key == "model":
         return "with --model" if value else "built-in model"
+    if key == "unsupported":
+        return "UNSUPPORTED combination" if value else ""
     return "%s %s" % (key, value if isinstance(value, str) else "/".join(value))
+
+
+def _series_spans(gaps, matrix):
+    """'2.2, 2.5-2.9': consecutive release series of the matrix joined into spans."""
+    order = [r.series for r in matrix.releases]
+    spans = []
+    for s in gaps:
+        if spans and order.index(s) == order.index(spans[-1][-1]) + 1:
+            spans[-1].append(s)
+        else:
+            spans.append([s])
+    return ", ".join(sp[0] if len(sp) == 1 else "%s-%s" % (sp[0], sp[-1]) for sp in spans)
 
 
 def _expectations(matrix, version, variant, check):
@@ -108,14 +135,33 @@ def _expectations(matrix, version, variant, check):
             if e.observed else ""
         if e.source:
             evidence = (evidence + "; " if evidence else "") + "source"
+        gaps = e.gaps(matrix.releases)
+        if e.observed and gaps:
+            # The range claims these releases, but no run of this entry saw them.
+            evidence += "\nnot observed: %s" % _series_spans(gaps, matrix)
         rows.append(("\n".join(checks), torch + ("\n" + extra if extra else ""),
                      "/".join(e.outcome),
                      textwrap.shorten(e.message.pattern, 40, placeholder="…")
                      if e.message else "", evidence, "%s #%d" % (e.where.file, e.where.index)))
     if not rows:
         return "(no expectation matches)"
-    return tabulate(rows, headers=["check", "torch", "outcome", "message", "evidence",
-                                   "entry"], disable_numparse=True)
+    table = tabulate(rows, headers=["check", "torch", "outcome", "message", "evidence",
+                                    "entry"], disable_numparse=True)
+    width = shutil.get_terminal_size().columns
+    if max(len(line) for line in table.splitlines()) <= width:
+        return table
+    # Narrower than the table: one block per entry, every line wrapped to the width.
+    blocks = []
+    for checks, torch, outcome, message, evidence, entry in rows:
+        lines = [", ".join(checks.splitlines())]
+        lines.append("  torch %s: %s   (%s)" % (torch.replace("\n", ", "), outcome, entry))
+        if message:
+            lines.append("  message: %s" % message)
+        if evidence:
+            lines.append("  evidence: %s" % evidence.replace("\n", "; "))
+        blocks.append("\n".join(textwrap.fill(line, width - 1, subsequent_indent="    ")
+                                for line in lines))
+    return "\n".join(blocks)
 
 
 def run(torch=None, cuda=None, check=None, validate=False, matrix_dirs=(), probe_paths=()):

@@ -34,13 +34,13 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _HEADER = re.compile(r"^\s*\[\[\s*(%s)\s*\]\]" % "|".join(KINDS))
 
 RELEASE_KEYS = {"torch", "patches", "python", "default", "glibc", "variants", "source",
-                "manylinux", "released", "unconfirmed", "note"}
+                "manylinux", "released", "unconfirmed", "note", "python_supported"}
 VARIANT_KEYS = {"cuda", "archs", "ptx", "nccl", "cudnn", "glibc", "unconfirmed", "note",
                 "source"}
 CUDA_KEYS = {"version", "min_driver", "compat_driver", "archs", "source", "unconfirmed",
              "note"}
 EXPECTATION_KEYS = {"check", "torch", "cuda", "variants", "python", "platform", "backend",
-                    "model", "outcome",
+                    "model", "outcome", "numpy", "unsupported",
                     "message", "advice", "source", "observed", "note", "framework_advice"}
 OBSERVED_KEYS = {"torch", "envcheck", "date", "evidence"}
 
@@ -168,10 +168,14 @@ def _release(errors, where, e):
         errors.add(where, "torch must be a release series like \"2.4\", got %r" % (series,))
         return None
     lists = _str_lists(errors, where, "release %s" % series, e, "patches", "python",
-                       "unconfirmed")
+                       "unconfirmed", "python_supported")
     if lists is None:
         return None
-    patches, python, unconfirmed = lists
+    patches, python, unconfirmed, supported = lists
+    for py in supported:
+        if py not in python:
+            errors.add(where, "release %s: python_supported %s is not among its wheels' "
+                       "python (%s)" % (series, py, ", ".join(python)))
     if not patches:
         errors.add(where, "release %s: patches is empty" % series)
     for p in patches:
@@ -209,7 +213,7 @@ def _release(errors, where, e):
                    % series)
     return Release(series, patches, python, default, tuple(variants), glibc, e.get("source"),
                    where, e.get("manylinux", ""), e.get("released", ""), unconfirmed,
-                   e.get("note", ""))
+                   e.get("note", ""), supported)
 
 
 def _toolkit(errors, where, e):
@@ -316,6 +320,7 @@ def _expectation(errors, where, e, directory, probes):
     torch = _spec(errors, where, "torch", e.get("torch"))
     cuda = _spec(errors, where, "cuda", e.get("cuda"))
     python = _spec(errors, where, "python", e.get("python"))
+    numpy = _spec(errors, where, "numpy", e.get("numpy"))
     try:
         outcome = _str_list(e.get("outcome"))
     except ValueError:
@@ -349,6 +354,16 @@ def _expectation(errors, where, e, directory, probes):
         errors.add(where, "model must be true (only runs with --model) or false (only the "
                    "built-in model), got %r" % (model,))
         model = None
+    unsupported = e.get("unsupported", False)
+    if not isinstance(unsupported, bool):
+        errors.add(where, "unsupported must be true or false, got %r" % (unsupported,))
+        unsupported = False
+    if unsupported and not (e.get("python") or e.get("numpy")):
+        errors.add(where, "unsupported = true names a combination torch does not support: "
+                   "give the python or numpy range it is about")
+    if unsupported and not any(o in BAD_OUTCOMES for o in outcome):
+        errors.add(where, "unsupported = true is for a failure (outcome is %s)"
+                   % "/".join(outcome))
     message = None
     if e.get("message") is not None:
         if outcome == ("passed",):
@@ -368,7 +383,7 @@ def _expectation(errors, where, e, directory, probes):
         return None
     return Expectation(checks, torch, outcome, where, message, e.get("advice"),
                        e.get("source"), observed, cuda, variants, python, platform,
-                       backend, model, e.get("note", ""),
+                       backend, model, e.get("note", ""), numpy, unsupported,
                        framework_advice=_framework_advice(errors, where, e))
 
 
@@ -480,6 +495,14 @@ def _candidate_pythons(a, b, releases):
     return sorted(found, key=Version)
 
 
+def _candidate_numpys(a, b):
+    found = {"1.26.4", "2.0.0"}
+    for spec in (a.numpy, b.numpy):
+        for s in spec or ():
+            found.add(s.version.rstrip(".*"))
+    return [None] + sorted(found, key=Version)
+
+
 def _overlap(a, b, releases):
     """A torch build both expectations apply to, or None. The conditions are independent,
     so each is intersected on its own: torch on every version the matrix knows and every
@@ -494,7 +517,9 @@ def _overlap(a, b, releases):
     platforms = [p for p in PLATFORMS if a.matches_platform(p) and b.matches_platform(p)]
     backends = [x for x in BACKENDS if a.matches_backend(x) and b.matches_backend(x)]
     models = [m for m in (False, True) if a.matches_model(m) and b.matches_model(m)]
-    if not (torch and builds and pythons and platforms and backends and models):
+    # numpy: none, a 1.x and a 2.x, and what the two ranges name.
+    numpys = [n for n in _candidate_numpys(a, b) if a.matches_numpy(n) and b.matches_numpy(n)]
+    if not (torch and builds and pythons and platforms and backends and models and numpys):
         return None
     # Name a real build in the message when there is one: a variant of that release.
     for version in torch:
@@ -513,6 +538,9 @@ def contradictions(expectations, releases):
             shared = sorted(set(a.checks) & set(b.checks))
             if not shared or set(a.outcome) & set(b.outcome):
                 continue
+            if a.unsupported != b.unsupported:
+                continue  # an unsupported combination overlays the general entry
+
             target = _overlap(a, b, releases)
             if target is not None:
                 out.append("%s: contradicts %s for %s on torch %s+%s%s: one expects %s, the "

@@ -65,6 +65,13 @@ class Release:
     released: str = ""
     unconfirmed: Tuple[str, ...] = ()
     note: str = ""
+    # The Pythons the release supports, where narrower than its wheel tags (1.13.1 has
+    # cp311 wheels, but PyTorch's compatibility matrix says 3.7-3.10).
+    python_supported: Tuple[str, ...] = ()
+
+    @property
+    def supported_pythons(self):
+        return self.python_supported or tuple(p for p in self.python if not p.endswith("t"))
 
     def variant(self, name):
         return next((v for v in self.variants if v.name == name), None)
@@ -107,6 +114,7 @@ class Target:
     platform: Optional[str] = None  # "linux"
     backend: Optional[str] = None  # "gloo" / "nccl": what the ranks ran on
     model: Optional[bool] = None  # whether the run used the user's --model
+    numpy: Optional[str] = None  # the numpy the ranks import, "1.26.4"; None: none
 
     @property
     def cuda(self):
@@ -124,7 +132,7 @@ class Target:
         except ValueError:
             return None
         return cls(version, variant, env.get("python"), platform_of(env.get("os")), backend,
-                   model)
+                   model, env.get("numpy"))
 
 
 def cuda_of(variant):
@@ -164,6 +172,11 @@ class Expectation:
     backend: Optional[Tuple[str, ...]] = None
     model: Optional[bool] = None  # true: only with --model; false: only the built-in model
     note: str = ""
+    numpy: Optional[SpecifierSet] = None  # over the numpy the ranks import; none never matches
+    # A combination torch does not support (this torch on this Python or NumPy): a match
+    # is verdict ``unsupported``. Such an entry overlays the others for the same checks
+    # (it may contradict them: it names a narrower environment) and is tried first.
+    unsupported: bool = False
     # (("lightning", "DDPStrategy(timeout=...)"), ...): the advice in a framework's words
     framework_advice: Tuple[Tuple[str, str], ...] = ()
 
@@ -207,12 +220,21 @@ class Expectation:
     def matches_model(self, model):
         return self.model is None or bool(model) == self.model
 
+    def matches_numpy(self, numpy):
+        if self.numpy is None:
+            return True
+        try:
+            return bool(numpy) and self.numpy.contains(numpy, prereleases=True)
+        except ValueError:  # an unparseable version string: no match
+            return False
+
     def applies(self, target):
         return (self.matches_torch(target.torch) and self.matches_build(target.variant)
                 and self.matches_python(target.python)
                 and self.matches_platform(target.platform)
                 and self.matches_backend(target.backend)
-                and self.matches_model(target.model))
+                and self.matches_model(target.model)
+                and self.matches_numpy(getattr(target, "numpy", None)))
 
     def matches_message(self, text):
         return self.message is None or bool(self.message.search(text or ""))
@@ -232,7 +254,22 @@ class Expectation:
             out["backend"] = list(self.backend)
         if self.model is not None:
             out["model"] = self.model
+        if self.numpy is not None:
+            out["numpy"] = str(self.numpy)
+        if self.unsupported:
+            out["unsupported"] = True
         return out
+
+    def observed_series(self):
+        """The release series ('2.4') of the runs this entry cites, oldest first."""
+        return sorted({versions.series(o.torch) for o in self.observed}, key=Version)
+
+    def gaps(self, releases):
+        """The release series in this entry's range that none of its runs observed: where
+        the range is an assumption, not evidence (said as such by ``envcheck matrix``)."""
+        seen = set(self.observed_series())
+        return tuple(r.series for r in releases
+                     if r.series not in seen and any(self.matches_torch(p) for p in r.patches))
 
     def to_dict(self):
         d = {"file": self.where.file, "entry": self.where.index, "line": self.where.line,
@@ -274,8 +311,47 @@ class Matrix:
         return sorted((p for r in self.releases for p in r.patches), key=Version)
 
     def applicable(self, check_id, target):
-        return [e for e in self.expectations
-                if check_id in e.checks and target is not None and e.applies(target)]
+        """The entries for this check that apply to ``target``, ``unsupported`` ones
+        first (they name a narrower environment, and win)."""
+        found = [e for e in self.expectations
+                 if check_id in e.checks and target is not None and e.applies(target)]
+        return sorted(found, key=lambda e: not e.unsupported)
+
+    def between(self, check_id, target):
+        """(entry, lower series, upper series) when no entry's range covers ``target`` but
+        the nearest observed releases below and above it agree: both judged by entries
+        for this check, in this environment, with the same outcome and message. A
+        behaviour identical on both neighbours is judged as on them; None otherwise
+        (then there is no data to judge by)."""
+        if target is None:
+            return None
+        here = Version(versions.series(target.torch))
+        points = []  # (series, entry): every run an applicable-but-for-torch entry cites
+        for e in self.expectations:
+            if check_id not in e.checks:
+                continue
+            shifted = [dataclasses.replace(target, torch=Version(s)) for s in
+                       e.observed_series()]
+            for t in shifted:
+                if e.applies(t):
+                    points.append((t.torch, e))
+        below = [p for p in points if p[0] < here]
+        above = [p for p in points if p[0] > here]
+        if not below or not above or any(p[0] == here for p in points):
+            return None
+        lo = max(p[0] for p in below)
+        hi = min(p[0] for p in above)
+        lows = {e for v, e in below if v == lo}
+        highs = {e for v, e in above if v == hi}
+
+        def behaviour(e):
+            return (e.outcome, e.message.pattern if e.message else None)
+
+        kinds = {behaviour(e) for e in lows | highs}
+        if len(kinds) != 1:
+            return None
+        entry = min(lows, key=lambda e: (e.where.file, e.where.index))
+        return entry, "%d.%d" % lo.release[:2], "%d.%d" % hi.release[:2]
 
     def known_issues(self, target):
         """Expectations of a bad outcome that apply to this build, in file order."""

@@ -14,6 +14,16 @@ verdict. An expected failure
 must match the *same* bad outcome (a hang where a clean failure was expected is
 unexpected) and, when the entry has one, its message pattern — a different error than
 the one the matrix knows about is a real failure, as in pytest's ``raises=``.
+
+A release no entry's range covers, between two observed releases on which the check
+behaved the same (same outcome and message pattern, in this environment), is judged as
+on them: its expectation says ``between = [lower, upper]``. Without such neighbours it
+has no data (``new`` / ``failure``).
+
+An entry marked ``unsupported`` (this torch on this Python or NumPy: a combination torch
+does not support) turns a matching failure into verdict ``unsupported``, whose advice
+names the Pythons the release supports (``releases.toml``). It fails the run like
+``unexpected``: the fix is the environment, not user code.
 """
 
 from .model import Target
@@ -41,9 +51,9 @@ def judge(check, applicable):
             return Verdict.OK, passing
         return Verdict.FIXED, applicable[0]
     text = error_text(check)
-    for e in applicable:
+    for e in applicable:  # unsupported combinations first (Matrix.applicable's order)
         if outcome.value in e.outcome and e.matches_message(text):
-            return Verdict.KNOWN, e
+            return (Verdict.UNSUPPORTED if e.unsupported else Verdict.KNOWN), e
     failing = next((e for e in applicable if e.expects_failure), applicable[0])
     return Verdict.UNEXPECTED, failing
 
@@ -54,6 +64,18 @@ def _fixed_advice(e):
             "narrow that entry's range" % ("/".join(e.outcome), e.where.file, e.where.index))
 
 
+def unsupported_advice(entry, matrix, target):
+    """The entry's advice, then which Pythons this torch supports (from the release's
+    facts) when the entry is about the Python."""
+    advice = entry.advice or ""
+    release = matrix.release(target.torch) if target is not None else None
+    if entry.python is not None and release is not None:
+        advice += "%storch %s supports Python %s%s" % (
+            "; " if advice else "", release.series, ", ".join(release.supported_pythons),
+            " (this is %s)" % target.python if target.python else "")
+    return advice or None
+
+
 def apply(report, matrix):
     """Set every check's verdict and expectation, and ``report.matrix``; returns it."""
     backend = report.ranks[0].get("backend") if report.ranks else None
@@ -61,10 +83,20 @@ def apply(report, matrix):
     target = Target.from_environment(report.environment, backend, model)
     for check in report.checks:
         applicable = matrix.applicable(check.id, target)
+        between = None if applicable else matrix.between(check.id, target)
+        if between:
+            # No range covers this release, but both observed neighbours agree: judged
+            # as on them, and the report says so (not "no data", not a guess either).
+            applicable = [between[0]]
         verdict, entry = judge(check, applicable)
         check.verdict = verdict.value if verdict else None
         check.expectation = entry.to_dict() if entry else None
-        if verdict == Verdict.KNOWN and entry.advice and not check.advice:
+        if between and entry is not None:
+            check.expectation["between"] = [between[1], between[2]]
+        if verdict == Verdict.UNSUPPORTED:
+            # The probe's advice is about the failure; the fix is the environment.
+            check.advice = unsupported_advice(entry, matrix, target)
+        elif verdict == Verdict.KNOWN and entry.advice and not check.advice:
             # The probe's own advice names what it saw (the classes to allowlist...);
             # the matrix's is the general fix, for probes that give none.
             check.advice = entry.advice
@@ -78,5 +110,6 @@ def apply(report, matrix):
     report.matrix = matrix.describe()
     report.matrix["target"] = None if target is None else {
         "torch": str(target.torch), "variant": target.variant, "python": target.python,
-        "platform": target.platform, "backend": target.backend, "model": target.model}
+        "platform": target.platform, "backend": target.backend, "model": target.model,
+        "numpy": target.numpy}
     return report

@@ -43,6 +43,25 @@ def _read(path):
         raise UsageError("cannot read %s: %s" % (path, exc.strerror)) from None
 
 
+def _no_rank_hint():
+    """Why no rank may have started: the launcher itself failing first. A torch on a
+    Python it has wheels for but does not support is one known cause (releases.toml's
+    python_supported; torch 1.13's torchrun on Python 3.11 fails before any rank starts)."""
+    try:
+        from ..matrix import load as matrix_load
+
+        narrower = [r for r in matrix_load.load().releases if r.python_supported]
+    except UsageError:
+        narrower = []
+    hint = ("; if the launcher failed before starting any rank, its own output says why")
+    if narrower:
+        hint += (" (a torch on a Python it does not support fails there, e.g. %s: "
+                 "'envcheck matrix' lists the Pythons each release supports)"
+                 % "; ".join("torch %s supports Python %s only" % (
+                     r.series, ", ".join(r.python_supported)) for r in narrower))
+    return hint
+
+
 def load(path):
     """rank -> records, rank -> stacks text, and how many torn lines were skipped."""
     torn = 0
@@ -53,7 +72,8 @@ def load(path):
         if not files:
             hint = " (rank 0 wrote %s there)" % MERGED_RECORDS if os.path.exists(
                 os.path.join(path, MERGED_RECORDS)) else ""
-            raise UsageError("%s holds no records-rank*.jsonl%s" % (path, hint))
+            raise UsageError("%s holds no records-rank*.jsonl%s%s"
+                             % (path, hint, "" if hint else _no_rank_hint()))
         per_rank = {}
         for rank, p in files.items():
             per_rank[rank], bad = records_mod.parse(_read(p))
@@ -65,7 +85,7 @@ def load(path):
         for rec in records:
             per_rank.setdefault(rec["rank"], []).append(rec)
     else:
-        raise UsageError("%s: no such file or directory" % path)
+        raise UsageError("%s: no such file or directory%s" % (path, _no_rank_hint()))
     if not any(per_rank.values()):
         raise UsageError("%s holds no envcheck records" % path)
     stacks = {}

@@ -16,7 +16,10 @@ A probe is a function ``probe_NAME(ctx)``. Each thing it proves is a *check*::
 
 Whatever happens inside ``with ctx.check(...)`` becomes that check's outcome: an
 exception is ``failed`` (type, message, traceback, advice), ``c.skip(reason)`` is
-``skipped``. Every rank runs the same checks; the supervisor merges them, so a check
+``skipped``. "Exception" means any ``BaseException`` but the two that stop a process
+(``STOPS``): torch derives some errors from ``BaseException`` itself (DCP's
+``CheckpointException``, every release from 2.0 to 2.13 at least), and catching only
+``Exception`` let them kill the rank and take the probe's later checks with it. Every rank runs the same checks; the supervisor merges them, so a check
 passes only when it passed on every rank. Hangs and crashes inside a check are seen by
 the supervisor, not here.
 """
@@ -28,6 +31,16 @@ import time
 import traceback
 
 from .diagnose import advice_for
+
+
+# What stops a rank rather than fails a check: Ctrl-C / SIGTERM (the drivers turn those
+# into KeyboardInterrupt / SystemExit) and sys.exit(). Everything else a probe raises,
+# BaseException subclasses included, is a failed check.
+STOPS = (KeyboardInterrupt, SystemExit)
+
+
+def is_stop(exc):
+    return isinstance(exc, STOPS)
 
 
 class CheckSkipped(Exception):
@@ -85,7 +98,7 @@ class _CheckScope:
         elif isinstance(exc, CheckSkipped):
             fields["outcome"] = "skipped"
             fields["detail"] = str(exc)
-        elif isinstance(exc, Exception):
+        elif not is_stop(exc):
             fields["outcome"] = "failed"
             message = str(exc)
             fields["error"] = {

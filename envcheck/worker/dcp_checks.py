@@ -32,7 +32,9 @@ def object_collectives(ctx, dist):
     try:
         dist.all_gather_object(out, {"rank": ctx.rank})
         error = None
-    except Exception as exc:
+    except BaseException as exc:  # noqa: B036 - torch raises BaseException subclasses too
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
         error = exc
     flags = all_gather_ints(ctx, [0 if error else 1])
     return error, [r for r, (ok,) in enumerate(flags) if not ok]
@@ -255,7 +257,7 @@ def async_setup(ctx, dcp, skip, torch):
     """(skip reason, process group, note) shared by the two async_save checks."""
     import torch.distributed as dist
 
-    if not skip and not hasattr(dcp.dcp, "async_save"):
+    if not skip and not dcp.has_async_save:
         skip = "torch %s has no torch.distributed.checkpoint.async_save" % torch.__version__
     group, note = None, ""
     if not skip and ctx.backend != "gloo":

@@ -19,7 +19,7 @@ import threading
 import time
 import traceback
 
-from .context import Context
+from .context import Context, is_stop
 from ..core import lifetime
 from ..core.host import host_name
 from ..core.text import first_line
@@ -160,7 +160,9 @@ def setup(plan, records, host, identity):
             torch.cuda.set_device(device)
         _init_process_group(dist, backend, rank, world_size,
                             datetime.timedelta(seconds=group_timeout))
-    except Exception as exc:
+    except BaseException as exc:
+        if is_stop(exc):
+            raise
         records.write("setup", outcome="failed", backend=backend,
                       seconds=round(time.monotonic() - t0, 6), error=_error(exc))
         return None
@@ -206,8 +208,11 @@ def run_probes(ctx, entries):
                 # circular imports could meet a half-initialised module.
                 _preloading.join()
             probe(ctx)
-        except Exception as exc:
-            # Outside any ctx.check(): the probe itself broke (or its file did not load).
+        except BaseException as exc:
+            if is_stop(exc):
+                raise
+            # Outside any ctx.check(): the probe itself broke (or its file did not load);
+            # a BaseException subclass from torch (CheckpointException) too.
             ctx._records.write("check", probe=entry["name"], check="run", outcome="failed",
                                seconds=round(time.monotonic() - p0, 6),
                                detail=first_line("%s: %s" % (type(exc).__name__, exc)),

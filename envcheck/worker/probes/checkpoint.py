@@ -63,7 +63,7 @@ def probe_checkpoint(ctx):
 
     from .. import dcp_checks
     from ..ckpt_files import own_prefix, shared_dir
-    from ..dcp_api import Dcp, DcpMissing
+    from ..dcp_api import Dcp, DcpBroken, DcpMissing
 
     subject = _Subject(ctx, torch)
     with ctx.private_tmpdir(prefix=own_prefix()) as mine, shared_dir(ctx) as (shared, blind):
@@ -72,11 +72,15 @@ def probe_checkpoint(ctx):
         _weights_only(ctx, subject, mine, torch)
         _default_load(ctx, subject, mine, files, torch)
 
-        dcp_skip = None
+        dcp_skip = dcp_broken = None
         try:
             dcp = Dcp(torch)
         except DcpMissing as exc:
             dcp, dcp_skip = None, str(exc)
+        except DcpBroken as exc:
+            # It fails the first DCP check (the user's DCP code breaks the same way);
+            # the later ones are skipped as for a torch without DCP.
+            dcp, dcp_broken, dcp_skip = None, exc, str(exc)
         if not dcp_skip and blind:
             dcp_skip = ("rank(s) %s cannot see rank 0's directory %s: DCP needs a directory "
                         "every rank can reach; set ENVCHECK_CHECKPOINT_DIR to a shared "
@@ -85,6 +89,8 @@ def probe_checkpoint(ctx):
         gate = (None, []) if dcp_skip else dcp_checks.object_collectives(ctx, dist)
         saved = None
         with ctx.check("dcp_save_load") as c:
+            if dcp_broken is not None:
+                raise dcp_broken
             saved = dcp_checks.save_load(ctx, c, subject, dcp, dcp_skip, gate, shared, files,
                                          torch)
         saved = dcp_checks.agreed(ctx, saved)

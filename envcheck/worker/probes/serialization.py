@@ -197,7 +197,9 @@ def _fresh_load_state_dict(ctx, c, subject, torch):
     try:
         fresh = subject.build_fresh(1000 + ctx.rank)
         fresh.load_state_dict(ddp.module.state_dict())
-    except Exception as exc:
+    except BaseException as exc:  # the user's code may raise anything: the gather must run
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
         error = exc
     # Collective outside the failure path, so one failing rank cannot hang the others.
     digests = _gather_digest(ctx, fresh if error is None else None, torch)
