@@ -69,7 +69,7 @@ def test_the_hang_deadline_and_the_fresh_ranks_line_up(hung):
     assert abort["deadline"] >= first["timing"]["started"] + stuck["start_s"] + TIMEOUT
     assert second["timing"]["started"] > abort["deadline"]
     # Rank 1 sat in one probe past a quarter of its timeout: the next attempt's zygote
-    # began importing torch then, before the deadline, not after it.
-    assert stuck["start_s"] + first["timing"]["started"] < second["timing"]["prepared"] \
-        < abort["deadline"]
+    # began importing torch by then, before the deadline, not after it. (On a loaded
+    # machine a slow import of torch in the first attempt can start it even earlier.)
+    assert first["timing"]["started"] < second["timing"]["prepared"] < abort["deadline"]
     assert "prepared" not in first["timing"]

@@ -27,9 +27,9 @@ raised leaves once every other rank has said so, or after ``SETTLE_S`` (ranks in
 finish in milliseconds; a rank that says nothing is blocked). A released rank does not
 leave in turn, for the same reason. The subgroup's short timeout remains the backstop
 for a rank that is not released (a wait on a rank that did not raise, or a platform
-without /proc). The words stay those of DDP left alone ("waited until the 3 s timeout":
-what such a rank does without envcheck's release); ``data`` says how long it really
-waited and that a peer leaving released it.
+without /proc). The words say what such a rank does with DDP left alone ("blocked waiting for it (with
+no timeout, a hang)"), never a duration: ``data`` says how long it really waited and
+that a peer leaving released it.
 """
 
 import datetime
@@ -236,8 +236,10 @@ def _mismatch(ctx, c, group, build_local_model, what):
         return
     others = []
     if by_kind["waited"]:
-        others.append("rank(s) %s waited until the %g s timeout"
-                      % (_ranks(by_kind["waited"]), FAIL_FAST_S))
+        # Blocked in DDP's setup: released by envcheck (or, failing that, by the short
+        # timeout); never a claim about how long it waited (``data`` has the seconds).
+        others.append("rank(s) %s blocked waiting for it (with no timeout, a hang)"
+                      % _ranks(by_kind["waited"]))
     if by_kind["went_on"]:
         others.append("rank(s) %s went on with no error" % _ranks(by_kind["went_on"]))
     if not by_kind["raised"]:
