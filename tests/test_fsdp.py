@@ -187,8 +187,9 @@ def test_a_model_that_does_not_fit_another_world_size_fails_its_reshard(wide):
     grow = checks["fsdp.reshard_grow"]
     assert grow["outcome"] == "failed"
     assert grow["detail"] == (
-        "DCP failed on rank 0: ValueError: Size mismatch between saved torch.Size([4, 6]) "
-        "and current: torch.Size([8, 6]) for model.encoder.weight")
+        "dcp.load raised CheckpointException on 2 rank(s): ranks 0,1: ValueError: Size "
+        "mismatch between saved torch.Size([4, 6]) and current: torch.Size([8, 6]) for "
+        "model.encoder.weight")
     assert grow["advice"].startswith("the model built by 2 ranks has other shapes than the "
                                      "one saved by 1 rank: ")
     assert grow["ranks"]["1"]["data"] == {"saved_world_size": 1, "loaded_world_size": 2}

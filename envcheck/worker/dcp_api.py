@@ -32,11 +32,13 @@ def _failure(exc, how):
     failures = getattr(exc, "failures", None)
     if not isinstance(failures, dict) or not failures:
         return None
-    parts = []
+    by_error = {}  # one line per distinct error, naming every rank that raised it
     for rank, err in sorted(failures.items(), key=lambda kv: str(kv[0])):
         inner = err[0] if isinstance(err, tuple) and err else err  # (exc, stack summary)
         first = (str(inner).strip().splitlines() or [""])[0][:200]
-        parts.append("rank %s: %s: %s" % (rank, type(inner).__name__, first))
+        by_error.setdefault("%s: %s" % (type(inner).__name__, first), []).append(str(rank))
+    parts = ["rank%s %s: %s" % ("s" * (len(ranks) > 1), ",".join(ranks), error)
+             for error, ranks in by_error.items()]
     return DcpFailed("%s raised %s on %d rank(s): %s" % (
         how, type(exc).__name__, len(failures), "; ".join(parts)))
 

@@ -26,6 +26,8 @@ are skipped and say which.
 import json
 import os
 
+from ..dcp_api import DcpFailed
+
 CHECKS = ("model", "train_step", "save_load", "subgroup", "hsdp", "cpu_offload",
           "reshard_grow", "reshard_shrink")
 
@@ -557,14 +559,11 @@ def _maybe_alter(ctx, path, torch):
     dist.barrier()
 
 
-class DcpFailed(RuntimeError):
-    """A DCP save or load that failed, with the first rank's own error as its message."""
-
-
 def _dcp(fn, *args):
     """DCP raises CheckpointException, a BaseException (not an Exception), carrying each
-    rank's error: turned into one line naming the first failing rank's error, which a
-    check reports like any failure (and the rank lives on)."""
+    rank's error. The Dcp adapter already turns it into ``DcpFailed`` naming each rank's
+    error; this covers a call that did not go through it, so that a check reports it
+    like any failure (and the rank lives on)."""
     try:
         return fn(*args)
     except (KeyboardInterrupt, SystemExit):
