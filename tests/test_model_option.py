@@ -6,6 +6,7 @@ temporary directory; what the user's code does wrong must come back as a failed
 """
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -15,41 +16,10 @@ DDP_CHECKS = ("ddp_wrap", "deepcopy_ddp", "deepcopy_ddp_module", "fresh_load_sta
               "pickle_ddp")
 
 # The Open-Sora shape: attention layers keep the sequence-parallel group as an attribute.
-OPEN_SORA_LIKE = '''
-import torch
-import torch.distributed as dist
-
-
-class Attention(torch.nn.Module):
-    def __init__(self, dim, sp_group):
-        super().__init__()
-        self.qkv = torch.nn.Linear(dim, 3 * dim)
-        self.proj = torch.nn.Linear(dim, dim)
-        self.sp_group = sp_group
-
-    def forward(self, x):
-        q, k, v = self.qkv(x).chunk(3, dim=-1)
-        return self.proj(torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v)
-
-
-class TinySTDiT(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        sp_group = dist.new_group(ranks=list(range(dist.get_world_size())))
-        self.blocks = torch.nn.ModuleList(Attention(8, sp_group) for _ in range(2))
-
-    def forward(self, x):
-        for block in self.blocks:
-            x = x + block(x)
-        return x
-
-    def example_inputs(self):
-        return torch.ones(2, 3, 8)
-
-
-def build_model():
-    return TinySTDiT()
-'''
+# The same file dev/observe.py runs on every release, so the test and the matrix's
+# evidence use one model.
+OPEN_SORA_LIKE = (Path(__file__).resolve().parent.parent / "dev" / "models" / "mymodels"
+                  / "stdit.py").read_text(encoding="utf-8")
 
 GOOD = '''
 import torch

@@ -1,6 +1,6 @@
 """The Open-Sora shape (its STDiT keeps the sequence-parallel group on attention
 layers), small: the model dev/observe.py runs with --model mymodels.stdit:build_model.
-The same source as tests/test_model_option.py's OPEN_SORA_LIKE."""
+tests/test_model_option.py runs this very file."""
 import torch
 import torch.distributed as dist
 
