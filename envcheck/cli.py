@@ -118,6 +118,17 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=F
         raise UsageError("; ".join(failed))
 
 
+def _renderers(fmt, junit_path):
+    """Import what ``_emit`` will use for this format."""
+    import importlib
+
+    names = ["core.redact", "core.text", "core.atomic"]
+    names += {"table": ["report.table", "report.paint"], "markdown": ["report.markdown"]}.get(
+        fmt, [])
+    names += ["report.junit"] if junit_path else []
+    for name in names:
+        importlib.import_module("." + name, __package__)
+
 def _junit(report, strict):
     from .report.junit import render
 
@@ -186,6 +197,9 @@ def run(
     def load_matrix():
         # While the ranks import torch; a bad matrix still stops the run (exit 2).
         matrix.append(matrix_load.load(tuple(matrix_dir), tuple(probe_path)))
+        # And what will print the report (tens of milliseconds of imports): then, not
+        # after the ranks end.
+        _renderers(fmt, junit_path)
 
     def judge(checks, environment, backend):
         # The live view's lines judged as the report will be (the matrix is loaded while
@@ -196,7 +210,8 @@ def run(
 
     with Progress(enabled=not quiet, no_color=no_color, plan=plan, judge=judge,
                   strict=strict) as progress:
-        report = runner.execute(plan, on_event=progress, while_starting=load_matrix)
+        report = runner.execute(plan, on_event=progress, while_starting=load_matrix,
+                                head=_head)
     verdicts.apply(report, matrix[0] if matrix else matrix_load.load(
         tuple(matrix_dir), tuple(probe_path)))
     frameworks.advise(report)
@@ -447,8 +462,26 @@ def _fast_plain_options(command):
             p._runtime_param = _AsGiven
 
 
+# The run's head start (run/headstart.py): begun by ``entry`` before the options are
+# parsed, taken by ``run``'s first attempt, stopped by ``entry`` if nothing took it.
+_head = None
+
+
 def entry(argv=None):
     """Console-script entry: every error is one line, exit 2; never a traceback."""
+    global _head
+    from .run import headstart
+
+    _head = headstart.begin(sys.argv[1:] if argv is None else argv)
+    try:
+        _entry(argv)
+    finally:
+        if _head is not None:
+            _head.close()
+            _head = None
+
+
+def _entry(argv):
     command = typer.main.get_command(app)
     _fast_plain_options(command)
     try:

@@ -59,6 +59,37 @@ def test_forked_ranks_are_sessions_of_their_own_and_children_of_envcheck(tmp_pat
         assert r["faulthandler"] is True
 
 
+def test_the_first_zygote_starts_before_the_options_are_parsed(tmp_path):
+    """The head start: the first attempt's zygote began importing torch before the run was
+    planned, unless --python names the interpreter (known only once resolved)."""
+    data, _ = _run(tmp_path)
+    timing = data["attempts"][0]["timing"]
+    assert timing["prepared"] < timing["started"]
+    assert [s["forked"] for s in _starts(data)] == [True, True]
+    data, _ = _run(tmp_path, "--python", sys.executable)
+    timing = data["attempts"][0]["timing"]
+    assert "prepared" not in timing
+    assert [s["forked"] for s in _starts(data)] == [True, True]
+
+
+def test_a_head_start_not_taken_leaves_nothing_behind(tmp_path):
+    """Bad input found after the head start began: exit 2, one line, and neither its
+    zygote nor the run's directory outlives envcheck."""
+    import uuid
+
+    from conftest import leftovers
+
+    marker = uuid.uuid4().hex
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    result = run_cli("run", "--nproc", "0", env={"ENVCHECK_TEST_MARKER": marker,
+                                                  "TMPDIR": str(tmpdir)})
+    assert result.code == 2
+    assert result.stderr == "envcheck: error: --nproc 0: need at least 1 rank\n"
+    assert leftovers(marker) == []
+    assert os.listdir(tmpdir) == []
+
+
 def test_without_the_zygote_every_rank_is_its_own_interpreter(tmp_path):
     data, ranks = _run(tmp_path, env={"ENVCHECK_ZYGOTE": "0"})
     assert [s["forked"] for s in _starts(data)] == [False, False]

@@ -98,7 +98,7 @@ def make_plan(opts):
                 opts.master_port, startup, gpus=len(gpus))
 
 
-def execute(plan, on_event=None, while_starting=None):
+def execute(plan, on_event=None, while_starting=None, head=None):
     started = time.monotonic()
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rank_plan = plan_mod.rank_plan(plan.backend, plan.timeout,
@@ -109,7 +109,7 @@ def execute(plan, on_event=None, while_starting=None):
         attempts = supervise(plan.interpreter.path, rank_plan, plan.nproc,
                              on_event=on_event, startup_timeout=plan.startup_timeout,
                              master_port=plan.master_port, notes=plan.notes,
-                             while_starting=while_starting)
+                             while_starting=while_starting, head=head)
         extra_checks, extra_attempts = follow_up.run(
             phases, attempts, plan.interpreter.path, rank_plan, plan.timeout,
             on_event=on_event, startup_timeout=plan.startup_timeout, notes=plan.notes)

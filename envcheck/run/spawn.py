@@ -25,6 +25,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -80,20 +81,16 @@ class ForkedRank:
 
 
 class Zygote:
-    """One attempt's zygote: started at once, polled until it forked every rank."""
+    """A zygote, started at once and told later what to fork (``worker/zygote.py``):
+    polled until it forked every rank."""
 
-    def __init__(self, interpreter, env, out_dir, nproc, argv, probes, pass_fds):
-        spec = {"nproc": nproc, "argv": argv, "probes": probes,
-                "stdout": os.path.join(out_dir, "stdout-rank%d.txt"),
-                "stderr": os.path.join(out_dir, "stderr-rank%d.txt")}
-        path = os.path.join(out_dir, "zygote.json")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(spec, f)
-        self.nproc = nproc
+    def __init__(self, interpreter, env, out_dir, pass_fds):
+        self.nproc = None  # known at go()
+        self.started = time.time()  # when it began importing torch (the report's timing)
         self.stderr_path = os.path.join(out_dir, "stderr-zygote.txt")
         with open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
-                [interpreter, "-m", "envcheck.worker.zygote", path], env=env,
+                [interpreter, "-m", "envcheck.worker.zygote", str(os.getpid())], env=env,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
                 start_new_session=True, pass_fds=pass_fds)
         os.set_blocking(self.proc.stdout.fileno(), False)
@@ -101,13 +98,28 @@ class Zygote:
         self.ready = False  # torch imported: it forks at once when told to go
         self._pending = b""
 
-    def go(self):
-        """Fork the ranks as soon as torch is imported (at once when it is)."""
+    def _order(self, order, last=False):
         try:
-            self.proc.stdin.write(b"go\n")
-            self.proc.stdin.close()
-        except OSError:  # it died: poll() says so, and the ranks start the usual way
+            self.proc.stdin.write(json.dumps(order).encode() + b"\n")
+            self.proc.stdin.flush()
+            if last:
+                self.proc.stdin.close()
+        except (OSError, ValueError):  # it died: poll() says so, the ranks start the usual way
             pass
+
+    def preload(self, probes):
+        """Import what these probes import lazily, once torch is (a CPU build only)."""
+        self._order({"preload": probes})
+
+    def go(self, nproc, argv, probes, out_dir, env):
+        """Fork the ranks as soon as torch is imported (at once when it is): ``nproc``
+        ranks running ``envcheck.worker`` with ``argv``, their output in ``out_dir``,
+        ``env`` added to the environment the zygote was started with."""
+        self.nproc = nproc
+        self._order({"go": {"nproc": nproc, "argv": argv, "probes": probes, "env": env,
+                            "stdout": os.path.join(out_dir, "stdout-rank%d.txt"),
+                            "stderr": os.path.join(out_dir, "stderr-rank%d.txt")}},
+                    last=True)
 
     def _read(self):
         try:
@@ -132,7 +144,8 @@ class Zygote:
             return None
         self._read()
         self.proc.stdout.close()
-        if code == 0 and sorted(self.pids) == list(range(self.nproc)):
+        if code == 0 and self.nproc is not None \
+                and sorted(self.pids) == list(range(self.nproc)):
             return [ForkedRank(self.pids[r]) for r in range(self.nproc)]
         self._kill_forked()
         return False

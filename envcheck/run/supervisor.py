@@ -30,14 +30,12 @@ its ranks are forked the moment a hang is declared.
 """
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import time
-import uuid
 
-from . import spawn
+from . import headstart, spawn
 from ..core import blame, lifetime, plan as plan_mod
 from ..core.attempt import Abort, Attempt
 from ..core.outcomes import RankExit
@@ -110,19 +108,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-def make_shim(workdir):
-    """A directory holding only a link to the envcheck package, for the ranks' PYTHONPATH.
-
-    Putting envcheck's own site-packages on the path of another interpreter would shadow
-    that interpreter's torch with ours; this exposes envcheck and nothing else.
-    """
-    shim = os.path.join(workdir, "pythonpath")
-    os.makedirs(shim, exist_ok=True)
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    os.symlink(package, os.path.join(shim, "envcheck"))
-    return shim
-
-
 def _tail(path, limit=STDERR_TAIL_BYTES):
     try:
         with open(path, "rb") as f:
@@ -155,54 +140,61 @@ def _signal_name(code):
 
 
 class _AttemptRun:
-    def __init__(self, interpreter, plan, nproc, workdir, shim, port, on_event,
-                 startup_timeout, run, signals, zygote=False):
+    def __init__(self, interpreter, plan, nproc, out_dir, workspace, port, on_event,
+                 startup_timeout, signals):
         self.interpreter = interpreter
-        self.use_zygote = zygote
+        self.workspace = workspace  # headstart.Workspace: the run's directory and marker
+        self.use_zygote = workspace.forking
         self.zygote = None  # while it imports torch and forks: ranks come from it
         self._read_end = None
-        self.run = run  # {"id": marker value, "workdir": the run's own directory}
         self.signals = signals
         self.lifeline = None
         self.plan = plan
         self.nproc = nproc
         self.timeout = plan["timeout"]
-        self.dir = workdir
-        self.shim = shim
+        self.dir = out_dir
         self.port = port
         self.on_event = on_event
         self.startup_timeout = startup_timeout
         self.ranks = []
         self.started = None  # Unix time the ranks were started (the report's timing)
+        self.prepared = None  # Unix time its zygote began importing torch
         self.on_slow = None  # called once when a rank may be hanging (see _slow)
         self.spare_pids = set()  # the next attempt's zygote, waiting: not this one's to kill
 
-    def start(self, go=True):
-        """Start the ranks; ``go=False`` (a zygote only) holds them until ``adopt``."""
+    def start(self, go=True, head=None):
+        """Start the ranks; ``go=False`` (a zygote only) holds them until ``adopt``.
+        ``head``: a HeadStart whose zygote (already importing torch) forks them."""
         plan_path = os.path.join(self.dir, "plan.json")
         plan_mod.write(plan_path, self.plan)
-        base = dict(os.environ)
-        base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(self.port),
-                    WORLD_SIZE=str(self.nproc), LOCAL_WORLD_SIZE=str(self.nproc),
-                    ENVCHECK_LAUNCHER="local", PYTHONUNBUFFERED="1",
-                    # Temporary files and torch's caches die with the run's directory.
-                    TMPDIR=os.path.join(self.run["workdir"], "tmp"))
-        self._read_end, self.lifeline = os.pipe()
-        base.update({lifetime.MARKER: self.run["id"], lifetime.LIFELINE: str(self._read_end),
-                     lifetime.WORKDIR: self.run["workdir"]})
-        base["PYTHONPATH"] = os.pathsep.join(
-            p for p in (self.shim, os.environ.get("PYTHONPATH")) if p)
-        self._base, self._argv = base, ["--plan", plan_path, "--out", self.dir]
+        self._argv = ["--plan", plan_path, "--out", self.dir]
+        # The attempt's own variables; the rest every process of the run shares.
+        self._attempt_env = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(self.port),
+                                 WORLD_SIZE=str(self.nproc), LOCAL_WORLD_SIZE=str(self.nproc))
+        if head is not None:
+            self._read_end, self.lifeline, self.zygote = head.read_end, head.lifeline, \
+                head.zygote
+        else:
+            self._read_end, self.lifeline = os.pipe()
+        self._base = self.workspace.env(self._read_end)
         self.launched = time.monotonic()
-        self.started = self.prepared = time.time()
+        self.started = time.time()
+        self.prepared = self.zygote.started if self.zygote is not None else self.started
         if self.use_zygote:
             # The ranks come from the zygote (see run/spawn.py); watch() takes them in.
-            self.zygote = spawn.Zygote(self.interpreter, base, self.dir, self.nproc,
-                                       self._argv, self.plan["probes"], (self._read_end,))
+            if self.zygote is None:
+                self.zygote = spawn.Zygote(self.interpreter, self._base, self.dir,
+                                           (self._read_end,))
             if go:
-                self.zygote.go()
+                self._go()
+            else:
+                self.zygote.preload(self.plan["probes"])
         else:
             self._start_each()
+
+    def _go(self):
+        self.zygote.go(self.nproc, self._argv, self.plan["probes"], self.dir,
+                       self._attempt_env)
 
     def adopt(self, plan):
         """A spare (started with ``go=False``) becomes the attempt that runs ``plan``:
@@ -212,7 +204,7 @@ class _AttemptRun:
         self.launched = time.monotonic()
         self.started = time.time()
         if self.zygote is not None:
-            self.zygote.go()
+            self._go()
         elif not self.ranks:  # the zygote failed while it waited
             self._start_each()
 
@@ -236,7 +228,8 @@ class _AttemptRun:
     def _start_each(self):
         """One interpreter per rank, each importing torch itself."""
         for rank in range(self.nproc):
-            env = dict(self._base, RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0")
+            env = dict(self._base, **self._attempt_env)
+            env.update(RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0")
             out = open(os.path.join(self.dir, "stdout-rank%d.txt" % rank), "wb")
             err = open(os.path.join(self.dir, "stderr-rank%d.txt" % rank), "wb")
             try:
@@ -422,7 +415,7 @@ class _AttemptRun:
                     break
                 time.sleep(POLL_S)
         # What left the ranks' process groups (setsid) still carries the run's marker.
-        lifetime.kill_marked(self.run["id"], exclude=self.spare_pids)
+        lifetime.kill_marked(self.workspace.id, exclude=self.spare_pids)
         if self.use_zygote:
             spawn.reap_orphans({st.proc.pid for st in self.ranks} | self.spare_pids)
 
@@ -458,7 +451,7 @@ def _interrupted_attempt(port, entries, signum):
 
 
 def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
-              master_port=None, notes=None, while_starting=None):
+              master_port=None, notes=None, while_starting=None, head=None):
     """Run the plan (``core.plan.rank_plan``) over ``nproc`` ranks; returns the attempts.
 
     Never raises for anything a rank does, nor for SIGINT / SIGTERM / SIGHUP: an
@@ -466,7 +459,9 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
     A rendezvous port found taken is retried on a free one, with a line in ``notes``.
     ``while_starting`` is called once, right after the first ranks are started: work
     that would otherwise wait for them (they spend a second or more importing torch).
-    What it raises stops the ranks and propagates.
+    What it raises stops the ranks and propagates. ``head``: the run's head start
+    (``run/headstart.py``); its zygote forks the first attempt's ranks when it was made
+    for ``interpreter``.
     """
     notes = [] if notes is None else notes
     if master_port and not port_is_free(master_port):
@@ -474,24 +469,17 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
                      % master_port)
         master_port = None
     startup_timeout = startup_timeout or plan_mod.startup_timeout(plan["timeout"])
-    workdir = lifetime.make_run_dir()
-    os.makedirs(os.path.join(workdir, "tmp"))
-    shim = make_shim(workdir)
-    run_ctx = {"id": uuid.uuid4().hex, "workdir": workdir}
-    # Ranks forked by a zygote need this process as their subreaper (run/spawn.py).
-    zygote = spawn.wanted() and spawn.forkable(interpreter) and spawn.set_subreaper(True)
+    head = head.take(interpreter) if head is not None else None
+    workspace = head.workspace if head is not None else headstart.Workspace(interpreter)
     attempts = []
     entries = list(plan["probes"])
     port_tries = 0
     run = spare = None
-    dirs = []
 
-    def new_run(entries, port):
-        adir = os.path.join(workdir, "attempt%d" % len(dirs))
-        dirs.append(adir)
-        os.makedirs(adir)
-        return _AttemptRun(interpreter, dict(plan, probes=entries), nproc, adir, shim,
-                           port, on_event, startup_timeout, run_ctx, signals, zygote)
+    def new_run(entries, port, out_dir=None):
+        return _AttemptRun(interpreter, dict(plan, probes=entries), nproc,
+                           out_dir or workspace.attempt_dir(), workspace, port, on_event,
+                           startup_timeout, signals)
 
     def prepare_next(current, entries):
         """This attempt may be hanging: the next one's zygote imports torch now."""
@@ -507,21 +495,25 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
                     attempts.append(_interrupted_attempt(0, entries, signals.signum))
                     break
                 t0 = time.monotonic()
-                if spare is not None and spare.usable_spare():
+                port = master_port if (master_port and not attempts and not port_tries) \
+                    else None
+                if head is not None:
+                    run = new_run(entries, port or free_port(), head.attempt_dir)
+                    run.start(head=head)
+                    head = None
+                elif spare is not None and spare.usable_spare():
                     run, spare = spare, None
                     run.adopt(dict(plan, probes=entries))
                 else:
                     if spare is not None:
                         spare.close()
                         spare = None
-                    port = master_port if (master_port and not attempts and not port_tries) \
-                        else free_port()
-                    run = new_run(entries, port)
+                    run = new_run(entries, port or free_port())
                     run.start()
                 if while_starting is not None:
                     while_starting()
                     while_starting = None
-                if zygote and len(entries) > 1:
+                if workspace.forking and len(entries) > 1:
                     run.on_slow = lambda run=run, rest=entries: prepare_next(run, rest)
                 abort = run.watch()
                 attempt = run.attempt(time.monotonic() - t0)
@@ -543,12 +535,13 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
                     spare.close()  # prepared for an attempt that will not come
                     spare = None
         finally:
+            if head is not None:  # taken, never started: its zygote and lifeline go too
+                head.zygote.kill()
+                os.close(head.read_end)
+                os.close(head.lifeline)
             if run is not None:
                 run.close()
             if spare is not None:
                 spare.close()
-            lifetime.kill_marked(run_ctx["id"])
-            if zygote:
-                spawn.set_subreaper(False)
-            shutil.rmtree(workdir, ignore_errors=True)
+            workspace.close()
     return attempts

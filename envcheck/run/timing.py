@@ -62,7 +62,7 @@ def of_attempt(attempt):
     if started is None:
         return None
     out = {"started": round(started, 3)}
-    if attempt.prepared is not None:  # a spare: its zygote imported torch before the hang
+    if attempt.prepared is not None:  # its zygote began importing torch before it started
         out["prepared"] = round(attempt.prepared, 3)
     out["ranks"] = {str(rank): _phases([r for r in recs if "time" in r], started)
                     for rank, recs in sorted(attempt.records.items())}

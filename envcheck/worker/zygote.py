@@ -1,12 +1,26 @@
 """Pay ``import torch`` once per attempt, not once per rank: import it, fork the ranks, exit.
 
-``python -m envcheck.worker.zygote SPEC.json``, started by ``envcheck run`` (see
-``run/spawn.py``) under the ranks' interpreter (``--python``) with the ranks' environment:
-the run's marker, its lifeline, its TMPDIR. It imports torch (never initialising CUDA),
-and on a CPU build of torch also what the planned probes import lazily (torch._dynamo for
-DDP, DCP: a probe module's ``PRELOAD``); then forks one process per rank and exits. The
-supervisor is the ranks' subreaper: once the zygote is gone they are its children, so it
-reads their exit codes and signals as it would from processes it started itself.
+``python -m envcheck.worker.zygote``, started by ``envcheck run`` (see ``run/spawn.py``)
+under the ranks' interpreter (``--python``) with what every rank of the run shares in its
+environment: the run's marker, its lifeline, its TMPDIR. It imports torch (never
+initialising CUDA), then takes its orders on stdin, one JSON object per line:
+
+- ``{"preload": [probe entries]}``: on a CPU build of torch, import now what those probes
+  import lazily (torch._dynamo for DDP, DCP: a probe module's ``PRELOAD``);
+- ``{"go": spec}``: preload the spec's probes (if not done), then fork one process per
+  rank and exit. ``spec``: ``nproc``, ``argv`` (the ranks' ``envcheck.worker`` arguments),
+  ``probes``, ``stdout`` / ``stderr`` (paths with ``%d`` for the rank) and ``env`` (the
+  attempt's own variables: its rendezvous port and world size);
+- end of file: exit without forking (the spare or head start was not needed, or the
+  supervisor is gone).
+
+So the supervisor can start it before it knows the attempt: the run's first zygote starts
+before ``envcheck run`` has even parsed its options (``run/headstart.py``), the spare for
+the attempt after a hang while the hang's deadline approaches. It writes ``ready`` once
+torch is imported, and one line per forked rank, ``RANK PID``. Any failure before the
+forks (torch does not import) exits 1 with the traceback on stderr: the supervisor then
+starts the ranks the usual way, one interpreter each, and reports what they meet. It dies
+with the supervisor (``PR_SET_PDEATHSIG``): nothing else would stop an import of torch.
 
 A forked rank is a rank like any other: its own session and process group (the
 supervisor kills it with its group), stdout and stderr to its own files, stdin from
@@ -14,26 +28,21 @@ supervisor kills it with its group), stdout and stderr to its own files, stdin f
 ``python -m envcheck.worker`` (faulthandler for stacks on SIGUSR1, the lifeline thread,
 records): all of it set up after the fork, in the rank itself.
 
-Once torch is imported it writes ``ready`` to stdout and waits for a line on stdin:
-``go`` forks the ranks (the supervisor may start a zygote early, as the spare for the
-attempt that follows a hang, and hold it there); end of file exits without forking (the
-spare was not needed, or the supervisor is gone). Then one line per forked rank,
-``RANK PID``. Any failure before the forks (torch does not import) exits 1 with the
-traceback on stderr: the supervisor then starts the ranks the usual way, one interpreter
-each, and reports what they meet.
-
 stdlib and torch only, like the rest of ``worker/``.
 """
 
 import json
 import os
 import random
+import signal
 import sys
 import time
 import traceback
 
+PR_SET_PDEATHSIG = 1
 
-def _preload(spec):
+
+def _preload(probes):
     """What the probes import lazily, imported here once instead of in every rank.
 
     Only on a CPU build: on a CUDA build an import might initialise the driver (a device
@@ -45,7 +54,7 @@ def _preload(spec):
         return False
     from . import runtime
 
-    runtime.preload(spec["probes"])
+    runtime.preload(probes)
     return True
 
 
@@ -61,6 +70,7 @@ def _child(rank, spec):
             out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(out, fd)  # fd 1 was the pipe to the supervisor: no longer ours
             os.close(out)
+        os.environ.update(spec.get("env", {}))
         os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0")
         random.seed()  # not the zygote's sequence in every rank
 
@@ -85,25 +95,53 @@ def _child(rank, spec):
             os._exit(code)
 
 
+def _die_with_parent(parent):
+    """SIGKILL when the supervisor dies (Linux); its forked ranks do not inherit this
+    (they have the lifeline)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the prctl took effect
+        os._exit(1)
+
+
+def _orders():
+    """The supervisor's orders on stdin, one JSON object per line, until end of file."""
+    for line in sys.stdin:
+        line = line.strip()
+        if line:
+            yield json.loads(line)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    with open(argv[0], encoding="utf-8") as f:
-        spec = json.load(f)
+    if argv and argv[0].isdigit():
+        _die_with_parent(int(argv[0]))
     t0 = time.monotonic()
     import torch  # noqa: F401 - the one import of the attempt, timed
 
-    spec["import_s"] = round(time.monotonic() - t0, 3)
-    _preload(spec)
+    import_s = round(time.monotonic() - t0, 3)
     sys.stdout.flush()
     sys.stderr.flush()
     os.write(1, b"ready\n")
-    if sys.stdin.readline().strip() != "go":
-        os._exit(0)
-    for rank in range(spec["nproc"]):
-        pid = os.fork()
-        if pid == 0:
-            _child(rank, spec)
-        os.write(1, b"%d %d\n" % (rank, pid))
+    preloaded = False
+    for order in _orders():
+        if "preload" in order and not preloaded:
+            _preload(order["preload"])
+            preloaded = True
+        if "go" in order:
+            spec = dict(order["go"], import_s=import_s)
+            if not preloaded:
+                _preload(spec["probes"])
+            for rank in range(spec["nproc"]):
+                pid = os.fork()
+                if pid == 0:
+                    _child(rank, spec)
+                os.write(1, b"%d %d\n" % (rank, pid))
+            break
     os._exit(0)  # torch's atexit hooks are the ranks' business, not the zygote's
 
 

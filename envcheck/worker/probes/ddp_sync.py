@@ -24,7 +24,9 @@ raised: a peer released that way drops what it still had to send (at 3 ranks ran
 blocked sending to rank 2, drops its broadcast to rank 1), so ranks in step must finish
 first. Every rank says what it saw in that store as soon as it knows; the rank that
 raised leaves once every other rank has said so, or after ``SETTLE_S`` (ranks in step
-finish in milliseconds; a rank that says nothing is blocked). A released rank does not
+finish in milliseconds; a rank that says nothing is blocked). At 2 ranks it leaves at
+once: its one peer has no third rank to lose a message to, and cannot finish a
+collective of the subgroup without it. A released rank does not
 leave in turn, for the same reason. The subgroup's short timeout remains the backstop
 for a rank that is not released (a wait on a rank that did not raise, or a platform
 without /proc). The words say what such a rank does with DDP left alone ("blocked waiting for it (with
@@ -218,8 +220,11 @@ def _mismatch(ctx, c, group, build_local_model, what):
         _say(store, key, ctx.rank, seen)
         if seen == "raised":
             # Out of DDP's collectives for good: a peer still waiting on this rank must
-            # not sit out the timeout, once the peers in step are done.
-            _settle(store, key, ctx)
+            # not sit out the timeout, once the peers in step are done. With one peer
+            # there is no third rank whose messages a released peer could drop, and every
+            # collective it is in needs this rank: leave at once.
+            if ctx.world_size > 2:
+                _settle(store, key, ctx)
             _leave(sockets)
         c.data = {"seconds_to_failure": seconds, "error_type": type(exc).__name__,
                   "message": text[:2000], "where": _where(exc)}
