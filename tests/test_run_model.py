@@ -179,3 +179,29 @@ def test_a_stopped_rank_is_said_to_be_stopped(tmp_path):
         "stack; resume it with kill -CONT PID")
     assert frozen["ranks"]["1"]["where"] == {"at": None, "waiting_in": None, "stopped": True}
     assert "rank 1: stopped (state T), no stack" in res.stdout
+
+
+def test_a_rank_meets_rank_0s_store_the_moment_it_listens():
+    """Ranks forked at one instant: a store client that connects before rank 0 listens
+    sleeps torch's backoff (0.5 to 1.5 s). The others wait for the listener instead, read
+    from /proc/net/tcp: a bound socket is not enough, a listening one (IPv4 or IPv6) is."""
+    import socket
+    import threading
+
+    from envcheck.worker.runtime import _await_listener
+
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, 0))
+            except OSError:  # a machine without IPv6: the IPv4 case above still ran
+                assert family == socket.AF_INET6
+                continue
+            port = s.getsockname()[1]
+            assert _await_listener(port, 0.05) is False
+            timer = threading.Timer(0.2, s.listen)
+            timer.start()
+            try:
+                assert _await_listener(port, 60) is True
+            finally:
+                timer.join()

@@ -184,11 +184,44 @@ def _init_process_group(dist, backend, rank, world_size, timeout):
         dist.init_process_group(backend=backend, init_method="env://", rank=rank,
                                 world_size=world_size, timeout=timeout)
         return
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
-                          world_size, rank == 0, timeout)
+    port = int(os.environ["MASTER_PORT"])
+    if rank != 0:
+        _await_listener(port, timeout.total_seconds())
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], port, world_size, rank == 0, timeout)
     dist.init_process_group(backend=backend, store=dist.PrefixStore("envcheck/%s/" % run_id,
                                                                     store),
                             rank=rank, world_size=world_size, timeout=timeout)
+
+
+def _await_listener(port, seconds):
+    """Until something listens on ``port`` (rank 0's store), at most ``seconds``.
+
+    A rank whose store client connects before rank 0 listens sleeps torch's connect
+    backoff (0.5 to 1.5 s, jittered) before it tries again, and ranks forked at one
+    instant often do: the whole job then waits that long at the rendezvous. Read from
+    /proc/net/tcp and tcp6 (this network namespace's sockets), so rank 0's store never
+    sees a connection that is not a client's. Where they cannot be read, or nothing
+    listens in time, torch's own connect and retry take over, and report what they meet.
+    """
+    want = ":%04X" % port
+    deadline = time.monotonic() + seconds
+    while True:
+        readable = False
+        for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                with open(name, encoding="ascii", errors="replace") as f:
+                    rows = f.read().splitlines()[1:]
+            except OSError:
+                continue
+            readable = True
+            for row in rows:
+                fields = row.split()
+                # local_address is HEXIP:HEXPORT; state 0A is LISTEN
+                if len(fields) > 3 and fields[1].endswith(want) and fields[3] == "0A":
+                    return True
+        if not readable or time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
 
 
 def run_probes(ctx, entries):
