@@ -146,3 +146,39 @@ def test_a_zygote_killed_while_importing_torch_leaves_the_ranks_to_start_alone(t
     assert [s["forked"] for s in _starts(data)] == [False, False]
     assert checks_by_id(data)["whoami.where"]["outcome"] == "passed"
     assert leftovers(marker) == []
+
+
+def test_sigterm_while_the_head_start_imports_torch_leaves_nothing(tmp_path):
+    """SIGTERM the moment the head start's zygote exists (envcheck is then parsing its
+    options, planning, or has just started the ranks): exit 143, and no process or
+    directory of the run is left."""
+    import signal
+    import subprocess
+    import time
+    import uuid
+
+    from conftest import ROOT, leftovers
+
+    marker = uuid.uuid4().hex
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "envcheck", "run", "-q"], cwd=ROOT,
+                            env=dict(os.environ, ENVCHECK_TEST_MARKER=marker,
+                                     TMPDIR=str(tmpdir)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    seen = False
+    deadline = time.monotonic() + 60
+    while not seen and time.monotonic() < deadline and proc.poll() is None:
+        for pid in leftovers(marker):
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    seen = seen or b"envcheck.worker.zygote" in f.read()
+            except OSError:
+                continue
+        time.sleep(0.005)
+    assert seen, "never saw the zygote"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, out + err
+    assert leftovers(marker) == []
+    assert os.listdir(tmpdir) == []

@@ -18,6 +18,7 @@ as before.
 import importlib.util
 import os
 import shutil
+import signal
 import sys
 import uuid
 
@@ -80,13 +81,27 @@ class Workspace:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def _stop(signum, frame):
+    # SIGTERM or SIGHUP while the run is planned: unwind, so that the head start is
+    # stopped and its directory removed (the default action would leave the directory).
+    os.write(2, b"envcheck: stopped by %s before any rank started\n"
+             % signal.Signals(signum).name.encode())
+    raise SystemExit(128 + signum)
+
+
 class HeadStart:
     """A workspace and a zygote importing torch under ``interpreter``, before the run is
     planned. Taken by the run's first attempt, or closed unused."""
 
     def __init__(self, interpreter):
         self.interpreter = interpreter
-        self.workspace = Workspace(interpreter)
+        self._previous = {sig: signal.signal(sig, _stop)
+                          for sig in (signal.SIGTERM, signal.SIGHUP)}
+        try:
+            self.workspace = Workspace(interpreter)
+        except BaseException:
+            self._restore()
+            raise
         self.zygote = self.read_end = self.lifeline = None
         self.taken = False
         if not self.workspace.forking:
@@ -109,6 +124,7 @@ class HeadStart:
 
     def close(self):
         """Stop it, unless an attempt took it (which then cleans up after itself)."""
+        self._restore()
         if self.taken:
             return
         self.taken = True
@@ -118,6 +134,11 @@ class HeadStart:
             if fd is not None:
                 os.close(fd)
         self.workspace.close()
+
+    def _restore(self):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
 
     def __enter__(self):
         return self
