@@ -200,6 +200,7 @@ def _mismatch(ctx, c, group, build_local_model, what):
     """
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    from ..context import is_stop
     from ..gather import all_gather_strings
 
     if ctx.world_size < 2:
@@ -212,7 +213,9 @@ def _mismatch(ctx, c, group, build_local_model, what):
     try:
         DDP(model, process_group=group)
         _say(store, key, ctx.rank, seen)
-    except Exception as exc:
+    except BaseException as exc:  # a BaseException from torch too: peers must be released
+        if is_stop(exc):
+            raise
         seconds = time.monotonic() - t0
         text = str(exc).strip()
         released = not _is_timeout(exc) and _peer_left(exc)
