@@ -467,12 +467,15 @@ def _fast_plain_options(command):
 _head = None
 
 
-def entry(argv=None):
-    """Console-script entry: every error is one line, exit 2; never a traceback."""
+def entry(argv=None, head=False):
+    """Console-script entry: every error is one line, exit 2; never a traceback.
+    ``head``: the head start ``__main__`` began already (None: it began none)."""
     global _head
-    from .run import headstart
+    if head is False:
+        from .run import headstart
 
-    _head = headstart.begin(sys.argv[1:] if argv is None else argv)
+        head = headstart.begin(sys.argv[1:] if argv is None else argv)
+    _head = head
     try:
         _entry(argv)
     finally:
