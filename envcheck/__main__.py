@@ -11,9 +11,13 @@ def main():
     from .run import headstart
 
     head = headstart.begin(sys.argv[1:])
-    from .cli import entry
+    try:
+        from .cli import entry
 
-    entry(head=head)
+        entry(head=head)
+    finally:  # also when a signal (see headstart._stop) lands before entry took it
+        if head is not None:
+            head.close()
 
 
 if __name__ == "__main__":

@@ -148,10 +148,11 @@ def test_a_zygote_killed_while_importing_torch_leaves_the_ranks_to_start_alone(t
     assert leftovers(marker) == []
 
 
-def test_sigterm_while_the_head_start_imports_torch_leaves_nothing(tmp_path):
-    """SIGTERM the moment the head start's zygote exists (envcheck is then parsing its
-    options, planning, or has just started the ranks): exit 143, and no process or
-    directory of the run is left."""
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.15, 0.4, 1.0])
+def test_sigterm_while_the_head_start_imports_torch_leaves_nothing(tmp_path, delay):
+    """SIGTERM once the head start's zygote exists, and ``delay`` seconds later (envcheck
+    is then importing its CLI, parsing its options, planning, or watching the ranks
+    start): exit 143, and no process or directory of the run is left."""
     import signal
     import subprocess
     import time
@@ -177,6 +178,7 @@ def test_sigterm_while_the_head_start_imports_torch_leaves_nothing(tmp_path):
                 continue
         time.sleep(0.005)
     assert seen, "never saw the zygote"
+    time.sleep(delay)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, out + err

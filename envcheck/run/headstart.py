@@ -95,24 +95,24 @@ class HeadStart:
 
     def __init__(self, interpreter):
         self.interpreter = interpreter
+        self.workspace = self.zygote = self.read_end = self.lifeline = None
+        self.taken = False
         self._previous = {sig: signal.signal(sig, _stop)
                           for sig in (signal.SIGTERM, signal.SIGHUP)}
         try:
             self.workspace = Workspace(interpreter)
-        except BaseException:
-            self._restore()
+            if not self.workspace.forking:
+                return
+            self.attempt_dir = self.workspace.attempt_dir()
+            self.read_end, self.lifeline = os.pipe()
+            try:
+                self.zygote = spawn.Zygote(interpreter, self.workspace.env(self.read_end),
+                                           self.attempt_dir, (self.read_end,))
+            except OSError:
+                self.zygote = None
+        except BaseException:  # SIGTERM halfway (see _stop): what was made goes
+            self.close()
             raise
-        self.zygote = self.read_end = self.lifeline = None
-        self.taken = False
-        if not self.workspace.forking:
-            return
-        self.attempt_dir = self.workspace.attempt_dir()
-        self.read_end, self.lifeline = os.pipe()
-        try:
-            self.zygote = spawn.Zygote(interpreter, self.workspace.env(self.read_end),
-                                       self.attempt_dir, (self.read_end,))
-        except OSError:
-            self.zygote = None
 
     def take(self, interpreter):
         """Its workspace and zygote for the run's first attempt, when they were made for
@@ -133,7 +133,8 @@ class HeadStart:
         for fd in (self.read_end, self.lifeline):
             if fd is not None:
                 os.close(fd)
-        self.workspace.close()
+        if self.workspace is not None:
+            self.workspace.close()
 
     def _restore(self):
         for sig, handler in self._previous.items():

@@ -98,6 +98,13 @@ class Zygote:
         self.ready = False  # torch imported: it forks at once when told to go
         self._pending = b""
 
+    @staticmethod
+    def _modules(probes):
+        # All a preload reads of the probes (worker/runtime.preload): a few hundred bytes,
+        # so an order never fills the pipe while the zygote is still importing torch.
+        modules = dict.fromkeys(p["module"] for p in probes if p.get("module"))
+        return [{"module": m} for m in modules]
+
     def _order(self, order, last=False):
         try:
             self.proc.stdin.write(json.dumps(order).encode() + b"\n")
@@ -109,14 +116,15 @@ class Zygote:
 
     def preload(self, probes):
         """Import what these probes import lazily, once torch is (a CPU build only)."""
-        self._order({"preload": probes})
+        self._order({"preload": self._modules(probes)})
 
     def go(self, nproc, argv, probes, out_dir, env):
         """Fork the ranks as soon as torch is imported (at once when it is): ``nproc``
         ranks running ``envcheck.worker`` with ``argv``, their output in ``out_dir``,
         ``env`` added to the environment the zygote was started with."""
         self.nproc = nproc
-        self._order({"go": {"nproc": nproc, "argv": argv, "probes": probes, "env": env,
+        self._order({"go": {"nproc": nproc, "argv": argv, "probes": self._modules(probes),
+                            "env": env,
                             "stdout": os.path.join(out_dir, "stdout-rank%d.txt"),
                             "stderr": os.path.join(out_dir, "stderr-rank%d.txt")}},
                     last=True)

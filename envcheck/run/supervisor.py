@@ -469,8 +469,6 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
                      % master_port)
         master_port = None
     startup_timeout = startup_timeout or plan_mod.startup_timeout(plan["timeout"])
-    head = head.take(interpreter) if head is not None else None
-    workspace = head.workspace if head is not None else headstart.Workspace(interpreter)
     attempts = []
     entries = list(plan["probes"])
     port_tries = 0
@@ -488,7 +486,9 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
         spare.start(go=False)
         current.spare_pids = {spare.zygote.proc.pid}
 
-    with Signals() as signals:
+    with Signals() as signals:  # from here a signal is a note: nothing is left half-made
+        head = head.take(interpreter) if head is not None else None
+        workspace = head.workspace if head is not None else headstart.Workspace(interpreter)
         try:
             while entries:
                 if signals.signum is not None:
