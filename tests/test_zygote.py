@@ -184,3 +184,62 @@ def test_sigterm_while_the_head_start_imports_torch_leaves_nothing(tmp_path, del
     assert proc.returncode == 143, out + err
     assert leftovers(marker) == []
     assert os.listdir(tmpdir) == []
+
+
+SLOW_TORCH = """
+import sys, time
+with open("/proc/self/cmdline", "rb") as f:
+    if b"envcheck.worker.zygote" in f.read():
+        class SlowTorch:  # a cold shared filesystem: importing torch takes a minute
+            def find_spec(self, name, path=None, target=None):
+                if name == "torch":
+                    time.sleep(60)
+        sys.meta_path.insert(0, SlowTorch())
+"""
+
+
+def test_sigkill_while_the_head_start_imports_torch_leaves_no_process(tmp_path):
+    """Nothing runs in envcheck after SIGKILL, and no rank holds a lifeline yet: the
+    zygote, a minute from done importing torch, dies with it (PR_SET_PDEATHSIG); the
+    run's directory goes with the next run."""
+    import signal
+    import subprocess
+    import time
+    import uuid
+
+    from conftest import ROOT, leftovers
+
+    marker = uuid.uuid4().hex
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SLOW_TORCH)
+    env = dict(os.environ, ENVCHECK_TEST_MARKER=marker, TMPDIR=str(tmpdir),
+               PYTHONPATH=os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH"))
+                                          if p))
+    proc = subprocess.Popen([sys.executable, "-m", "envcheck", "run", "-q"], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    zygote = None
+    deadline = time.monotonic() + 60
+    while zygote is None and time.monotonic() < deadline and proc.poll() is None:
+        for pid in leftovers(marker):
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    if b"envcheck.worker.zygote" in f.read():
+                        zygote = pid
+            except OSError:
+                continue
+        time.sleep(0.005)
+    assert zygote, "never saw the zygote"
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 10
+    while leftovers(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert leftovers(marker) == []
+    left = os.listdir(tmpdir)
+    assert len(left) == 1 and left[0].startswith("envcheck-run-%d-" % proc.pid)
+    result = run_cli("run", "-p", "launch", "-q", env={"TMPDIR": str(tmpdir)})
+    assert result.code == 0, result.stdout + result.stderr
+    assert os.listdir(tmpdir) == []
