@@ -334,8 +334,9 @@ def test_check_never_imports_torch_and_answers_in_under_a_second(tmp_path):
 # ---- the driver can run the GPU at all: each generation's window, both ends ------------
 # (sm, driver, expected) from NVIDIA's published branches (gpus.toml cites each):
 # Kepler's last branch is R470; Maxwell/Pascal/Volta's R580; Blackwell needs R570+;
-# sm_86 needs R455 (CUDA 11.1), sm_80 R450 (CUDA 11.0), Turing R410 (CUDA 10.0); the
-# Ada/Hopper/sm_103 first branches are unconfirmed, so below them is a warning.
+# sm_86 needs R455 (CUDA 11.1), sm_80 R450 (CUDA 11.0), Turing R410 (CUDA 10.0), Ada and
+# Hopper R520 (no R515 release lists or carries code for them); the sm_103 first branch
+# is unconfirmed, so below it is a warning.
 WINDOWS = [
     ("sm_37", "470.256.02", "ok"), ("sm_37", "495.29.05", "fail"),
     ("sm_37", "550.54.15", "fail"), ("sm_35", "470.82.01", "ok"),
@@ -345,8 +346,8 @@ WINDOWS = [
     ("sm_75", "410.48", "ok"), ("sm_75", "396.26", "fail"), ("sm_75", "610.43.02", "ok"),
     ("sm_80", "450.80.02", "ok"), ("sm_80", "440.33.01", "fail"),
     ("sm_86", "455.23.05", "ok"), ("sm_86", "450.80.02", "fail"),
-    ("sm_89", "520.61.05", "ok"), ("sm_89", "515.65.01", "warn"),
-    ("sm_90", "520.61.05", "ok"), ("sm_90", "515.65.01", "warn"),
+    ("sm_89", "520.61.05", "ok"), ("sm_89", "515.65.01", "fail"),
+    ("sm_90", "520.61.05", "ok"), ("sm_90", "515.65.01", "fail"),
     ("sm_100", "570.26", "ok"), ("sm_100", "560.35.03", "fail"),
     ("sm_120", "570.86.16", "ok"), ("sm_120", "565.77", "fail"),
     ("sm_120", "550.54.15", "fail"), ("sm_120", "535.104.05", "fail"),
@@ -387,6 +388,22 @@ def test_rtx_5090_needs_r570(driver):
     assert res.stdout.endswith("No torch build can help until the driver changes: this "
                                "driver cannot run these GPUs (driver/GPU above).\n")
     res = check("torch==2.7.1+cu128", "--driver", "570.86.16", "--gpu", "sm_120", *PY311)
+    assert res.code == 0, res.stdout
+
+
+@pytest.mark.parametrize("sm, name", [("sm_90", "Hopper"), ("sm_89", "Ada")])
+def test_hopper_and_ada_need_r520(sm, name):
+    # No R515 release lists an H100 or an Ada GPU, nor carries code for them (NVIDIA
+    # open-gpu-kernel-modules, every 515.x tag); 520.56.06 is the first to name both.
+    res = check("torch==2.4.1+cu118", "--driver", "515.65.01", "--gpu", sm, *PY311)
+    assert res.code == 1, res.stdout
+    text = " ".join(res.stdout.split())
+    assert "✗ driver/GPU %s (GPU 0, %s) needs driver branch R520 or newer, found 515.65.01" \
+        % (sm, name) in text
+    assert "UNCONFIRMED" not in text.split("driver/GPU")[1].split("GPU arch")[0]
+    assert "NVIDIA open-gpu-kernel-modules, README.md 'Compatible GPUs' table" in text
+    assert "✗ 2.4.1+cu118 will not work here: driver/GPU failed" in text
+    res = check("torch==2.4.1+cu118", "--driver", "520.61.05", "--gpu", sm, *PY311)
     assert res.code == 0, res.stdout
 
 
