@@ -61,7 +61,8 @@ SCREEN = """\
 17 nodes: 17 check answers
 asked: 2.6.0+cu124
 ✓ 13 of 17 nodes will work
-✗ 2 nodes will not work: driver 470.82.01 < 525.60.13 for cu124: node14, node15
+✗ 2 nodes will not work: driver 470.82.01 < 525.60.13 for cu124; driver
+    470.82.01 cannot run sm_90 (Hopper needs R520+): node14, node15
 ✗ 1 node will not work: no Python 3.14 wheel of torch 2.6.0 (3.9–3.13): node16
 ✗ 1 node will not work: sm_120 not compiled in 2.6.0+cu124: node17
 
@@ -87,7 +88,9 @@ def test_summary_of_17_nodes_is_one_screen(answers, tmp_path):
     assert (data["nodes"], data["will_work"], data["exit_code"]) == (17, 13, 1)
     assert data["working_hosts"] == ["node%02d" % i for i in range(1, 14)]
     assert data["groups"] == [
-        {"status": "fails", "reasons": ["driver 470.82.01 < 525.60.13 for cu124"],
+        {"status": "fails", "reasons": ["driver 470.82.01 < 525.60.13 for cu124",
+                                        "driver 470.82.01 cannot run sm_90 (Hopper needs "
+                                        "R520+)"],
          "hosts": ["node14", "node15"]},
         {"status": "fails", "reasons": ["no Python 3.14 wheel of torch 2.6.0 (3.9–3.13)"],
          "hosts": ["node16"]},
@@ -127,10 +130,11 @@ def test_run_reports_and_bad_inputs_mix_in(answers, tmp_path):
                   run_json.name, "bad", "missing", cwd=str(tmp_path))
     assert res.code == 1, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[:4] == ["3 nodes: 2 check answers and 1 run report",
+    assert lines[:5] == ["3 nodes: 2 check answers and 1 run report",
                          "✓ 2 of 3 nodes will work",
-                         "✗ 1 node will not work: driver 470.82.01 < 525.60.13 for cu124: "
-                         "node14", ""]
+                         "✗ 1 node will not work: driver 470.82.01 < 525.60.13 for cu124; "
+                         "driver 470.82.01",
+                         "    cannot run sm_90 (Hopper needs R520+): node14", ""]
     assert lines[lines.index("Could not use:") + 1:] == [
         "  missing: no such file or directory",
         "  bad/old.json: a check answer without a host name (written by an older",
@@ -142,12 +146,13 @@ def test_run_reports_and_bad_inputs_mix_in(answers, tmp_path):
     write_answers(tmp_path, [_node("node18", driver="470.82.01")])
     res = run_cli("summary", str(tmp_path / "node18.json"), str(run_json))
     assert res.code == 1, res.stdout
-    assert res.stdout.splitlines()[:4] == [
+    assert res.stdout.splitlines()[:5] == [
         "1 node: 1 check answer and 1 run report",
         "asked: 2.6.0+cu124 + run: torch %s" % json.loads(run_json.read_text())[
             "environment"]["torch"],
         "✓ 0 of 1 node will work",
-        "✗ 1 node will not work: driver 470.82.01 < 525.60.13 for cu124: node18"]
+        "✗ 1 node will not work: driver 470.82.01 < 525.60.13 for cu124; driver 470.82.01",
+        "    cannot run sm_90 (Hopper needs R520+): node18"]
     # the run report's node is one of the three, with its facts
     res = run_cli("summary", str(answers / "node01.json"), str(run_json), "--format", "json")
     node18 = [n for n in json.loads(res.stdout)["nodes_detail"] if n["host"] == "node18"][0]
