@@ -8,9 +8,11 @@ import sys
 
 
 def main():
-    from .run import headstart
+    head = None
+    if sys.argv[1:2] == ["run"]:  # other commands start no rank: not even the import
+        from .run import headstart
 
-    head = headstart.begin(sys.argv[1:])
+        head = headstart.begin(sys.argv[1:])
     try:
         from .cli import entry
 
