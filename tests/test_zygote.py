@@ -3,11 +3,15 @@ process group, a child of envcheck (so exit codes and signals are read as before
 its own environment; a --python wrapper script still runs once per rank."""
 
 import os
+import signal
+import subprocess
 import sys
+import time
+import uuid
 
 import pytest
 
-from conftest import checks_by_id, load_report, run_cli
+from conftest import ROOT, checks_by_id, leftovers, load_report, run_cli
 
 PROBES = '''
 CHECKS = ("where",)
@@ -38,6 +42,28 @@ def _run(tmp_path, *args, env=None):
     data = load_report(report)
     where = checks_by_id(data)["whoami.where"]["ranks"]
     return data, {int(r): e["data"] for r, e in where.items()}
+
+
+def _start(args, marker, **env):
+    """``python -m envcheck ARGS`` with the test marker (and ``env``) in its environment."""
+    return subprocess.Popen([sys.executable, "-m", "envcheck", *args], cwd=ROOT,
+                            env=dict(os.environ, ENVCHECK_TEST_MARKER=marker, **env),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _zygote_of(marker, proc):
+    """The PID of the run's zygote, once it exists (None if envcheck ended first)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        for pid in leftovers(marker):
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    if b"envcheck.worker.zygote" in f.read():
+                        return pid
+            except OSError:
+                continue
+        time.sleep(0.005)
+    return None
 
 
 def _starts(data):
@@ -75,10 +101,6 @@ def test_the_first_zygote_starts_before_the_options_are_parsed(tmp_path):
 def test_a_head_start_not_taken_leaves_nothing_behind(tmp_path):
     """Bad input found after the head start began: exit 2, one line, and neither its
     zygote nor the run's directory outlives envcheck."""
-    import uuid
-
-    from conftest import leftovers
-
     marker = uuid.uuid4().hex
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
@@ -112,33 +134,15 @@ def test_a_python_wrapper_script_runs_once_per_rank(tmp_path):
 def test_a_zygote_killed_while_importing_torch_leaves_the_ranks_to_start_alone(tmp_path):
     """SIGKILL of the zygote before it forked: the attempt starts each rank the usual way
     and the run completes, with nothing left behind."""
-    import signal
-    import subprocess
-    import time
-    import uuid
-
-    from conftest import ROOT, leftovers
-
     probes = tmp_path / "whoami.py"
     probes.write_text(PROBES)
     report = tmp_path / "r.json"
     marker = uuid.uuid4().hex
-    proc = subprocess.Popen([sys.executable, "-m", "envcheck", "run", "--probe-path",
-                             str(probes), "-p", "whoami", "--json", str(report), "-q"],
-                            cwd=ROOT, env=dict(os.environ, ENVCHECK_TEST_MARKER=marker),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    killed = None
-    deadline = time.monotonic() + 60
-    while killed is None and time.monotonic() < deadline and proc.poll() is None:
-        for pid in leftovers(marker):
-            try:
-                with open("/proc/%d/cmdline" % pid, "rb") as f:
-                    if b"envcheck.worker.zygote" in f.read():
-                        os.kill(pid, signal.SIGKILL)
-                        killed = pid
-            except OSError:
-                continue
-        time.sleep(0.01)
+    proc = _start(["run", "--probe-path", str(probes), "-p", "whoami", "--json", str(report),
+                   "-q"], marker)
+    killed = _zygote_of(marker, proc)
+    if killed:
+        os.kill(killed, signal.SIGKILL)
     out, err = proc.communicate(timeout=300)
     assert killed, "never saw the zygote"
     assert proc.returncode == 0, out + err
@@ -153,31 +157,11 @@ def test_sigterm_while_the_head_start_imports_torch_leaves_nothing(tmp_path, del
     """SIGTERM once the head start's zygote exists, and ``delay`` seconds later (envcheck
     is then importing its CLI, parsing its options, planning, or watching the ranks
     start): exit 143, and no process or directory of the run is left."""
-    import signal
-    import subprocess
-    import time
-    import uuid
-
-    from conftest import ROOT, leftovers
-
     marker = uuid.uuid4().hex
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "envcheck", "run", "-q"], cwd=ROOT,
-                            env=dict(os.environ, ENVCHECK_TEST_MARKER=marker,
-                                     TMPDIR=str(tmpdir)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    seen = False
-    deadline = time.monotonic() + 60
-    while not seen and time.monotonic() < deadline and proc.poll() is None:
-        for pid in leftovers(marker):
-            try:
-                with open("/proc/%d/cmdline" % pid, "rb") as f:
-                    seen = seen or b"envcheck.worker.zygote" in f.read()
-            except OSError:
-                continue
-        time.sleep(0.005)
-    assert seen, "never saw the zygote"
+    proc = _start(["run", "-q"], marker, TMPDIR=str(tmpdir))
+    assert _zygote_of(marker, proc), "never saw the zygote"
     time.sleep(delay)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
@@ -202,36 +186,15 @@ def test_sigkill_while_the_head_start_imports_torch_leaves_no_process(tmp_path):
     """Nothing runs in envcheck after SIGKILL, and no rank holds a lifeline yet: the
     zygote, a minute from done importing torch, dies with it (PR_SET_PDEATHSIG); the
     run's directory goes with the next run."""
-    import signal
-    import subprocess
-    import time
-    import uuid
-
-    from conftest import ROOT, leftovers
-
     marker = uuid.uuid4().hex
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(SLOW_TORCH)
-    env = dict(os.environ, ENVCHECK_TEST_MARKER=marker, TMPDIR=str(tmpdir),
-               PYTHONPATH=os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH"))
-                                          if p))
-    proc = subprocess.Popen([sys.executable, "-m", "envcheck", "run", "-q"], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    zygote = None
-    deadline = time.monotonic() + 60
-    while zygote is None and time.monotonic() < deadline and proc.poll() is None:
-        for pid in leftovers(marker):
-            try:
-                with open("/proc/%d/cmdline" % pid, "rb") as f:
-                    if b"envcheck.worker.zygote" in f.read():
-                        zygote = pid
-            except OSError:
-                continue
-        time.sleep(0.005)
-    assert zygote, "never saw the zygote"
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
+    proc = _start(["run", "-q"], marker, TMPDIR=str(tmpdir), PYTHONPATH=path)
+    assert _zygote_of(marker, proc), "never saw the zygote"
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     deadline = time.monotonic() + 10
