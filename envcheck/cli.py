@@ -129,6 +129,7 @@ def _renderers(fmt, junit_path):
     for name in names:
         importlib.import_module("." + name, __package__)
 
+
 def _junit(report, strict):
     from .report.junit import render
 
@@ -462,8 +463,9 @@ def _fast_plain_options(command):
             p._runtime_param = _AsGiven
 
 
-# The run's head start (run/headstart.py): begun by ``entry`` before the options are
-# parsed, taken by ``run``'s first attempt, stopped by ``entry`` if nothing took it.
+# The run's head start (run/headstart.py): begun by ``__main__`` (or ``entry``) before the
+# options are parsed, taken by ``run``'s first attempt, stopped by ``entry`` if nothing
+# took it.
 _head = None
 
 
