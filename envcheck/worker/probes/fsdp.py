@@ -356,14 +356,28 @@ class _Run:
                  "rank%d" % ctx.rank: per_rank(torch, ctx.device, ctx.rank)}
         path = os.path.join(self.shared, "subgroup")
         c.data = {"group_ranks": members, "outside_ranks": outside}
-        differ = []
+        differ, failed = [], None
         if ctx.rank in members:
-            expected = clone(state, torch)
-            _dcp(self.dcp.save, state, path, group)
-            target = zeros(expected, torch)
-            _dcp(self.dcp.load, target, path, group)
-            differ = diff_state(expected, target, torch)
+            try:
+                expected = clone(state, torch)
+                _dcp(self.dcp.save, state, path, group)
+                target = zeros(expected, torch)
+                _dcp(self.dcp.load, target, path, group)
+                differ = diff_state(expected, target, torch)
+            except Exception as exc:
+                # Raised after the barrier and the gathers below: the rank outside the
+                # group waits in them for this one (torch 2.4.1's load raises TypeError
+                # in _all_gather_keys on the group's ranks only).
+                failed = exc
         dist.barrier()
+        errors = all_gather_strings(ctx, "" if failed is None else "%s: %s" % (
+            type(failed).__name__, _first_line(failed)))
+        if failed is not None:
+            raise failed
+        if any(errors):
+            c.fail("the group's save and load failed on rank(s) %s: %s" % (
+                _ranks([r for r, e in enumerate(errors) if e]),
+                next(e for e in errors if e)), advice=_ROUND_TRIP_ADVICE)
         saved = sorted(k for k in _checkpoint_keys(self.dcp, path) if k.startswith("rank"))
         c.data["per_rank_entries_saved"] = saved
         outsider = ""
