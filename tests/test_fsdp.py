@@ -75,6 +75,12 @@ def altered(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def lost(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("fsdp_lost"),
+                env={"ENVCHECK_TEST_LOSE_SUBGROUP_METADATA": "1"})
+
+
+@pytest.fixture(scope="module")
 def wide(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fsdp_wide")
     (tmp / "wide.py").write_text(textwrap.dedent(WIDTH_MODEL))
@@ -173,6 +179,24 @@ def test_a_shard_altered_after_the_save_fails_the_round_trip_and_every_reshard(a
         assert c["ranks"]["0"]["data"]["loaded_world_size"] == size
     assert "✗ fsdp.save_load" in result.stdout
     assert "rank 1: 1 of 32 entries differ after the DCP round trip" in result.stdout
+
+
+def test_a_subgroup_load_that_fails_on_the_group_only_is_a_failure_not_a_hang(lost):
+    """The group's rank fails its dcp.load (its checkpoint lost its .metadata, as torch
+    2.4.1's load fails on the group's ranks): the rank outside the group, which would wait
+    for it in the probe's collectives, learns the error and fails at once."""
+    result, report, checks, _ = lost
+    assert result.code == 1
+    # the main run and its two follow-up phases, none ended by a hang
+    assert [a["abort"] for a in report["attempts"]] == [None, None, None]
+    sub = checks["fsdp.subgroup"]
+    assert sub["outcome"] == "failed"
+    assert sub["ranks"]["0"]["outcome"] == sub["ranks"]["1"]["outcome"] == "failed"
+    assert sub["ranks"]["1"]["detail"].startswith(
+        "the group's save and load failed on rank(s) 0: DcpFailed: dcp.load raised "
+        "CheckpointException on 1 rank(s): rank 0: AssertionError: metadata is None")
+    # the probe goes on with every rank
+    assert checks["fsdp.reshard_grow"]["outcome"] == "passed"
 
 
 def test_a_model_that_does_not_fit_another_world_size_fails_its_reshard(wide):

@@ -41,6 +41,9 @@ FOLLOW_UPS = (
 # Test hook (tests/test_fsdp.py): this rank overwrites one of its shards in the saved
 # checkpoint on disk, as a faulty filesystem or a stray writer would.
 ALTER_ENV = "ENVCHECK_TEST_ALTER_SHARD"
+# Test hook: rank 0 deletes the subgroup checkpoint's .metadata between the group's save
+# and its load, so that the load fails on the group's ranks only (as torch 2.4.1's does).
+LOSE_ENV = "ENVCHECK_TEST_LOSE_SUBGROUP_METADATA"
 
 _ROUND_TRIP_ADVICE = (
     "this checkpoint does not resume the training state it saved: do not trust resumes "
@@ -361,6 +364,8 @@ class _Run:
             try:
                 expected = clone(state, torch)
                 _dcp(self.dcp.save, state, path, group)
+                if os.environ.get(LOSE_ENV) and ctx.rank == 0:
+                    os.remove(os.path.join(path, ".metadata"))
                 target = zeros(expected, torch)
                 _dcp(self.dcp.load, target, path, group)
                 differ = diff_state(expected, target, torch)
