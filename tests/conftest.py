@@ -146,3 +146,36 @@ def torchrun(python, nnodes, node_rank, nproc, port, args, cwd, host=None):
     return subprocess.Popen(cmd, cwd=cwd, env=launcher_env(**({"ENVCHECK_HOST": host} if host else {})),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL)
+
+
+# --- The test cluster (tests/cluster): one per test session, shared by every test ---
+
+REQUIRE_CLUSTER = "ENVCHECK_REQUIRE_CLUSTER"  # set by .ci/run: a skip is then a failure
+
+
+@pytest.fixture(scope="session")
+def _cluster_session():
+    from cluster import Cluster, unavailable
+
+    why = unavailable()
+    if why:
+        if os.environ.get(REQUIRE_CLUSTER):
+            pytest.fail("the test cluster is required here (%s=1) but cannot be built: %s"
+                        % (REQUIRE_CLUSTER, why))
+        pytest.skip("no test cluster on this machine: %s" % why)
+    with Cluster(3) as c:
+        yield c
+
+
+@pytest.fixture
+def cluster(_cluster_session):
+    """The session's 3-host cluster, as it was built: whatever a test changed (links,
+    /etc/hosts) is put back after it, and a test that leaves a process fails."""
+    c = _cluster_session
+    yield c
+    left = c.wait_gone(15.0)
+    for h in c.hosts:
+        h.kill_all()
+        h.link(True)
+        h.write_hosts()
+    assert not left, "processes left on the cluster's hosts: %s" % left
