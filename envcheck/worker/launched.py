@@ -290,13 +290,20 @@ class Job:
         # they meet their own deadline at about the same time, plus a grace.
         self.collect_wait = watcher_mod.grace_for(args.timeout) + 5.0
 
+    @property
+    def one_host(self):
+        """Every rank on this host: their files are all here, no store needed."""
+        return self.local_world_size == self.world_size
+
     def relay(self, collect):
-        return watcher_mod.run_relay(self, collect)
+        return [] if self.one_host else watcher_mod.run_relay(self, collect)
 
     def report_after_failure(self, collected, silent, code):
         """Rank 0 after a bad end: the report of every rank the store reached, or of
         this host's ranks where it was out of reach. Never exits 0: the job failed."""
-        if silent is None:
+        if self.one_host:
+            source = os.path.abspath(self.out)
+        elif silent is None:
             source = os.path.abspath(self.out)
             print("envcheck: rank 0 on %s: the job's store is out of reach, so only this "
                   "host's ranks are in the report; with every host's --out directory "
