@@ -5,6 +5,7 @@ host, gloo. These run in CI (root); elsewhere they skip with one line.
 """
 
 import itertools
+import time
 import json
 import os
 
@@ -79,3 +80,138 @@ def test_three_hosts_without_a_checkpoint_dir_say_dcp_across_hosts_was_not_teste
     assert check["detail"].startswith(
         "DCP across hosts not tested: the ranks are on 3 hosts (node1, node2, node3) and "
         "no directory every host mounts was given; to test it: --checkpoint-dir DIR")
+
+
+# --- Faults between hosts: each answered within --timeout plus a few seconds, blamed on
+# the right host and rank, one report from rank 0, nothing left on any host. ---
+
+TIMEOUT = 10.0
+# Every rank does collectives for a minute; rank 0 says when they are under way.
+LOOP = '''
+def probe_loop(ctx):
+    """all_reduce in a loop; rank 0 marks when they are under way"""
+    import os, time
+    import torch, torch.distributed as dist
+    with ctx.check("all_reduce"):
+        t = torch.ones(1 << 16)
+        end = time.monotonic() + 60
+        n = 0
+        while time.monotonic() < end:
+            dist.all_reduce(t)
+            n += 1
+            if n == 20 and ctx.rank == 0:
+                open(os.environ["LOOP_MARK"], "w").close()
+'''
+STUCK_ON_NODE2 = '''
+def probe_stuck(ctx):
+    """rank 2 sleeps in its own code; the others wait for it in a barrier"""
+    import time
+    import torch.distributed as dist
+    with ctx.check("wait"):
+        if ctx.rank == 2:
+            time.sleep(600)
+        dist.barrier()
+'''
+
+
+def _probe(cluster, name, source):
+    path = os.path.join(cluster.shared, name)
+    with open(path, "w") as f:
+        f.write(source)
+    return "/mnt/shared/" + name
+
+
+def _wait_for(path, seconds=120):
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, "never appeared: %s" % path
+        time.sleep(0.1)
+
+
+def _fault_job(cluster, probe, per_host_env=None, env=None, hosts=None, rdzv_conf=None):
+    hosts = hosts or cluster.hosts[:2]
+    n = next(_jobs)
+    report = "/tmp/report-%d.json" % n
+    job = Torchrun(hosts, 2, ["--out", "/tmp/out-%d" % n, "--json", report, "-p", "launch",
+                              "-p", probe[0], "--probe-path", probe[1],
+                              "--timeout", str(TIMEOUT)], ROOT, env=env,
+                   per_host_env=per_host_env, rdzv_conf=rdzv_conf)
+    return job, report
+
+
+def test_a_hang_on_one_host_is_blamed_on_its_rank_by_rank_0s_report(cluster):
+    job, path = _fault_job(cluster, ("stuck", _probe(cluster, "stuck.py", STUCK_ON_NODE2)))
+    t0 = time.monotonic()
+    res = job.wait(120)
+    took = time.monotonic() - t0
+    assert [r.code for r in res] == [1, 1], _where(res)  # torchrun: 1 when a rank failed
+    report = _report(cluster.hosts[0], path)
+    check = checks_by_id(report)["stuck.wait"]
+    assert check["outcome"] == "hang" and check["root_rank"] == 2, check
+    assert check["detail"].startswith("rank 2 on node2: no progress for"), check["detail"]
+    assert "rank 2 on node2" in res[0].stdout
+    assert took < TIMEOUT + 30, took  # the import of torch, the deadline, the report
+
+
+def test_a_host_whose_ranks_fail_at_setup_is_named_in_rank_0s_report(cluster):
+    job, path = _fault_job(cluster, ("loop", _probe(cluster, "loop.py", LOOP)),
+                           per_host_env={"node2": {"GLOO_SOCKET_IFNAME": "eth9"}},
+                           env={"LOOP_MARK": "/tmp/never"})
+    res = job.wait(120)
+    assert [r.code for r in res] == [1, 1], _where(res)
+    report = _report(cluster.hosts[0], path)
+    check = checks_by_id(report)["setup.init_process_group"]
+    assert check["outcome"] == "failed" and check["root_rank"] == 2, check
+    assert check["detail"].startswith("ranks 2,3 on node2: "), check["detail"]
+    assert "eth9" in check["detail"]
+    assert "ranks 2,3 on node2" in res[0].stdout
+    assert "envcheck report --records" in res[1].stderr  # node2 says where its records are
+
+
+def test_a_host_killed_mid_collective_is_named_in_rank_0s_report(cluster):
+    mark = os.path.join(cluster.shared, "loop-started")
+    job, path = _fault_job(cluster, ("loop", _probe(cluster, "loop.py", LOOP)),
+                           env={"LOOP_MARK": "/mnt/shared/loop-started"})
+    _wait_for(mark)
+    cluster.hosts[1].kill_all()  # node2 dies: its agent, its ranks, everything
+    t0 = time.monotonic()
+    res = job.wait(120)
+    took = time.monotonic() - t0
+    os.remove(mark)
+    assert res[0].code == 1, _where(res)
+    assert res[1].code == -9
+    report = _report(cluster.hosts[0], path)
+    check = checks_by_id(report)["loop.all_reduce"]
+    assert check["outcome"] == "crash" and check["root_rank"] in (2, 3), check
+    assert "on node2" in check["detail"], check["detail"]
+    assert took < TIMEOUT + 30, took
+
+
+def test_a_link_cut_mid_collective_ends_every_host_within_the_timeout(cluster):
+    mark = os.path.join(cluster.shared, "loop-started")
+    job, path = _fault_job(cluster, ("loop", _probe(cluster, "loop.py", LOOP)),
+                           env={"LOOP_MARK": "/mnt/shared/loop-started"})
+    _wait_for(mark)
+    cluster.hosts[1].link(False)
+    t0 = time.monotonic()
+    res = job.wait(120)
+    took = time.monotonic() - t0
+    os.remove(mark)
+    assert res[0].code == 1 and res[1].code != 0, _where(res)
+    report = _report(cluster.hosts[0], path)
+    check = checks_by_id(report)["loop.all_reduce"]
+    assert check["outcome"] == "hang", check
+    assert "node2" in res[0].stderr  # rank 0 says which ranks went silent
+    assert took < TIMEOUT + 30, took
+
+
+def test_a_host_20_s_late_to_start_simply_succeeds(cluster):
+    hosts = cluster.hosts[:2]
+    n = next(_jobs)
+    job = Torchrun(hosts, 2, ["--out", "/tmp/out-%d" % n, "-p", "launch",
+                              "--timeout", str(TIMEOUT)], ROOT, start=False)
+    job.start(hosts[0])
+    time.sleep(20)
+    job.start(hosts[1])
+    res = job.wait(120)
+    assert [r.code for r in res] == [0, 0], _where(res)

@@ -204,8 +204,7 @@ def render_report(args, records):
     """
     for cmd in _report_commands(args, records):
         try:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, timeout=300, stdin=subprocess.DEVNULL)
+            proc = watcher_mod.run_helper(cmd, 300)
         except (OSError, subprocess.TimeoutExpired):
             continue
         if not _missing_dependencies(proc.stderr):

@@ -249,6 +249,17 @@ def fork_rank(run_rank):
     return pid
 
 
+def run_helper(cmd, timeout):
+    """A helper process (the relay, the report) out of the launcher's reach: torch
+    elastic signals the whole process group of a rank it tears down, and these must
+    finish the report then. Its own session keeps it out of that group; it still dies
+    with this process (PR_SET_PDEATHSIG) and within ``timeout``."""
+    parent = os.getpid()
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL, start_new_session=True,
+                          preexec_fn=lambda: lifetime.die_with_parent(parent))
+
+
 def run_relay(job, collect):
     """``python -m envcheck.worker.relay`` for this rank; the ranks that never said done
     (rank 0 with ``collect``), or None when the store was out of reach."""
@@ -258,9 +269,7 @@ def run_relay(job, collect):
     if collect:
         cmd += ["--collect", collect]
     try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, timeout=job.collect_wait + 60,
-                              stdin=subprocess.DEVNULL)
+        proc = run_helper(cmd, job.collect_wait + 60)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if proc.returncode != 0:
