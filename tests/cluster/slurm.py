@@ -33,6 +33,9 @@ NEEDED = ("munged", "slurmctld", "slurmd", "srun", "sinfo", "scontrol")
 CTLD_PORT = 6817   # each cluster has its own network namespaces: no other SLURM can
 SLURMD_PORT = 6818  # be listening on these there
 CPUS = 2           # per node, whatever the machine has (config_overrides)
+ETC = "/etc/slurm"
+HEALTHCHECK = "envcheck-healthcheck.sh"  # HealthCheckProgram, in each host's /etc/slurm
+NOOP_HEALTHCHECK = "#!/bin/sh\nexit 0\n"
 
 
 def unavailable():
@@ -79,6 +82,9 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 MailProg=/bin/true
+HealthCheckProgram={etc}/{healthcheck}
+HealthCheckInterval=3600
+HealthCheckNodeState=ANY
 ReturnToService=2
 KillWait=2
 MinJobAge=5
@@ -98,13 +104,16 @@ class Slurm:
     def __init__(self, cluster, directory, extra_conf=""):
         self.cluster = cluster
         self.dir = directory
-        self.conf = os.path.join(directory, "slurm.conf")
+        self.etc = os.path.join(directory, "etc")  # each host's /etc/slurm
+        self.conf = os.path.join(self.etc, "slurm.conf")
+        self.healthcheck = os.path.join(self.etc, HEALTHCHECK)
         self.munge_dir = os.path.join(directory, "munge")
         self.munge_socket = os.path.join(self.munge_dir, "munge.socket")
         self.extra_conf = extra_conf
         self.munged = None
         self.slurmctld = None
         self.slurmds = {}
+        self.mounted = []
         self.started_s = None
 
     # --- environment and commands -------------------------------------------------
@@ -157,13 +166,24 @@ class Slurm:
         text = CONF.format(cluster_name=self.cluster.prefix, first=hosts[0].name,
                            first_addr=hosts[0].addr, ctld_port=CTLD_PORT,
                            slurmd_port=SLURMD_PORT, munge_socket=self.munge_socket,
-                           dir=self.dir, extra=self.extra_conf, nodes=nodes)
+                           dir=self.dir, extra=self.extra_conf, nodes=nodes,
+                           etc=ETC, healthcheck=HEALTHCHECK)
         with open(self.conf, "w") as f:
             f.write(text)
         # slurmd loads a cgroup plugin whatever the other plugins are; name it, so that it
         # does not look for a hierarchy (a host's /sys is its network namespace's own).
-        with open(os.path.join(self.dir, "cgroup.conf"), "w") as f:
+        with open(os.path.join(self.etc, "cgroup.conf"), "w") as f:
             f.write("CgroupPlugin=cgroup/v1\nCgroupAutomount=no\n")
+        self.set_healthcheck(NOOP_HEALTHCHECK)
+
+    def set_healthcheck(self, text):
+        """The HealthCheckProgram's text (every host's /etc/slurm/envcheck-healthcheck.sh);
+        slurmd runs it when it starts (``restart_slurmd``) and every hour."""
+        tmp = self.healthcheck + ".new"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, self.healthcheck)
 
     def _start_munged(self):
         os.makedirs(self.munge_dir, exist_ok=True)
@@ -190,6 +210,7 @@ class Slurm:
         if why:
             raise RuntimeError(why)
         os.makedirs(os.path.join(self.dir, "ctld"), exist_ok=True)
+        os.makedirs(self.etc, exist_ok=True)
         for h in self.cluster.hosts:
             os.makedirs(os.path.join(self.dir, h.name), exist_ok=True)
         self.write_conf()
@@ -204,18 +225,62 @@ class Slurm:
         self._wait(lambda: self.run(["scontrol", "ping"], timeout=10).stdout.count("UP") > 0,
                    timeout, "slurmctld to answer 'scontrol ping'", self.slurmctld)
         for h in self.cluster.hosts:
-            out = open(os.path.join(self.dir, h.name, "slurmd.out"), "w")
-            p = h.popen(["slurmd", "-D", "-N", h.name, "-f", self.conf], env=env,
-                        stdout=out, stderr=subprocess.STDOUT)
-            out.close()
-            self.slurmds[h.name] = p
-            h.daemons.add(p.pid)
+            if os.path.isdir(ETC):
+                # The host's /etc/slurm is this SLURM's (its private mount namespace; the
+                # machine's stays as it is): what slurmd runs (a health check, a prolog)
+                # finds slurm.conf where a real node has it, with no SLURM_CONF.
+                h.run(["mount", "--bind", self.etc, ETC])
+                self.mounted.append(h)
+            self._start_slurmd(h, env)
         self.wait_idle(timeout - (time.monotonic() - t0))
         # What runs on the hosts now is this SLURM's: the daemons and what they forked
         # (slurmctld's slurmscriptd). Steps started later are not daemons.
         for h in self.cluster.hosts:
             h.daemons.update(h.processes())
         self.started_s = time.monotonic() - t0
+
+    def _start_slurmd(self, host, env=None):
+        out = open(os.path.join(self.dir, host.name, "slurmd.out"), "a")
+        p = host.popen(["slurmd", "-D", "-N", host.name, "-f", self.conf],
+                       env=env or self.env(), stdout=out, stderr=subprocess.STDOUT)
+        out.close()
+        self.slurmds[host.name] = p
+        host.daemons.add(p.pid)
+        return p
+
+    def restart_slurmd(self, host, timeout=30.0):
+        """Stop ``host``'s slurmd and start it again, as a node's reboot would: it runs
+        the HealthCheckProgram, then registers. Returns once slurmctld has seen the new
+        slurmd register (its SlurmdStartTime changed)."""
+        before = self.node(host.name).get("SlurmdStartTime")
+        old = self.slurmds.pop(host.name)
+        old.terminate()
+        try:
+            old.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            old.kill()
+            old.wait()
+        host.daemons.discard(old.pid)
+        time.sleep(1.1)  # SlurmdStartTime has a resolution of one second
+        self._start_slurmd(host)
+        self._wait(lambda: self.node(host.name).get("SlurmdStartTime") != before, timeout,
+                   "%s's new slurmd to register" % host.name)
+
+    def node(self, name):
+        """``scontrol show node NAME`` as a dict (State, Reason, SlurmdStartTime...)."""
+        line = self.run(["scontrol", "-o", "show", "node", name], timeout=10).stdout.strip()
+        fields, key, reason = {}, None, None
+        if " Reason=" in line:  # free text, last: 'Reason=TEXT [root@2026-11-23T15:55:00]'
+            line, reason = line.split(" Reason=", 1)
+        for word in line.split(" "):
+            if "=" in word:
+                key, value = word.split("=", 1)
+                fields[key] = value
+            elif key:  # a value with spaces (Reason=...)
+                fields[key] += " " + word
+        if reason is not None:
+            fields["Reason"] = reason
+        return fields
 
     def states(self):
         """Each node's state as sinfo says it: {'node1': 'idle', ...}."""
@@ -264,6 +329,9 @@ class Slurm:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        for h in self.mounted:
+            h.run(["umount", ETC], check=False)
+        self.mounted = []
         for h in self.cluster.hosts:
             h.daemons.clear()
         self.slurmds, self.slurmctld, self.munged = {}, None, None
