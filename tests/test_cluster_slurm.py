@@ -99,3 +99,131 @@ def test_srun_without_master_addr_every_rank_exits_2(slurm, shared_dir):
             node, "0-1" if node == "node1" else "2-3") in proc.stderr, proc.stderr
     assert proc.stdout == ""
     assert os.listdir(outside) == []  # no rank got as far as its --out
+
+
+# --- docs/cluster.md's SLURM recipes, run as written -------------------------------------
+
+DOCS = os.path.join(ROOT, "docs", "cluster.md")
+BIN = "/tmp/envcheck-bin"  # on each host (its own /tmp): envcheck, and node3's nvidia-smi
+# node3's GPU: an H100 under a 470 driver, which cannot run it (nor cu124)
+SMI = "#!/bin/sh\necho '0, NVIDIA H100 80GB HBM3, 9.0, 470.82.01, 81559'\n"
+SUMMARY = """\
+3 nodes: 3 check answers
+asked: 2.6.0+cu124
+✓ 2 of 3 nodes will work
+✗ 1 node will not work: driver 470.82.01 < 525.60.13 for cu124; driver 470.82.01
+    cannot run sm_90 (Hopper needs R520+): node3
+
+Differ from the majority:
+  GPU count 1 on node3 (2 have 0)
+"""
+
+
+def docs_block(marker):
+    """The ```sh block of docs/cluster.md's SLURM section that contains ``marker``."""
+    with open(DOCS, encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("## SLURM\n"):text.index("## pdsh and clush")]
+    blocks = [b.split("\n", 1)[1].split("```", 1)[0]
+              for b in section.split("```sh")[1:]]
+    found = [b for b in blocks if marker in b]
+    assert len(found) == 1, (marker, blocks)
+    return found[0]
+
+
+@pytest.fixture
+def node_bins(cluster):
+    """BIN on every host: ``envcheck`` (this checkout's), and on node3 only a fake
+    nvidia-smi; PATH for the tasks with BIN first."""
+    envcheck = os.path.join(os.path.dirname(sys.executable), "envcheck")
+    assert os.path.exists(envcheck), envcheck
+    for h in cluster.hosts:
+        d = h.path(BIN)
+        os.makedirs(d)
+        os.symlink(envcheck, os.path.join(d, "envcheck"))
+        if h.name == "node3":
+            with open(os.path.join(d, "nvidia-smi"), "w") as f:
+                f.write(SMI)
+            os.chmod(os.path.join(d, "nvidia-smi"), 0o755)
+    yield "%s:/usr/bin:/bin" % BIN
+    for h in cluster.hosts:
+        shutil.rmtree(h.path(BIN), ignore_errors=True)
+
+
+def test_docs_srun_recipe_with_a_shared_filesystem(slurm, shared_dir, node_bins):
+    out, outside = shared_dir
+    block = docs_block("--json answers/$SLURMD_NODENAME.json")
+    assert block.count("-N 64") == 1
+    block = block.replace("-N 64", "-N 3")
+    gather, summary = block.split("\nenvcheck summary", 1)
+    env = launcher_env(ROOT, PATH=node_bins)
+    proc = slurm.run(["bash", "-c", "cd %s && %s" % (out, gather)], env=env, timeout=120)
+    # as the docs say: srun exits non-zero (node3 will not work), every file is written
+    assert proc.returncode == 1, _explain(slurm, proc)
+    assert "srun: error: node3: task 2: Exited with exit code 1" in proc.stderr, proc.stderr
+    assert sorted(os.listdir(os.path.join(outside, "answers"))) == [
+        "node1.json", "node2.json", "node3.json"]
+    proc = slurm.run(["bash", "-c", "cd %s && envcheck summary%s" % (out, summary)],
+                     env=env, timeout=60)
+    assert proc.returncode == 1, _explain(slurm, proc)
+    assert proc.stdout == SUMMARY, proc.stdout
+
+
+def test_docs_srun_recipe_without_a_shared_filesystem(slurm, cluster, node_bins):
+    block = docs_block("--label").replace("-N 64", "-N 3")
+    work = "/tmp/envcheck-answers-test"  # node1's own /tmp: not shared
+    for h in cluster.hosts:
+        os.makedirs(h.path(work))
+    try:
+        env = launcher_env(ROOT, PATH=node_bins)
+        proc = slurm.run(["bash", "-c", "cd %s && %s" % (work, block)], env=env,
+                         timeout=120)
+        assert proc.returncode == 1, _explain(slurm, proc)  # the summary's: node3 fails
+        assert proc.stdout == SUMMARY, proc.stdout
+        answers = os.path.join(cluster.hosts[0].path(work), "answers")
+        assert sorted(os.listdir(answers)) == [
+            "stderr.txt", "task0.json", "task1.json", "task2.json"]
+        for h in cluster.hosts[1:]:  # nothing was written on the other nodes
+            assert os.listdir(h.path(work)) == []
+    finally:
+        for h in cluster.hosts:
+            shutil.rmtree(h.path(work), ignore_errors=True)
+
+
+def test_docs_healthcheck_drains_the_node_that_cannot_run_it(slurm, cluster, node_bins):
+    block = docs_block("SLURMD_NODENAME set")
+    assert block.count("/opt/envcheck/bin") == 1
+    node2, node3 = cluster.hosts[1], cluster.hosts[2]
+    slurm.set_healthcheck(block.replace("/opt/envcheck/bin", BIN))
+    try:
+        # slurmd runs it when it starts: node3 (driver 470 under an H100) is drained
+        # with envcheck's reason; node2 (no GPU: torch runs on CPU) stays idle
+        for h in (node2, node3):
+            slurm.restart_slurmd(h)
+        _wait_for(lambda: "DRAIN" in slurm.node("node3")["State"], slurm, "node3 drained")
+        n3 = slurm.node("node3")
+        assert n3["State"] == "IDLE+DRAIN", n3
+        assert n3["Reason"].startswith("envcheck: 2.6.0+cu124 will not work here: driver, "
+                                       "driver/GPU failed [root@"), n3
+        n2 = slurm.node("node2")
+        assert n2["State"] == "IDLE" and "Reason" not in n2, n2
+        assert slurm.states() == {"node1": "idle", "node2": "idle", "node3": "drained"}
+        # the driver fixed, the next check resumes the node it drained
+        os.remove(os.path.join(node3.path(BIN), "nvidia-smi"))
+        slurm.restart_slurmd(node3)
+        _wait_for(lambda: slurm.node("node3")["State"] == "IDLE", slurm, "node3 resumed")
+        assert "Reason" not in slurm.node("node3")
+    finally:
+        from cluster.slurm import NOOP_HEALTHCHECK
+        slurm.set_healthcheck(NOOP_HEALTHCHECK)
+        if "DRAIN" in slurm.node("node3").get("State", ""):
+            slurm.run(["scontrol", "update", "NodeName=node3", "State=RESUME"])
+
+
+def _wait_for(ready, slurm, what, timeout=30.0):
+    import time
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < deadline, "%s: not after %s s\n%s" % (
+            what, timeout, slurm.logs(1500))
+        time.sleep(0.2)
