@@ -167,9 +167,12 @@ def _cluster_session():
     base = tempfile.mkdtemp(prefix="envcheck-cluster-")
     slurm_dir = os.path.join(base, "slurm")
     os.makedirs(slurm_dir)
-    with Cluster(3, base=base, keep=(slurm_dir,)) as c:
-        c.slurm_dir = slurm_dir
-        yield c
+    try:
+        with Cluster(3, base=base, keep=(slurm_dir,)) as c:
+            c.slurm_dir = slurm_dir
+            yield c
+    finally:
+        shutil.rmtree(base, ignore_errors=True)  # the hosts' /tmp and the shared dir too
 
 
 @pytest.fixture

@@ -193,26 +193,40 @@ def test_docs_srun_recipe_without_a_shared_filesystem(slurm, cluster, node_bins)
 def test_docs_healthcheck_drains_the_node_that_cannot_run_it(slurm, cluster, node_bins):
     block = docs_block("SLURMD_NODENAME set")
     assert block.count("/opt/envcheck/bin") == 1
-    node2, node3 = cluster.hosts[1], cluster.hosts[2]
+    node3 = cluster.hosts[2]
+    smi = os.path.join(node3.path(BIN), "nvidia-smi")
     slurm.set_healthcheck(block.replace("/opt/envcheck/bin", BIN))
     try:
         # slurmd runs it when it starts: node3 (driver 470 under an H100) is drained
-        # with envcheck's reason; node2 (no GPU: torch runs on CPU) stays idle
-        for h in (node2, node3):
-            slurm.restart_slurmd(h)
+        # with envcheck's reason; node1 and node2 (no GPU: torch runs on CPU) stay idle
+        slurm.restart_slurmd(*cluster.hosts)
         _wait_for(lambda: "DRAIN" in slurm.node("node3")["State"], slurm, "node3 drained")
         n3 = slurm.node("node3")
         assert n3["State"] == "IDLE+DRAIN", n3
         assert n3["Reason"].startswith("envcheck: 2.6.0+cu124 will not work here: driver, "
                                        "driver/GPU failed [root@"), n3
-        n2 = slurm.node("node2")
-        assert n2["State"] == "IDLE" and "Reason" not in n2, n2
+        for name in ("node1", "node2"):
+            n = slurm.node(name)
+            assert n["State"] == "IDLE" and "Reason" not in n, n
         assert slurm.states() == {"node1": "idle", "node2": "idle", "node3": "drained"}
         # the driver fixed, the next check resumes the node it drained
-        os.remove(os.path.join(node3.path(BIN), "nvidia-smi"))
+        os.remove(smi)
         slurm.restart_slurmd(node3)
         _wait_for(lambda: slurm.node("node3")["State"] == "IDLE", slurm, "node3 resumed")
         assert "Reason" not in slurm.node("node3")
+        # a broken nvidia-smi (envcheck exits 2) drains it too, with envcheck's error
+        with open(smi, "w") as f:
+            f.write("#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not "
+                    "communicate with the NVIDIA driver.'\nexit 9\n")
+        os.chmod(smi, 0o755)
+        slurm.restart_slurmd(node3)
+        _wait_for(lambda: "DRAIN" in slurm.node("node3")["State"], slurm, "node3 drained")
+        assert slurm.node("node3")["Reason"].startswith(
+            "envcheck: error: nvidia-smi failed (exit 9): NVIDIA-SMI has failed"), \
+            slurm.node("node3")
+        os.remove(smi)
+        slurm.restart_slurmd(node3)
+        _wait_for(lambda: slurm.node("node3")["State"] == "IDLE", slurm, "node3 resumed")
     finally:
         from cluster.slurm import NOOP_HEALTHCHECK
         slurm.set_healthcheck(NOOP_HEALTHCHECK)

@@ -20,7 +20,7 @@ hosts' *daemons* (``Host.daemons`` in tests/cluster/__init__.py), so the cluster
 "nothing left on a host" checks do not count them; the steps they start (slurmstepd,
 the tasks) are counted.
 
-By hand: ``python -m tests.cluster up 3 --slurm`` (docs/cluster-tests.md).
+By hand: ``python -m tests.cluster.slurm 3`` (docs/cluster-tests.md, "SLURM").
 """
 
 import os
@@ -133,7 +133,7 @@ class Slurm:
     def log(self, name):
         """A daemon's log: 'slurmctld', 'munged' or a host name (its slurmd)."""
         path = {"slurmctld": os.path.join(self.dir, "slurmctld.log"),
-                "munged": os.path.join(self.munge_dir, "munged.log")}.get(
+                "munged": os.path.join(self.munge_dir, "munged.out")}.get(
             name, os.path.join(self.dir, name, "slurmd.log"))
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
@@ -248,23 +248,27 @@ class Slurm:
         host.daemons.add(p.pid)
         return p
 
-    def restart_slurmd(self, host, timeout=30.0):
-        """Stop ``host``'s slurmd and start it again, as a node's reboot would: it runs
-        the HealthCheckProgram, then registers. Returns once slurmctld has seen the new
-        slurmd register (its SlurmdStartTime changed)."""
-        before = self.node(host.name).get("SlurmdStartTime")
-        old = self.slurmds.pop(host.name)
-        old.terminate()
-        try:
-            old.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            old.kill()
-            old.wait()
-        host.daemons.discard(old.pid)
+    def restart_slurmd(self, *hosts, timeout=30.0):
+        """Stop the slurmd of each of ``hosts`` and start it again, as a node's reboot
+        would: it runs the HealthCheckProgram, then registers. Returns once slurmctld
+        has seen every new slurmd register (its SlurmdStartTime changed)."""
+        before = {h.name: self.node(h.name).get("SlurmdStartTime") for h in hosts}
+        old = [(h, self.slurmds.pop(h.name)) for h in hosts]
+        for _, p in old:
+            p.terminate()
+        for h, p in old:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            h.daemons.discard(p.pid)
         time.sleep(1.1)  # SlurmdStartTime has a resolution of one second
-        self._start_slurmd(host)
-        self._wait(lambda: self.node(host.name).get("SlurmdStartTime") != before, timeout,
-                   "%s's new slurmd to register" % host.name)
+        for h in hosts:
+            self._start_slurmd(h)
+        self._wait(lambda: all(self.node(n).get("SlurmdStartTime") != t
+                               for n, t in before.items()), timeout,
+                   "the new slurmd of %s to register" % ", ".join(before))
 
     def node(self, name):
         """``scontrol show node NAME`` as a dict (State, Reason, SlurmdStartTime...)."""
@@ -336,3 +340,54 @@ class Slurm:
             h.daemons.clear()
         self.slurmds, self.slurmctld, self.munged = {}, None, None
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def main(argv=None):
+    """By hand: a cluster of N hosts (default 3) with this SLURM, until Ctrl-C."""
+    import argparse
+    import sys
+    import tempfile
+
+    from . import Cluster
+    from . import unavailable as no_cluster
+
+    p = argparse.ArgumentParser(prog="python -m tests.cluster.slurm",
+                                description="Start the test cluster with a real SLURM; "
+                                            "Ctrl-C stops and removes everything.")
+    p.add_argument("hosts", nargs="?", type=int, default=3)
+    args = p.parse_args(argv)
+    why = no_cluster() or unavailable()
+    if why:
+        sys.exit("cannot start the test SLURM here: %s" % why)
+    base = tempfile.mkdtemp(prefix="envcheck-cluster-")
+    slurm_dir = os.path.join(base, "slurm")
+    os.makedirs(slurm_dir)
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        with Cluster(args.hosts, base=base, keep=(slurm_dir,)) as c, Slurm(c, slurm_dir) as s:
+            first = c.hosts[0]
+            print("%s: %d hosts (%s), SLURM up in %.1f s" % (
+                version(), len(c.hosts), ", ".join("%s %s" % (h.name, h.addr)
+                                                   for h in c.hosts), s.started_s))
+            print("a shell on node1 (its /etc/slurm is this SLURM's):\n"
+                  "  nsenter --target %d --net --uts --mount -- env SLURM_CONF=%s bash\n"
+                  "  then: sinfo; srun -N2 --ntasks-per-node 2 hostname\n"
+                  "logs: %s/slurmctld.log, %s/nodeN/slurmd.log, %s/munged.out\n"
+                  "shared by every host at /mnt/shared: %s\n"
+                  "Ctrl-C stops it all and removes %s"
+                  % (first.holder.pid, s.conf, s.dir, s.dir, s.munge_dir, c.shared, base),
+                  flush=True)
+            while True:
+                signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
