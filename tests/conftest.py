@@ -209,5 +209,6 @@ def slurm(_slurm_session, cluster):
     on node1, a slurmd on every host, all idle. Started once per session; after each
     test, as ``cluster``, nothing may be left on a host (slurmd itself excepted) and
     every node must be idle again."""
+    _slurm_session.wait_idle(60.0)  # after a torchrun test that cut a host's link, say
     yield _slurm_session
     _slurm_session.wait_idle(30.0)
