@@ -88,6 +88,20 @@ def test_srun_launcher_mode_across_hosts(slurm, shared_path, nodes):
     assert "%d on %s, backend gloo" % (2 * nodes, hosts) in proc.stdout, proc.stdout
 
 
+def test_srun_json_inside_a_fresh_out_dir(slurm, shared_path):
+    """``--out DIR --json DIR/report.json`` with DIR not made yet: rank 0 makes it before
+    it checks that it can write the report (else exit 2 on rank 0 alone, and under srun
+    the other ranks waited ~75 s for it; with several ranks it was a race)."""
+    out, outside = shared_path
+    script = EXPORTS % next(_ports) + "srun -N1 -n1 %s" % _launched(out, ["launch"])
+    cmd = ["salloc", "-N1", "-n1", "--immediate=20", "bash", "-c", script]
+    proc = slurm.run(cmd, env=launcher_env(ROOT), timeout=120)
+    assert proc.returncode == 0, _explain(slurm, proc)
+    with open(os.path.join(outside, "report.json"), encoding="utf-8") as f:
+        report = validate_report(json.load(f))
+    assert [(r["rank"], r["host"]) for r in report["ranks"]] == [(0, "node1")]
+
+
 def test_srun_without_master_addr_every_rank_exits_2(slurm, shared_dir):
     out, outside = shared_dir
     env = launcher_env(ROOT, MASTER_PORT=str(next(_ports)))
