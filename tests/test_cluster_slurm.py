@@ -88,6 +88,36 @@ def test_srun_launcher_mode_across_hosts(slurm, shared_path, nodes):
     assert "%d on %s, backend gloo" % (2 * nodes, hosts) in proc.stdout, proc.stdout
 
 
+def test_torchrun_inside_an_srun_step(slurm, shared_path):
+    """docs/multinode.md: one torchrun per node in an srun step; torchrun's variables
+    win over the SLURM ids (which describe the agents, not the ranks)."""
+    out, outside = shared_path
+    script = (
+        'srun %s -m torch.distributed.run --nnodes 2 --nproc-per-node 2 '
+        '--rdzv-backend c10d --rdzv-id envcheck-$SLURM_JOB_ID --rdzv-endpoint '
+        '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1):%d '
+        '-m envcheck.worker.launched --out %s --json %s/report.json -p launch '
+        '-p collectives' % (sys.executable, next(_ports), out, out))
+    cmd = ["salloc", "-N2", "--ntasks-per-node", "1", "-c", "2", "--immediate=20",
+           "bash", "-c", script]
+    proc = slurm.run(cmd, env=launcher_env(ROOT), timeout=240)
+    assert proc.returncode == 0, _explain(slurm, proc)
+    with open(os.path.join(outside, "report.json"), encoding="utf-8") as f:
+        report = validate_report(json.load(f))
+    assert report["plan"]["launcher"] == "torchrun"
+    ranks = [(r["rank"], r["host"], r["local_rank"]) for r in report["ranks"]]
+    # which agent gets group rank 0 is the rendezvous' choice: two ranks per host,
+    # in rank order, local ranks 0 and 1
+    first, second = ranks[0][1], ranks[2][1]
+    assert {first, second} == {"node1", "node2"}, ranks
+    assert ranks == [(0, first, 0), (1, first, 1), (2, second, 0), (3, second, 1)]
+    checks = checks_by_id(report)
+    assert checks["launch.rank_mapping"]["outcome"] == "passed", checks["launch.rank_mapping"]
+    assert checks["launch.slurm"]["outcome"] == "skipped"
+    assert checks["launch.slurm"]["detail"].startswith(
+        "ranks were started by torchrun inside the SLURM step"), checks["launch.slurm"]
+
+
 def test_srun_json_inside_a_fresh_out_dir(slurm, shared_path):
     """``--out DIR --json DIR/report.json`` with DIR not made yet: rank 0 makes it before
     it checks that it can write the report (else exit 2 on rank 0 alone, and under srun
