@@ -1,14 +1,16 @@
 """A real SLURM on the test cluster: munged, slurmctld on host 1, one slurmd per host.
 
-Debian's slurm-wlm and munge, configured here and nowhere else: one munged with its own
-key, socket, PID, log and seed files; a slurm.conf written for the cluster (its own
-state, spool, PID and log files, no accounting, proctrack/linuxproc, task/none,
-select/cons_tres); slurmctld inside host 1's namespaces; one ``slurmd -N nodeN`` inside
-each host's namespaces (its network, name and /tmp), so that the tasks it starts run
-"on" that host. Every file lives in one directory, ``Slurm.dir``, that every host sees
-at the same path (the cluster keeps it visible under each host's private /tmp). Nothing
-of the machine's own /etc/munge, /run/munge, /etc/slurm or /var/spool is used: commands
-find this SLURM through ``SLURM_CONF`` (``Slurm.env()``).
+Debian's slurm-wlm and munge, configured here and nowhere else: one munged with its
+own key, socket, PID and seed files (its log: munge/munged.out); a slurm.conf written
+for the cluster (its own state, spool, PID and log files, no accounting,
+proctrack/linuxproc, task/none, select/cons_tres); slurmctld inside host 1's
+namespaces; one ``slurmd -N nodeN`` inside each host's namespaces (its network, name
+and /tmp), so that the tasks it starts run "on" that host. Every file lives in one
+directory, ``Slurm.dir``, that every host sees at the same path (the cluster keeps it
+visible under each host's private /tmp). The machine's own /etc/munge, /run/munge,
+/etc/slurm and /var/spool are not used: commands find this SLURM through
+``SLURM_CONF`` (``Slurm.env()``), and on the hosts /etc/slurm is this SLURM's etc/
+(a bind mount in each host's private mount namespace), as on a real node.
 
     with Cluster(3, base=base, keep=[slurm_dir]) as c, Slurm(c, slurm_dir) as s:
         s.run(["srun", "-N2", "--ntasks-per-node", "2", "hostname"])   # from host 1
@@ -192,11 +194,11 @@ class Slurm:
         fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
         with os.fdopen(fd, "wb") as f:
             f.write(os.urandom(1024))
+        # In the foreground munged logs to stderr (not to --log-file): munged.out.
         out = open(os.path.join(self.munge_dir, "munged.out"), "w")
         self.munged = subprocess.Popen(
             ["munged", "--foreground", "--force", "--socket", self.munge_socket,
              "--key-file", key, "--pid-file", os.path.join(self.munge_dir, "munged.pid"),
-             "--log-file", os.path.join(self.munge_dir, "munged.log"),
              "--seed-file", os.path.join(self.munge_dir, "munged.seed"),
              "--num-threads", "4"],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
