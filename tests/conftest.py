@@ -163,8 +163,16 @@ def _cluster_session():
             pytest.fail("the test cluster is required here (%s=1) but cannot be built: %s"
                         % (REQUIRE_CLUSTER, why))
         pytest.skip("no test cluster on this machine: %s" % why)
-    with Cluster(3) as c:
-        yield c
+    # The SLURM fixture's directory: kept visible at the same path on every host.
+    base = tempfile.mkdtemp(prefix="envcheck-cluster-")
+    slurm_dir = os.path.join(base, "slurm")
+    os.makedirs(slurm_dir)
+    try:
+        with Cluster(3, base=base, keep=(slurm_dir,)) as c:
+            c.slurm_dir = slurm_dir
+            yield c
+    finally:
+        shutil.rmtree(base, ignore_errors=True)  # the hosts' /tmp and the shared dir too
 
 
 @pytest.fixture
@@ -179,3 +187,28 @@ def cluster(_cluster_session):
         h.link(True)
         h.write_hosts()
     assert not left, "processes left on the cluster's hosts: %s" % left
+
+
+@pytest.fixture(scope="session")
+def _slurm_session(_cluster_session):
+    from cluster.slurm import Slurm, unavailable
+
+    why = unavailable()
+    if why:
+        if os.environ.get(REQUIRE_CLUSTER):
+            pytest.fail("the test SLURM is required here (%s=1) but cannot start: %s"
+                        % (REQUIRE_CLUSTER, why))
+        pytest.skip("no test SLURM on this machine: %s" % why)
+    with Slurm(_cluster_session, _cluster_session.slurm_dir) as s:
+        yield s
+
+
+@pytest.fixture
+def slurm(_slurm_session, cluster):
+    """A real SLURM on the session's cluster (tests/cluster/slurm.py): munged, slurmctld
+    on node1, a slurmd on every host, all idle. Started once per session; after each
+    test, as ``cluster``, nothing may be left on a host (slurmd itself excepted) and
+    every node must be idle again."""
+    _slurm_session.wait_idle(60.0)  # after a torchrun test that cut a host's link, say
+    yield _slurm_session
+    _slurm_session.wait_idle(30.0)

@@ -363,11 +363,11 @@ def main(argv=None):
         launcher = export_identity(os.environ)
         entries = plan_entries(args.probe, args.skip, args.probe_path)
         identity = runtime.read_identity()
+        os.makedirs(args.out, exist_ok=True)  # first: --json may be a file in --out
         if identity[0] == 0:
             for path in (args.json, args.junit):
                 if path:
                     _check_writable(path)
-        os.makedirs(args.out, exist_ok=True)
         if args.checkpoint_dir:
             _check_checkpoint_dir(args.checkpoint_dir)
             os.environ[SHARED_DIR_ENV] = args.checkpoint_dir

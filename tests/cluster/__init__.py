@@ -95,6 +95,7 @@ class Host:
         self.tmp = os.path.join(self.root, "tmp")  # this host's /tmp, seen from outside
         self.hosts_file = os.path.join(self.root, "hosts")
         self.holder = None
+        self.daemons = set()  # pids of session-long daemons on this host (slurmd)
 
     def path(self, inside):
         """Where a path under this host's /tmp lies, seen from the machine."""
@@ -127,9 +128,10 @@ class Host:
         return [int(p) for p in out if p.isdigit()]
 
     def processes(self):
-        """The host's processes other than its holder: what a test may have left."""
+        """The host's processes other than its holder and daemons: what a test may have
+        left."""
         holder = self.holder.pid if self.holder else None
-        return [p for p in self.pids() if p != holder]
+        return [p for p in self.pids() if p != holder and p not in self.daemons]
 
     def write_hosts(self, extra=""):
         """This host's /etc/hosts: every host's name and address, then ``extra``."""
