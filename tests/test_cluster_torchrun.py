@@ -8,6 +8,7 @@ import itertools
 import time
 import json
 import os
+import sys
 
 from cluster.jobs import Torchrun
 from conftest import ROOT, checks_by_id, validate_report
@@ -215,3 +216,38 @@ def test_a_host_20_s_late_to_start_simply_succeeds(cluster):
     job.start(hosts[1])
     res = job.wait(120)
     assert [r.code for r in res] == [0, 0], _where(res)
+
+
+# --- Rank mapping (seed 004): what only differs from the second host on ---
+
+def test_rank_local_rank_and_group_rank_agree_on_three_hosts(cluster):
+    res, path = _run(cluster.hosts, ["-p", "launch"])
+    assert [r.code for r in res] == [0, 0, 0], _where(res)
+    checks = checks_by_id(_report(cluster.hosts[0], path))
+    assert checks["launch.rank_mapping"]["outcome"] == "passed"
+    assert checks["launch.env"]["outcome"] == "passed"
+
+
+def test_local_rank_taken_from_the_global_rank_is_caught_on_the_second_host(cluster):
+    # The seed's mistake made at launch: a wrapper that exports LOCAL_RANK=$RANK. Right
+    # on node1 (ranks 0,1), wrong on node2 (ranks 2,3).
+    script = _probe(cluster, "local-from-global.sh",
+                    'LOCAL_RANK=$RANK exec "%s" -m envcheck.worker.launched "$@"\n'
+                    % sys.executable)
+    hosts = cluster.hosts[:2]
+    n = next(_jobs)
+    report = "/tmp/report-%d.json" % n
+    job = Torchrun(hosts, 2, ["--out", "/tmp/out-%d" % n, "--json", report, "-p", "launch"],
+                   ROOT, program=["sh", script])
+    res = job.wait(240)
+    assert [r.code for r in res] == [1, 0], _where(res)
+    checks = checks_by_id(_report(hosts[0], report))
+    mapping = checks["launch.rank_mapping"]
+    assert mapping["outcome"] == "failed"
+    assert "host node2 has LOCAL_RANK = RANK ([2, 3]): its local ranks come from the " \
+           "global rank" in mapping["detail"], mapping["detail"]
+    assert mapping["advice"].startswith(
+        "take the local rank from the launcher, never from the global rank: local_rank = "
+        "int(os.environ['LOCAL_RANK'])")
+    env = checks["launch.env"]
+    assert env["outcome"] == "failed" and env["detail"].startswith("ranks 2,3 on node2: ")

@@ -311,11 +311,28 @@ class Job:
         else:
             source = collected
             if silent:
-                print("envcheck: rank(s) %s sent no last word within %.0f s (their host "
-                      "died, or its link is down): the report shows what they sent before"
-                      % (",".join(map(str, silent)), self.collect_wait), file=sys.stderr)
+                print("envcheck: %s sent no last word within %.0f s (the host died, or "
+                      "its link is down): the report shows what they sent before" % (
+                          _ranks_on_hosts(collected, silent), self.collect_wait),
+                      file=sys.stderr)
         reported = render_report(self.args, source)
         return reported if reported not in (None, RankExit.OK) else (code or 1)
+
+
+def _ranks_on_hosts(directory, ranks):
+    """'rank(s) 2,3 on node2', from the host each rank's records name."""
+    by_host = {}
+    for r in ranks:
+        host = "an unknown host"
+        try:
+            with open(records_path(directory, r), encoding="utf-8", errors="replace") as f:
+                recs, _ = records_mod.parse(f.read())
+            host = next((x["host"] for x in recs if x.get("host")), host)
+        except OSError:
+            pass
+        by_host.setdefault(host, []).append(r)
+    return "; ".join("rank(s) %s on %s" % (",".join(map(str, rs)), h)
+                     for h, rs in by_host.items())
 
 
 def _rank_main(job):

@@ -30,12 +30,14 @@ def launcher_env(root, **extra):
 
 
 def torchrun_cmd(nnodes, nproc, endpoint, run_id, args, module="envcheck.worker.launched",
-                 rdzv_conf=None):
+                 rdzv_conf=None, program=None):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
            "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
            "--rdzv-endpoint", endpoint, "--rdzv-id", run_id]
     if rdzv_conf:
         cmd += ["--rdzv-conf", rdzv_conf]
+    if program:  # a script of the user's in front of envcheck (torchrun --no-python)
+        return cmd + ["--no-python"] + list(program) + list(args)
     return cmd + ["-m", module] + list(args)
 
 
@@ -43,12 +45,13 @@ class Torchrun:
     """torchrun on each of ``hosts`` (the first hosts the c10d rendezvous), started now."""
 
     def __init__(self, hosts, nproc, args, root, env=None, per_host_env=None,
-                 module="envcheck.worker.launched", rdzv_conf=None, start=True):
+                 module="envcheck.worker.launched", rdzv_conf=None, start=True,
+                 program=None):
         self.hosts = list(hosts)
         self.run_id = "t%d-%d" % (os.getpid(), next(_ids))
         endpoint = "%s:%d" % (self.hosts[0].addr, RDZV_PORT)
         self.cmd = torchrun_cmd(len(self.hosts), nproc, endpoint, self.run_id, args,
-                                module, rdzv_conf)
+                                module, rdzv_conf, program)
         self.env = launcher_env(root, **(env or {}))
         self.per_host_env = per_host_env or {}
         self.agents = {}
