@@ -131,6 +131,14 @@ def pick(matrix, pin, node, cuda=None):
         if resolution.chosen is not None:
             notes.append("%s resolves to %s: the newest release in range with a wheel "
                          "for this node, as pip picks it" % (pin.text, chosen.version))
+    if resolution.chosen is not None and len(indexes) > 1:
+        for index in indexes:
+            other = resolve_mod.resolve(matrix, pin.specifier, (index,), node)
+            if other is not None and other.chosen is not None \
+                    and other.chosen.index != resolution.chosen.index:
+                notes.append("%s's best, %s, loses to %s: pip takes the highest version of "
+                             "all indexes (pin the range, or use --index-url)"
+                             % (_index_name(index), other.chosen.version, chosen.version))
     if resolution.chosen is None:
         notes.append("pip finds no wheel of %s for this node (No matching distribution "
                      "found); judged: %s, the newest in range" % (pin.text, build.name))
@@ -139,6 +147,10 @@ def pick(matrix, pin, node, cuda=None):
                      "range, not necessarily what pip picks on %s %s"
                      % (build.name, node.system, node.machine))
     return chosen.release, build, notes, resolution
+
+
+def _index_name(index):
+    return "PyPI" if index == PYPI else "the %s index" % index
 
 
 def _named(matrix, pin, variant):
