@@ -217,7 +217,7 @@ def test_range_across_the_glibc_boundary_answers_for_what_pip_installs():
     assert res.code == 0, res.stdout + res.stderr
     text = " ".join(res.stdout.split())
     assert "2.6.0+cu124 on this node:" in text
-    assert "note: 2.7.0–2.15.0 (13 releases) skipped: their wheels need glibc ≥ 2.28 " \
+    assert "note: 2.7.0–2.15.0 (13 versions) skipped: their wheels need glibc ≥ 2.28 " \
            "(manylinux_2_28), this node has 2.17" in text
     assert "will work here: pip install torch==2.6.0" in text
 

@@ -53,7 +53,7 @@ def test_skipped_releases_are_grouped_with_pip_like_reasons(matrix):
     res = resolve.resolve(matrix, SpecifierSet(">=2.0"), (PYPI,), node("3.10", "2.17"))
     assert [s.text for s in res.skipped] == [
         "2.15.0 skipped: no wheel for Python 3.10 (3.11–3.15, 3.14t, 3.15t)",
-        "2.7.0–2.14.1 (12 releases) skipped: their wheels need glibc ≥ 2.28 "
+        "2.7.0–2.14.1 (12 versions) skipped: their wheels need glibc ≥ 2.28 "
         "(manylinux_2_28), this node has 2.17",
     ]
     assert [s.short for s in res.skipped] == ["no Python 3.10 wheel", "glibc 2.17 < 2.28"]

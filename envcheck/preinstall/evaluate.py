@@ -125,12 +125,11 @@ def pick(matrix, pin, node, cuda=None):
             and Version(exact).public != chosen.patch:
         notes.append("%s is torch %s, as pip reads it" % (pin.text, chosen.patch))
     several = len(resolve_mod.candidates(matrix, pin.specifier, indexes)) > 1
+    if several and resolution.chosen is not None:
+        notes.append("%s resolves to %s: the newest release in range with a wheel "
+                     "for this node, as pip picks it" % (pin.text, chosen.version))
     if several:
-        for skip in resolution.skipped:
-            notes.append(skip.text)
-        if resolution.chosen is not None:
-            notes.append("%s resolves to %s: the newest release in range with a wheel "
-                         "for this node, as pip picks it" % (pin.text, chosen.version))
+        notes += [skip.text for skip in resolution.skipped]
     if resolution.chosen is not None and len(indexes) > 1:
         for index in indexes:
             other = resolve_mod.resolve(matrix, pin.specifier, (index,), node)

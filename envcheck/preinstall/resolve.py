@@ -48,7 +48,7 @@ class Skip:
 
     @property
     def text(self):
-        span = self.versions[0] if len(self.versions) == 1 else "%s–%s (%d releases)" % (
+        span = self.versions[0] if len(self.versions) == 1 else "%s–%s (%d versions)" % (
             self.versions[-1], self.versions[0], len(self.versions))
         return "%s skipped: %s" % (span, self.message)
 
