@@ -212,6 +212,14 @@ def test_markers_are_evaluated_for_the_node_not_for_envcheck(tmp_path, python, b
     assert "%s on this node:" % build in res.stdout
 
 
+def test_a_requirement_whose_marker_is_false_on_the_node_is_one_line_exit_2():
+    pin = 'torch==2.4.1; python_version < "3.12"'
+    res = check(pin, "--driver", "535.104.05", *A100, "--python-version", "3.12")
+    assert res.code == 2 and "its marker is false on this node (Python 3.12" in res.stderr
+    res = check(pin, "--driver", "535.104.05", *A100, "--python-version", "3.11")
+    assert res.code == 0, res.stdout + res.stderr
+
+
 def test_range_across_the_glibc_boundary_answers_for_what_pip_installs():
     res = check("torch>=2.4", "--glibc", "2.17", "--driver", "535.104.05", *A100, *PY311)
     assert res.code == 0, res.stdout + res.stderr

@@ -47,7 +47,9 @@ def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(
     host = node_mod.host(python_version, glibc)
     pin = None
     if requirement:
-        pin = pins.with_indexes(pins.parse(requirement), index_url, extra_index_urls)
+        pin = pins.with_indexes(pins.for_node(pins.parse(requirement),
+                                              node_mod.marker_environment(host)),
+                                index_url, extra_index_urls)
     elif requirements_file:
         pin = pins.from_file(requirements_file, node_mod.marker_environment(host),
                              index_url, extra_index_urls)

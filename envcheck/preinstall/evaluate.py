@@ -140,7 +140,8 @@ def pick(matrix, pin, node, cuda=None):
                              % (_index_name(index), other.chosen.version, chosen.version))
     if resolution.chosen is None:
         notes.append("pip finds no wheel of %s for this node (No matching distribution "
-                     "found); judged: %s, the newest in range" % (pin.text, build.name))
+                     "found)%s" % (pin.text, "; judged: %s, the newest in range"
+                                   % build.name if several else ""))
     elif not resolution.judged_tags and several:
         notes.append("the matrix knows Linux x86_64 wheels only: %s is the newest in "
                      "range, not necessarily what pip picks on %s %s"

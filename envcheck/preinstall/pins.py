@@ -89,13 +89,25 @@ def parse(text, where="", index_variant=None):
                (index_variant,) if index_variant else ())
 
 
+def for_node(pin, environment):
+    """A requirement given on the command line, with a marker that is false on the node
+    (``torch==2.4.1; python_version < "3.12"`` for a 3.12 node): pip would not install
+    torch at all there, so there is nothing to judge."""
+    if not _marker_holds(pin.text, environment, "requirement"):
+        raise UsageError("requirement %r: its marker is false on this node (Python %s, %s): "
+                         "pip would not install torch here"
+                         % (pin.text, environment.get("python_version"),
+                            environment.get("sys_platform")))
+    return pin
+
+
 def index_of(url):
     """The index a URL names: a variant for download.pytorch.org/whl/X, else PYPI."""
     m = _INDEX.search(url)
     return m.group(1) if m else PYPI
 
 
-def with_indexes(pin, index_url=None, extra_index_urls=()):
+def with_indexes(pin, index_url=None, extra_index_urls=(), whose="its index URLs serve"):
     """The Pin read from the indexes pip would use: ``--index-url`` replaces PyPI,
     each ``--extra-index-url`` is read besides it. A pin whose local tag names a
     variant none of them serves is an error (pip would find no such version)."""
@@ -106,8 +118,8 @@ def with_indexes(pin, index_url=None, extra_index_urls=()):
     tagged = local_variant(pin.specifier)
     if tagged and tagged not in indexes:
         served = ", ".join("PyPI" if i == PYPI else i for i in indexes)
-        raise UsageError("%s %r asks for +%s but its index URLs serve %s"
-                         % (pin.where or "requirement", pin.text, tagged, served))
+        raise UsageError("%s %r asks for +%s but %s %s"
+                         % (pin.where or "requirement", pin.text, tagged, whose, served))
     variants = [i for i in indexes if i != PYPI]
     variant = tagged or (variants[0] if indexes == (variants[0],) else None)
     return dataclasses.replace(pin, variant=variant, indexes=indexes)
@@ -273,14 +285,7 @@ def from_file(path, environment=None, index_url=None, extra_index_urls=()):
                               notes=tuple(notes))
     index = index_url or got.index_url
     extras = list(got.extra_index_urls) + list(extra_index_urls)
-    if index or extras:
-        try:
-            pin = with_indexes(pin, index, extras)
-        except UsageError as exc:
-            # one file's own words: "the file's index URL"
-            raise UsageError(str(exc).replace("its index URLs serve",
-                                              "the file's index URL serves")) from None
-    return pin
+    return with_indexes(pin, index, extras, whose="the file's index URL serves")
 
 
 def local_variant(spec):
