@@ -138,6 +138,7 @@ def test_reach(sm, archs, ptx, how):
 
 @pytest.mark.parametrize("args, fragment", [
     (("torch==",), "is not a requirement"),
+    (('torch==2.4.1; python_version <<< "3"',), "is not a requirement: Expected a marker"),
     (("numpy==1.26",), "names numpy, not torch"),
     (("torch",), "pins no version"),
     (("torch==2.4.7",), "of the 2.4 series it knows 2.4.0, 2.4.1"),
@@ -154,6 +155,7 @@ def test_bad_input_is_one_line_exit_2(args, fragment):
     assert res.code == 2, res
     assert fragment in res.stderr
     assert res.stderr.startswith("envcheck: error: ") and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
 
 
 def test_unknown_version_says_how_to_add_it():

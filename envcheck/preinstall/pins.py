@@ -58,8 +58,9 @@ def parse(text, where="", index_variant=None):
     try:
         req = Requirement(text)
     except InvalidRequirement as exc:
+        # packaging's message points at the error on two more lines: keep its first
         raise UsageError("%s %r is not a requirement: %s (write e.g. torch==2.4.1+cu124)"
-                         % (label, text, exc)) from None
+                         % (label, text, str(exc).splitlines()[0])) from None
     if req.name.lower() != "torch":
         raise UsageError("%s %r names %s, not torch" % (label, text, req.name))
     spec = req.specifier
@@ -225,7 +226,8 @@ def read(path, environment=None):
                 raise UsageError("%s: %s %s nests requirements files more than %d deep: "
                                  "flatten them" % (where, inc.group(1), inc.group(2),
                                                    MAX_DEPTH))
-            target = os.path.join(os.path.dirname(frame.path), inc.group(2))
+            target = inc.group(2) if "://" in inc.group(2) else \
+                os.path.join(os.path.dirname(frame.path), inc.group(2))
             child = _open(target, frame.depth + 1,
                           frame.constraint or inc.group(1) in ("-c", "--constraint"),
                           where, seen)
