@@ -255,6 +255,9 @@ def test_index_url_options_choose_the_variant():
     res = check("torch<2.5", "--index-url", "https://download.pytorch.org/whl/cu118", *args)
     assert res.code == 0, res.stdout + res.stderr
     assert "2.4.1+cu118 on this node:" in res.stdout
+    # any other index is PyPI or a mirror of it
+    res = check("torch==2.4.1", "-i", "https://pypi.example.org/simple", *args)
+    assert res.code == 1 and "2.4.1+cu121 on this node:" in res.stdout, res.stderr
     # an extra index only adds versions: PyPI's 2.15.0 outranks cu118's 2.7.1+cu118
     res = check("torch>=2.0", "--extra-index-url", "https://download.pytorch.org/whl/cu118",
                 *args)

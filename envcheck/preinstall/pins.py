@@ -121,8 +121,8 @@ def with_indexes(pin, index_url=None, extra_index_urls=(), whose="its index URLs
         served = ", ".join("PyPI" if i == PYPI else i for i in indexes)
         raise UsageError("%s %r asks for +%s but %s %s"
                          % (pin.where or "requirement", pin.text, tagged, whose, served))
-    variants = [i for i in indexes if i != PYPI]
-    variant = tagged or (variants[0] if indexes == (variants[0],) else None)
+    only = indexes[0] if len(indexes) == 1 and indexes[0] != PYPI else None
+    variant = tagged or only
     return dataclasses.replace(pin, variant=variant, indexes=indexes)
 
 
