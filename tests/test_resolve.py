@@ -60,6 +60,13 @@ def test_skipped_releases_are_grouped_with_pip_like_reasons(matrix):
     assert str(res.newest.version) == "2.15.0" and str(res.chosen.version) == "2.6.0"
 
 
+def test_releases_with_different_python_lists_that_all_lack_the_node_s_are_one_group(matrix):
+    res = resolve.resolve(matrix, SpecifierSet(">=2.4"), (PYPI,), node("3.6"))
+    assert res.chosen is None
+    assert [s.text for s in res.skipped] == [
+        "2.4.0–2.15.0 (18 versions) skipped: no wheel for Python 3.6"]
+
+
 def test_free_threaded_node_accepts_only_free_threaded_wheels():
     free = resolve.node_tags("3.13t", "2.28")
     plain = resolve.node_tags("3.13", "2.28")
@@ -127,4 +134,5 @@ def test_to_dict(matrix):
     d = res.to_dict()
     assert d["chosen"] == {"version": "2.12.0", "build": "2.12.0+cu130", "index": "pypi"}
     assert d["newest_in_range"]["version"] == "2.15.0"
-    assert [s["why"] for s in d["skipped"]] == ["python", "python"]
+    assert [(s["why"], s["versions"][-1], s["versions"][0]) for s in d["skipped"]] == [
+        ("python", "2.12.1", "2.15.0")]

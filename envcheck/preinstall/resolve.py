@@ -191,18 +191,27 @@ def resolve(matrix, spec, indexes, node):
     for c in found:
         why = _why_not(c, node, accepted)
         if why is None:
-            return Resolution(c, found[0], _group(groups), tuple(indexes), True)
+            return Resolution(c, found[0], _group(groups, node.python), tuple(indexes), True)
         groups.append((c, why))
-    return Resolution(None, found[0], _group(groups), tuple(indexes), True)
+    return Resolution(None, found[0], _group(groups, node.python), tuple(indexes), True)
 
 
-def _group(skipped):
+def _group(skipped, python):
+    """Consecutive candidates skipped for the same reason, as one Skip. Releases whose
+    Python lists differ but all lack the node's are one group ("no wheel for Python
+    3.6"); the list is kept where the whole group shares it."""
     out = []
     for c, (why, message, short) in skipped:
-        if out and out[-1][1:] == (why, message, short):
+        if out and out[-1][1] == why and out[-1][3] == short:
             out[-1][0].append(str(c.version))
+            out[-1][2].add(message)
         else:
-            out.append(([str(c.version)], why, message, short))
-    return tuple(Skip(tuple(v), why, message.replace("their wheels", "its wheels")
-                      if len(v) == 1 else message, short)
-                 for v, why, message, short in out)
+            out.append(([str(c.version)], why, {message}, short))
+    groups = []
+    for found, why, messages, short in out:
+        message = messages.pop() if len(messages) == 1 else \
+            "no wheel for Python %s" % python
+        if len(found) == 1:
+            message = message.replace("their wheels", "its wheels")
+        groups.append(Skip(tuple(found), why, message, short))
+    return tuple(groups)
