@@ -453,3 +453,5 @@ def test_builtin_per_patch_and_product_facts(builtin):
     b200 = builtin.node.product_floor("NVIDIA B200")
     assert (b200.product, b200.min_driver) == ("HGX B200", "570.133.20")
     assert builtin.node.product_floor("NVIDIA GB200") is None
+    res = run_cli("matrix", "--torch", "2.12.1")
+    assert "2.12.1 wheels: Python 3.10 3.11 3.12 3.13 3.14 3.14t (source: PyPI" in res.stdout
