@@ -183,6 +183,7 @@ def to_json(result):
             "python_releases": result.python_releases,
             "cpu_instead": None if result.cpu_instead is None else
             {"build": result.cpu_instead.name, "pip": result.cpu_instead.pip},
+            "resolution": result.resolution.to_dict() if result.resolution else None,
             "matrix": result.matrix_files, "exit_code": int(result.exit_code),
             "seconds": result.seconds}
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
