@@ -419,6 +419,42 @@ def test_a_rank_stuck_before_python_starts_follows_the_startup_timeout(tmp_path)
     assert leftovers(marker) == []
 
 
+def test_the_rank_that_never_started_is_blamed_not_the_rank_waiting_for_it(tmp_path):
+    """Rank 1's interpreter never starts; rank 0 waits for it at the rendezvous (inside
+    TCPStore's C++ constructor: no torch.distributed frame in its stack) until its setup
+    timeout runs out, long before rank 1's startup timeout. Rank 1 is the cause."""
+    wrapper = tmp_path / "python"
+    wrapper.write_text('#!/bin/sh\n[ "$RANK" = "1" ] && sleep 600\nexec "%s" "$@"\n'
+                       % sys.executable)
+    wrapper.chmod(0o755)
+    marker = uuid.uuid4().hex
+    report = tmp_path / "r.json"
+    res = run_cli("run", "--python", str(wrapper), "-p", "launch", "--timeout", "3",
+                  "--json", str(report), env={"ENVCHECK_TEST_MARKER": marker})
+    assert res.code == 1, res.stderr
+    data = load_report(report)
+    assert data["plan"]["startup_timeout"] == 120  # rank 1's own limit is far away
+    abort = data["attempts"][0]["abort"]
+    assert (abort["root_rank"], abort["phase"]) == (1, "startup")
+    checks = checks_by_id(data)
+    imported = checks["setup.import_torch"]
+    assert (imported["outcome"], imported["root_rank"]) == ("hang", 1)
+    assert re.fullmatch(r"rank 1: no progress for \d+\.\d s in startup; rank 0 waited for "
+                        r"it at the rendezvous past the timeout \(3 s\)",
+                        imported["detail"]), imported["detail"]
+    init = checks["setup.init_process_group"]
+    assert re.fullmatch(r"stopped by envcheck while in setup after rank 1 hung; it was "
+                        r"waiting in init_process_group \(runtime\.py:\d+ "
+                        r"_init_process_group\)", init["detail"]), init["detail"]
+    assert checks["launch.run"]["detail"] == \
+        "not run: the ranks did not start (see setup.import_torch)"
+    # The table says the same, in the same words (wrapped: compare words).
+    assert re.search(r"rank 1: no progress for \d+\.\d s in startup; rank 0 waited for it "
+                     r"at the rendezvous past the timeout \(3 s\)",
+                     " ".join(res.stdout.split())), res.stdout
+    assert leftovers(marker) == []
+
+
 def test_startup_timeout_must_be_positive():
     res = run_cli("run", "--startup-timeout", "0")
     assert (res.code, res.stderr) == (

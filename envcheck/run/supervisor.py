@@ -340,15 +340,23 @@ class _AttemptRun:
             self._collect_stacks(alive)
         dumps = {st.rank: _tail(stacks_path(self.dir, st.rank), STACK_BYTES)
                  for st in self.ranks} if stacks else {}
-        waited = limit = deadline = None
+        waited = limit = deadline = waiting = None
         if root is None:
             stuck = [st for st in alive if st.tracker.phase != "done"] or alive
-            root = blame.hang_root([blame.Suspect(
+            suspects = [blame.Suspect(
                 st.rank, blame.waiting_in_distributed(dumps.get(st.rank)),
-                self._deadline(st)) for st in stuck])
+                self._deadline(st), st.tracker.phase) for st in stuck]
+            root = blame.hang_root(suspects)
             waited = t0 - self.ranks[root].tracker.started
-            limit = self._limit(self.ranks[root])
-            deadline = time.time() - (time.monotonic() - self._deadline(self.ranks[root]))
+            # The limit that ran out: the root's own, or, for a rank that never started,
+            # that of the ranks waiting for it at the rendezvous.
+            expired = self.ranks[root]
+            if self._deadline(expired) > t0:
+                waiting = blame.waiting_for(suspects, root) or None
+                expired = min((st for st in stuck if self._deadline(st) <= t0),
+                              key=self._deadline, default=expired)
+            limit = self._limit(expired)
+            deadline = time.time() - (time.monotonic() - self._deadline(expired))
         self.kill_all()
         for st in self.ranks:
             self._read(st)
@@ -367,7 +375,7 @@ class _AttemptRun:
         } for st in self.ranks}
         return Abort(kind, root, self.ranks[root].tracker.phase, ranks, signum=signum,
                      waited_s=waited, limit_s=limit, stop_s=time.monotonic() - t0,
-                     deadline=deadline)
+                     deadline=deadline, waiting=waiting)
 
     def _collect_stacks(self, alive):
         for st in alive:
