@@ -190,7 +190,7 @@ def test_a_stopped_rank_is_said_to_be_stopped(tmp_path):
     assert (frozen["outcome"], frozen["root_rank"]) == ("hang", 1)
     assert frozen["detail"].endswith(
         "in frozen; stopped (state T: SIGSTOP, Ctrl-Z or a debugger), so it showed no "
-        "stack; resume it with kill -CONT PID")
+        "stack and was killed at once (SIGKILL)")
     assert frozen["ranks"]["1"]["where"] == {"at": None, "waiting_in": None, "stopped": True}
     assert "rank 1: stopped (state T), no stack" in res.stdout
 

@@ -121,6 +121,19 @@ def probe_wait_for_kill(ctx):
         time.sleep(3600)
 
 
+def probe_pause_one(ctx):
+    """rank 1 publishes its pid and sleeps (to be stopped); the others wait in a barrier"""
+    import torch.distributed as dist
+    with ctx.check("paused") as c:
+        if ctx.rank == 1:
+            path = os.environ["ENVCHECK_TEST_PIDFILE"]
+            with open(path + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename(path + ".tmp", path)
+            time.sleep(3600)
+        dist.barrier()
+
+
 def probe_after(ctx):
     """runs after the faulty probe: the run must go on"""
     import torch.distributed as dist
@@ -227,10 +240,10 @@ def test_os_exit_in_one_rank_is_a_crash_with_its_exit_code(faults, tmp_path):
     assert result.code == 1
 
 
-def _start_envcheck(faults, tmp_path, probes, marker, extra_env):
+def _start_envcheck(faults, tmp_path, probes, marker, extra_env, timeout=60):
     report = tmp_path / "report.json"
     args = [sys.executable, "-m", "envcheck", "run", "--probe-path", faults, "--timeout",
-            "60", "--json", str(report), "-q"]
+            str(timeout), "--json", str(report), "-q"]
     for p in probes:
         args += ["-p", p]
     env = dict(os.environ, ENVCHECK_TEST_MARKER=marker, **extra_env)
@@ -262,6 +275,38 @@ def test_sigkill_of_a_rank_from_outside(faults, tmp_path):
     assert victim["ranks"]["1"]["signal"] == "SIGKILL"
     assert checks["after.ran"]["outcome"] == "passed"
     assert proc.returncode == 1
+    assert leftovers(marker) == []
+
+
+def test_a_rank_stopped_from_outside_is_killed_at_once(faults, tmp_path):
+    """SIGSTOP of rank 1 mid-probe, as Ctrl-Z or a debugger would: a stopped process runs
+    no handler, so asking it for its stack or sending it SIGTERM only waits. It is killed
+    at once, with no stack wait and no SIGTERM grace for it."""
+    from envcheck.run.supervisor import STACK_WAIT_S, TERM_GRACE_S
+
+    marker, pidfile = uuid.uuid4().hex, str(tmp_path / "rank1.pid")
+    proc, report = _start_envcheck(faults, tmp_path, ["pause-one", "after"], marker,
+                                   {"ENVCHECK_TEST_PIDFILE": pidfile}, timeout=3)
+    _wait_for(pidfile, proc)
+    os.kill(int(open(pidfile).read()), signal.SIGSTOP)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    data = load_report(report)
+    checks = checks_by_id(data)
+    paused = checks["pause-one.paused"]
+    assert (paused["outcome"], paused["root_rank"]) == ("hang", 1)
+    assert re.fullmatch(r"rank 1: no progress for \d+\.\d s \(timeout 3 s\) in paused; "
+                        r"stopped \(state T: SIGSTOP, Ctrl-Z or a debugger\), so it showed "
+                        r"no stack and was killed at once \(SIGKILL\)", paused["detail"]), \
+        paused["detail"]
+    assert paused["ranks"]["1"]["signal"] == "SIGKILL"
+    assert re.fullmatch(r"stopped by envcheck while in paused after rank 1 hung; it was "
+                        r"waiting in barrier \(distributed_c10d\.py:\d+ barrier\)",
+                        paused["ranks"]["0"]["detail"]), paused["ranks"]["0"]["detail"]
+    # Waiting for the stopped rank's stack and out its SIGTERM grace took at least both
+    # in full; now only the running rank is waited for.
+    assert data["attempts"][0]["abort"]["stop_s"] < STACK_WAIT_S + TERM_GRACE_S
+    assert checks["after.ran"]["outcome"] == "passed"
     assert leftovers(marker) == []
 
 

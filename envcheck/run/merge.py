@@ -84,8 +84,8 @@ def _location(where, lead):
     if not where:
         return ""
     if where.get("stopped"):
-        return ("%sstopped (state T: SIGSTOP, Ctrl-Z or a debugger), so it showed no stack; "
-                "resume it with kill -CONT PID" % lead.replace("it was ", "it is "))
+        return ("%sstopped (state T: SIGSTOP, Ctrl-Z or a debugger), so it showed no stack "
+                "and was killed at once (SIGKILL)" % lead)
     if where.get("waiting_in"):
         return "%swaiting in %s (%s)" % (lead, where["waiting_in"], where["at"])
     return "%sat %s" % (lead, where["at"])

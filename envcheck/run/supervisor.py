@@ -337,7 +337,7 @@ class _AttemptRun:
         alive = [st for st in self.ranks if st.proc.poll() is None]
         stopped = {st.rank for st in alive if _stopped(st.proc.pid)}
         if stacks and alive:
-            self._collect_stacks(alive)
+            self._collect_stacks([st for st in alive if st.rank not in stopped])
         dumps = {st.rank: _tail(stacks_path(self.dir, st.rank), STACK_BYTES)
                  for st in self.ranks} if stacks else {}
         waited = limit = deadline = waiting = None
@@ -357,6 +357,7 @@ class _AttemptRun:
                               key=self._deadline, default=expired)
             limit = self._limit(expired)
             deadline = time.time() - (time.monotonic() - self._deadline(expired))
+        self._kill_stopped(st for st in alive if st.rank in stopped)
         self.kill_all()
         for st in self.ranks:
             self._read(st)
@@ -376,6 +377,20 @@ class _AttemptRun:
         return Abort(kind, root, self.ranks[root].tracker.phase, ranks, signum=signum,
                      waited_s=waited, limit_s=limit, stop_s=time.monotonic() - t0,
                      deadline=deadline, waiting=waiting)
+
+    @staticmethod
+    def _kill_stopped(ranks):
+        """SIGKILL at once, for ranks that are stopped (state T): a stopped process runs no
+        handler, so SIGUSR1 (stacks) and SIGTERM would only wait, pending, through the
+        stack wait and the SIGTERM grace. They are not continued (SIGCONT) for a stack
+        first: whoever stopped the rank (a debugger, job control) meant it not to run, a
+        traced one (state t) would not run anyway, and its stack would only show where it
+        was stopped, not why; the report says it was stopped, which is the cause."""
+        for st in ranks:
+            try:
+                os.killpg(st.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def _collect_stacks(self, alive):
         for st in alive:
