@@ -35,7 +35,7 @@ import socket
 import subprocess
 import time
 
-from . import headstart, spawn
+from . import headstart, interrupts, spawn
 from ..core import blame, lifetime, plan as plan_mod
 from ..core.attempt import Abort, Attempt
 from ..core.outcomes import RankExit
@@ -57,7 +57,9 @@ class Signals:
     """SIGINT / SIGTERM / SIGHUP while ranks run: noted, acted on at a safe point."""
 
     def __init__(self):
-        self.signum = None
+        # One that came before (its exception swallowed, see run/interrupts.py): the run
+        # is interrupted before any rank starts.
+        self.signum = interrupts.noted
         self._previous = {}
 
     def _note(self, signum, frame):
