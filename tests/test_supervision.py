@@ -110,14 +110,18 @@ def probe_exit_one(ctx):
         dist.all_reduce(torch.ones(1))
 
 
+def _publish_pid():
+    path = os.environ["ENVCHECK_TEST_PIDFILE"]
+    with open(path + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(path + ".tmp", path)
+
+
 def probe_wait_for_kill(ctx):
     """rank 1 publishes its pid and waits to be killed"""
     with ctx.check("victim") as c:
         if ctx.rank == 1:
-            path = os.environ["ENVCHECK_TEST_PIDFILE"]
-            with open(path + ".tmp", "w") as f:
-                f.write(str(os.getpid()))
-            os.rename(path + ".tmp", path)
+            _publish_pid()
         time.sleep(3600)
 
 
@@ -126,10 +130,7 @@ def probe_pause_one(ctx):
     import torch.distributed as dist
     with ctx.check("paused") as c:
         if ctx.rank == 1:
-            path = os.environ["ENVCHECK_TEST_PIDFILE"]
-            with open(path + ".tmp", "w") as f:
-                f.write(str(os.getpid()))
-            os.rename(path + ".tmp", path)
+            _publish_pid()
             time.sleep(3600)
         dist.barrier()
 
@@ -441,19 +442,26 @@ def test_another_jobs_live_store_on_the_port_is_never_touched(tmp_path):
     assert load_report(report)["attempts"][0]["port"] != port
 
 
-def test_a_rank_stuck_before_python_starts_follows_the_startup_timeout(tmp_path):
-    """Rank 1's interpreter never starts (a wrapper sleeps first, as a hung filesystem
-    would): reported at --startup-timeout, not after a fixed two minutes."""
+def _rank_1_never_starts(tmp_path, *args):
+    """``envcheck run -p launch ARGS`` where rank 1's interpreter never starts (a wrapper
+    sleeps first, as a hung filesystem would): the result and the report."""
     wrapper = tmp_path / "python"
     wrapper.write_text('#!/bin/sh\n[ "$RANK" = "1" ] && sleep 600\nexec "%s" "$@"\n'
                        % sys.executable)
     wrapper.chmod(0o755)
     marker = uuid.uuid4().hex
     report = tmp_path / "r.json"
-    res = run_cli("run", "--python", str(wrapper), "-p", "launch", "--startup-timeout", "3",
-                  "--json", str(report), "-q", env={"ENVCHECK_TEST_MARKER": marker})
+    res = run_cli("run", "--python", str(wrapper), "-p", "launch", "--json", str(report),
+                  *args, env={"ENVCHECK_TEST_MARKER": marker})
     assert res.code == 1, res.stderr
-    data = load_report(report)
+    assert leftovers(marker) == []
+    return res, load_report(report)
+
+
+def test_a_rank_stuck_before_python_starts_follows_the_startup_timeout(tmp_path):
+    """Rank 1's interpreter never starts: reported at --startup-timeout, not after a
+    fixed two minutes."""
+    res, data = _rank_1_never_starts(tmp_path, "--startup-timeout", "3", "-q")
     assert data["plan"]["startup_timeout"] == 3
     imported = checks_by_id(data)["setup.import_torch"]
     assert (imported["outcome"], imported["root_rank"]) == ("hang", 1)
@@ -461,23 +469,13 @@ def test_a_rank_stuck_before_python_starts_follows_the_startup_timeout(tmp_path)
                         r"startup.*", imported["detail"]), imported["detail"]
     assert checks_by_id(data)["launch.run"]["detail"] == \
         "not run: the ranks did not start (see setup.import_torch)"
-    assert leftovers(marker) == []
 
 
 def test_the_rank_that_never_started_is_blamed_not_the_rank_waiting_for_it(tmp_path):
     """Rank 1's interpreter never starts; rank 0 waits for it at the rendezvous (inside
     TCPStore's C++ constructor: no torch.distributed frame in its stack) until its setup
     timeout runs out, long before rank 1's startup timeout. Rank 1 is the cause."""
-    wrapper = tmp_path / "python"
-    wrapper.write_text('#!/bin/sh\n[ "$RANK" = "1" ] && sleep 600\nexec "%s" "$@"\n'
-                       % sys.executable)
-    wrapper.chmod(0o755)
-    marker = uuid.uuid4().hex
-    report = tmp_path / "r.json"
-    res = run_cli("run", "--python", str(wrapper), "-p", "launch", "--timeout", "3",
-                  "--json", str(report), env={"ENVCHECK_TEST_MARKER": marker})
-    assert res.code == 1, res.stderr
-    data = load_report(report)
+    res, data = _rank_1_never_starts(tmp_path, "--timeout", "3")
     assert data["plan"]["startup_timeout"] == 120  # rank 1's own limit is far away
     abort = data["attempts"][0]["abort"]
     assert (abort["root_rank"], abort["phase"]) == (1, "startup")
@@ -497,7 +495,6 @@ def test_the_rank_that_never_started_is_blamed_not_the_rank_waiting_for_it(tmp_p
     assert re.search(r"rank 1: no progress for \d+\.\d s in startup; rank 0 waited for it "
                      r"at the rendezvous past the timeout \(3 s\)",
                      " ".join(res.stdout.split())), res.stdout
-    assert leftovers(marker) == []
 
 
 def test_startup_timeout_must_be_positive():
