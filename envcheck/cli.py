@@ -407,6 +407,54 @@ def summary(
     raise typer.Exit(int(result.exit_code) if result.records else int(ExitCode.USAGE))
 
 
+@app.command()
+def explain(
+    logs: List[str] = typer.Argument(None, metavar="[LOG...]",
+                                     help="The job's log files (plain or gzipped, any size, "
+                                          "ranks interleaved); '-' or none: stdin."),
+    fmt: str = typer.Option("text", "--format", metavar="text|json",
+                            help="What to print: text or json."),
+    matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
+):
+    """Why did this distributed job fail? The cause, the fix and the source, from its log.
+
+    Reads the log as it comes (torchrun's [rank3]:, srun's 3:, [default0]: prefixes,
+    colour codes and all), matches it against the failure signatures of the matrix and
+    prints each distinct cause once: the ranks and hosts it appeared on, the first line
+    that shows it, the fix (in Lightning's, Accelerate's or DeepSpeed's words when the log
+    shows one of them) and the public source. It also judges the versions the job printed
+    (torch, NCCL, CUDA, driver) against the matrix. Example:
+
+    \b
+      $ torchrun --nproc-per-node 4 train.py 2>&1 | tee job.log
+      $ envcheck explain job.log
+      envcheck explain: 1 cause found in job.log (86 lines)
+      ✗ something that holds a process group was pickled or deep-copied ...
+        ranks 0–3 · 4 lines, first at job.log:21
+        > [rank0]: TypeError: cannot pickle 'torch._C._distributed_c10d.ProcessGroup' object
+        fix: do not deepcopy a model that stores a process group ...
+
+    Exit codes: 0 a known cause was found; 1 nothing recognised (it then says what to
+    collect next); 2 bad input.
+    """
+    from .explain import command as explain_command, render as explain_render
+
+    if fmt not in ("text", "json"):
+        raise UsageError("--format %r: choose text or json" % fmt)
+    if not logs:
+        try:
+            interactive = sys.stdin.isatty()
+        except (AttributeError, ValueError):
+            interactive = False
+        if interactive:
+            raise UsageError("give the job's log (envcheck explain job.log), or pipe it in "
+                             "(... 2>&1 | envcheck explain)")
+    result = explain_command.explain(list(logs or []), tuple(matrix_dir))
+    sys.stdout.write(explain_render.to_json(result) if fmt == "json"
+                     else explain_render.render(result))
+    raise typer.Exit(int(result.exit_code))
+
+
 @app.command("matrix")
 def matrix_cmd(
     torch: Optional[str] = typer.Option(None, "--torch", metavar="VERSION",

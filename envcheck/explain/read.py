@@ -1,0 +1,114 @@
+"""Read a log of any size as raw bytes and hand on only the lines worth matching.
+
+A training log is mostly progress lines. Decoding and splitting every line in Python
+would take minutes for 2 GB; instead each chunk is searched, as bytes, for the words a
+signature or a version fact can start from (``signatures.SCAN_WORDS``, and the paths
+that show a training framework). Only the lines around a hit are cut out, with a few
+lines before them (the context a launcher's summary keeps the rank in). Memory stays at
+one chunk plus one unfinished line, whatever the size of the log, and a line is never
+longer than ``MAX_LINE`` (a progress bar redrawn with CR for hours is one "line").
+"""
+
+import re
+
+from ..matrix.signatures import SCAN_WORDS
+
+CHUNK = 8 << 20
+MAX_LINE = 16 << 10  # bytes kept around a hit in a longer line
+CONTEXT = 6  # lines kept before a hit
+
+# Paths in a traceback that show which training framework ran the job (keys of
+# core.frameworks.FRAMEWORKS).
+FRAMEWORK_MARKS = {"lightning": (b"/lightning/", b"/pytorch_lightning/", b"/lightning_fabric/"),
+                   "accelerate": (b"/accelerate/",), "deepspeed": (b"/deepspeed/",)}
+
+SCAN = re.compile(b"|".join([re.escape(w.encode()) for w in SCAN_WORDS]
+                            + [re.escape(m) for marks in FRAMEWORK_MARKS.values()
+                               for m in marks]))
+
+
+class Hit:
+    """One line worth matching: its number (1-based), its bytes, the lines before it."""
+
+    __slots__ = ("number", "data", "before")
+
+    def __init__(self, number, data, before):
+        self.number = number
+        self.data = data
+        self.before = before
+
+
+def _context(buf, start):
+    """Up to CONTEXT lines ending just before ``start`` (bytes, oldest first)."""
+    lo = start
+    for _ in range(CONTEXT):
+        if lo == 0:
+            break
+        lo = buf.rfind(b"\n", 0, lo - 1) + 1
+    lo = max(lo, start - MAX_LINE)
+    return buf[lo:start].split(b"\n")[:-1]
+
+
+def _hits(buf, first_number):
+    """The hits of one buffer of whole lines; returns (hits, lines in the buffer)."""
+    out = []
+    pos = 0
+    number = first_number
+    counted = 0  # newlines counted up to here
+    search = SCAN.search
+    while True:
+        m = search(buf, pos)
+        if m is None:
+            break
+        at = m.start()
+        start = buf.rfind(b"\n", 0, at) + 1
+        end = buf.find(b"\n", at)
+        if end < 0:
+            end = len(buf)
+        number += buf.count(b"\n", counted, start)
+        counted = start
+        data = buf[start:end]
+        if len(data) > MAX_LINE:
+            rel = at - start
+            lo = data.rfind(b"\r", 0, rel) + 1
+            hi = data.find(b"\r", rel)
+            hi = len(data) if hi < 0 else hi
+            lo, hi = max(lo, rel - MAX_LINE // 2), min(hi, rel + MAX_LINE // 2)
+            data = data[lo:hi]
+        out.append(Hit(number, data, _context(buf, start)))
+        pos = end + 1
+    return out, number + buf.count(b"\n", counted)
+
+
+class Scan:
+    """Iterate over the ``Hit``s of a binary stream, in order; afterwards ``lines`` and
+    ``bytes`` say how much was read."""
+
+    def __init__(self, stream, chunk=CHUNK):
+        self.stream = stream
+        self.chunk = chunk
+        self.lines = 0
+        self.bytes = 0
+
+    def __iter__(self):
+        carry = b""
+        number = 1
+        while True:
+            block = self.stream.read(self.chunk)
+            if not block:
+                break
+            self.bytes += len(block)
+            buf = carry + block if carry else block
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                if len(buf) <= 4 * MAX_LINE:
+                    carry = buf
+                    continue
+                cut = len(buf) - 1  # a line with no end in sight: take what is there
+            carry = buf[cut + 1:]
+            hits, number = _hits(buf[:cut + 1], number)
+            yield from hits
+        if carry:
+            hits, number = _hits(carry + b"\n", number)
+            yield from hits
+        self.lines = number - 1
