@@ -66,9 +66,10 @@ def _frameworks(data, seen):
             seen.append(key)
 
 
-def explain(paths, matrix_dirs=()):
-    """Read every log in ``paths`` ('-' is stdin) and explain them together."""
-    matrix = matrix_load.load(tuple(matrix_dirs))
+def explain(paths, matrix_dirs=(), matrix=None):
+    """Read every log in ``paths`` ('-' is stdin) and explain them together (with
+    ``matrix``, or the one loaded from the built-in files and ``matrix_dirs``)."""
+    matrix = matrix or matrix_load.load(tuple(matrix_dirs))
     opened = [_open(p) for p in (paths or ["-"])]
     matcher = match.Matcher(matrix.signatures)
     facts = facts_mod.Facts()

@@ -7,8 +7,10 @@ ranks and hosts, how many lines showed it, and the first of them.
 Three kinds of signature behave differently:
 
 - ``symptom``: usually the consequence of another failure (a watchdog timeout, a peer
-  that exited, torchrun's summary). Shown as findings only when nothing else was found;
-  otherwise listed as consequences (the root cause is the earliest real failure).
+  that exited, torchrun's summary). Shown as findings only when nothing else was found,
+  then in matrix order (the more specific first: NCCL's timeout before torchrun's
+  summary of the abort it caused); otherwise listed as consequences (the root cause is
+  the earliest real failure).
 - ``differ``: fires when its pattern's first group differs between ranks or hosts
   (NCCL versions); the same value everywhere is no finding.
 - ``needs``: fires only when one of the signatures it names fired too (P2P transport
@@ -44,6 +46,7 @@ class Finding:
 
 class Matcher:
     def __init__(self, signatures):
+        self.rank = {s.id: i for i, s in enumerate(signatures)}
         self.plain = [s for s in signatures if not s.differ]
         self.differ = [s for s in signatures if s.differ]
         # One search tells most lines apart from every signature at once.
@@ -104,6 +107,7 @@ class Matcher:
         found += self._differences()
         causes = [f for f in found if not f.signature.symptom]
         symptoms = [f for f in found if f.signature.symptom]
+        symptoms.sort(key=lambda f: self.rank[f.signature.id])
         if causes:
             return causes, symptoms
         return symptoms, []

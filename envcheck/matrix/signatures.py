@@ -21,7 +21,8 @@ from ..core import catalog
 # The words a line must hold to be looked at (case-sensitive; chosen to start with
 # letters that are rare in a training log's progress lines, which keeps the scan fast).
 SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "Driver",
-              "Exception", "Failed", "SIG", "Weights", "DDP", "NumPy", "Numpy", "Duplicate",
+              "THCudaCheck", "Exception", "Failed", "SIG", "Weights", "DDP", "NumPy", "Numpy",
+              "Duplicate",
               "Bootstrap", "AF_INET", "Cannot", "Expected", "PyTorch", "Python version",
               "WARN", "Watchdog")
 # caught_by may name the pre-install command instead of a check of envcheck run
