@@ -7,7 +7,7 @@ returns are dropped, and the prefixes launchers put before a rank's output are r
 | prefix | who writes it | gives |
 |---|---|---|
 | ``[rank3]:`` | torchrun (torch >= 2.2, each rank's stderr) | rank 3 |
-| ``[default3]:`` | torchrun ``--tee`` (role ``default``, local rank 3) | rank 3 (local rank) |
+| ``[default3]:`` | torchrun ``--tee`` (role ``default``, local rank 3) | rank 3, unless a ``[rankN]:`` follows (the local rank: on one host, the rank) |
 | ``3: `` | ``srun --label`` | rank 3 |
 | ``[1,3]<stdout>:`` | ``mpirun --tag-output`` | rank 3 |
 | ``node-7: `` / ``10.0.0.5: `` | pdsh (DeepSpeed's multi-node launcher) | host |
@@ -25,7 +25,7 @@ from typing import Optional
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _PREFIXES = (
     (re.compile(r"\[(?:rank|Rank )(\d+)\]:\s?"), "rank"),
-    (re.compile(r"\[[A-Za-z_]+?(\d+)\]:\s?"), "rank"),  # torchrun --tee: [default3]:
+    (re.compile(r"\[[A-Za-z_]+?(\d+)\]:\s?"), "local"),  # torchrun --tee: [default3]:
     (re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:\s?"), "rank"),
     (re.compile(r"\s*(\d{1,6}): "), "rank"),
     (re.compile(r"((?:\d{1,3}\.){3}\d{1,3}): "), "host"),
@@ -63,7 +63,7 @@ def clean(data):
 def parse(number, data, before=()):
     """A ``Line`` from the bytes of a log line and the lines before it."""
     shown = clean(data)
-    text, rank, host = shown, None, None
+    text, rank, host, local = shown, None, None, None
     changed = True
     while changed:
         changed = False
@@ -72,11 +72,15 @@ def parse(number, data, before=()):
             if m and m.end() < len(text):
                 if kind == "rank" and rank is None:
                     rank = int(m.group(1))
+                elif kind == "local" and local is None:
+                    local = int(m.group(1))
                 elif kind == "host" and host is None:
                     host = m.group(1)
                 text = text[m.end():]
                 changed = True
                 break
+    if rank is None:
+        rank = local
     m = _NCCL_HOST.match(text)
     if m and host is None:
         host = m.group(1)

@@ -1,0 +1,144 @@
+"""envcheck explain on the command line: exit codes, text, JSON (validated against its
+schema), stdin, several files, secrets, framework words, version judgements."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+SCHEMA = os.path.join(ROOT, "envcheck", "report", "schema", "explain.schema.json")
+LOG = os.path.join(ROOT, "tests", "data", "explain", "torchrun-4rank-pickle-group.log")
+
+# Real lines (tests/data/explain_corpus.toml has their sources).
+WATCHDOG = ("[rank0]:[E626 06:24:44.159932949 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog "
+            "caught collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, "
+            "NumelIn=9801523, NumelOut=9801523, Timeout(ms)=600000) ran for 600030 "
+            "milliseconds before timing out.\n")
+LIGHTNING_FRAME = ('  File "/home/zeus/miniconda3/envs/cloudspace/lib/python3.10/site-packages/'
+                   'lightning/pytorch/trainer/trainer.py", line 1382, in save_checkpoint\n')
+
+
+def validate(data):
+    import jsonschema
+
+    with open(SCHEMA, encoding="utf-8") as f:
+        jsonschema.validate(data, json.load(f))
+    return data
+
+
+def test_real_failure_exit_0_text_names_cause_ranks_line_fix_source():
+    res = run_cli("explain", LOG)
+    assert res.code == 0, res.stderr
+    out = res.stdout
+    assert out.startswith("envcheck explain: 1 cause found in %s (160 lines)" % LOG)
+    assert "✗ something that holds a process group was pickled or deep-copied" in out
+    assert "ranks 0–3 · 4 lines, first at %s:40" % LOG in out
+    assert "> [default1]:[rank1]: TypeError: cannot pickle" in out
+    assert "fix: do not deepcopy a model that stores a process group" in out
+    assert "source: https://github.com/pytorch/pytorch/issues/73825" in out
+    assert "launch.child_failed" in out  # a consequence, below
+
+
+def test_json_matches_the_schema(tmp_path):
+    res = run_cli("explain", "--format", "json", LOG)
+    assert res.code == 0, res.stderr
+    data = validate(json.loads(res.stdout))
+    (finding,) = data["findings"]
+    assert finding["id"] == "torch.pickle_process_group"
+    assert finding["ranks"] == [0, 1, 2, 3]
+    assert finding["line_number"] == 40 and finding["count"] == 4
+    assert finding["sources"] and finding["advice"] and finding["cause"]
+    assert [c["id"] for c in data["consequences"]] == ["launch.child_failed"]
+    assert data["next_steps"] == []
+
+
+def test_nothing_recognised_exit_1_says_what_to_collect(tmp_path):
+    log = tmp_path / "quiet.log"
+    log.write_text("step 1 loss 2.0\nstep 2 loss 1.9\nKilled\n")
+    res = run_cli("explain", str(log))
+    assert res.code == 1, res.stderr
+    assert "no known cause in %s (3 lines)" % log in res.stdout
+    assert "NCCL_DEBUG=INFO" in res.stdout and "TORCH_DISTRIBUTED_DEBUG=DETAIL" in res.stdout
+    assert "envcheck run" in res.stdout
+    data = validate(json.loads(run_cli("explain", "--format", "json", str(log)).stdout))
+    assert data["findings"] == [] and len(data["next_steps"]) >= 3
+
+
+def test_stdin_and_several_files_together(tmp_path):
+    other = tmp_path / "node2.log"
+    other.write_text(WATCHDOG)
+    with open(LOG, "rb") as f:
+        proc = subprocess.run([sys.executable, "-m", "envcheck", "explain", "-", str(other)],
+                              stdin=f, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "in <stdin>, %s (161 lines)" % other in proc.stdout
+    assert "first at <stdin>:40" in proc.stdout
+    assert "nccl.watchdog_timeout; rank 0 · first at %s:1" % other in proc.stdout
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["explain", "/no/such/job.log"], "cannot read /no/such/job.log: No such file"),
+    (["explain", "tests"], "tests is a directory"),
+    (["explain", "--format", "yaml", "x.log"], "--format 'yaml': choose text or json"),
+])
+def test_bad_input_is_one_line_exit_2(args, fragment):
+    res = run_cli(*args)
+    assert res.code == 2, (res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("envcheck: error: ")
+    assert fragment in lines[0]
+    assert "Traceback" not in res.stderr + res.stdout
+
+
+def test_secrets_in_the_log_never_reach_the_output(tmp_path):
+    token = "hf_" + "a1B2c3D4e5F6g7H8i9J0kLmN"
+    log = tmp_path / "job.log"
+    log.write_text("[rank0]: RuntimeError: CUDA error: no kernel image is available for "
+                   "execution on the device (token=%s, https://user:s3cret@hub/x)\n" % token)
+    for fmt in ("text", "json"):
+        res = run_cli("explain", "--format", fmt, str(log))
+        assert res.code == 0, res.stderr
+        assert token not in res.stdout and "s3cret" not in res.stdout
+        assert "<redacted>" in res.stdout
+
+
+def test_framework_words_when_the_log_shows_the_framework(tmp_path):
+    log = tmp_path / "job.log"
+    log.write_text(LIGHTNING_FRAME + WATCHDOG)
+    res = run_cli("explain", str(log))
+    assert res.code == 0, res.stderr
+    assert ("with Lightning (seen in the log): the timeout belongs to the strategy: "
+            "Trainer(strategy=DDPStrategy(timeout=timedelta(minutes=60)))") in res.stdout
+    assert "framework seen in the log: Lightning" in res.stdout
+    bare = tmp_path / "bare.log"
+    bare.write_text(WATCHDOG)
+    assert "with Lightning" not in run_cli("explain", str(bare)).stdout
+
+
+def test_versions_in_the_log_are_judged_against_the_matrix(tmp_path):
+    # collect_env's and nvidia-smi's lines (Fooocus#1313: driver 470.86, CUDA 11.4)
+    log = tmp_path / "env.log"
+    log.write_text("PyTorch version: 2.1.0+cu121\n"
+                   "| NVIDIA-SMI 470.86       Driver Version: 470.86       CUDA Version: 11.4\n")
+    res = run_cli("explain", "--format", "json", str(log))
+    data = validate(json.loads(res.stdout))
+    assert res.code == 0  # the matrix says this cannot work: a known cause
+    assert data["findings"] == []
+    facts = {(f["fact"], f["value"]) for f in data["facts"]}
+    assert facts == {("torch", "2.1.0+cu121"), ("driver", "470.86"), ("driver_cuda", "11.4")}
+    problems = [j for j in data["judgements"] if j["verdict"] == "problem"]
+    assert problems == [{"fact": "driver", "verdict": "problem", "text":
+                         "NVIDIA driver 470.86 is too old for CUDA 12.1 (torch's build): "
+                         "CUDA 12 needs a driver >= 525.60.13 (cuda.toml)"}]
+
+
+def test_help_shows_a_real_example():
+    res = run_cli("explain", "--help")
+    assert res.code == 0
+    assert "envcheck explain job.log" in res.stdout
+    assert "cannot pickle 'torch._C._distributed_c10d.ProcessGroup' object" in res.stdout
+    assert "Exit codes: 0" in res.stdout
