@@ -180,6 +180,7 @@ def run(
     no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
 ):
     """Run the probes on this machine and report what works."""
+    from .explain.diagnose import diagnose
     from .matrix import frameworks, load as matrix_load, verdicts
     from .report import model as report_mod
     from .run import command as runner
@@ -213,8 +214,9 @@ def run(
                   strict=strict) as progress:
         report = runner.execute(plan, on_event=progress, while_starting=load_matrix,
                                 head=_head)
-    verdicts.apply(report, matrix[0] if matrix else matrix_load.load(
-        tuple(matrix_dir), tuple(probe_path)))
+    judged_by = matrix[0] if matrix else matrix_load.load(tuple(matrix_dir), tuple(probe_path))
+    verdicts.apply(report, judged_by)
+    diagnose(report, judged_by)
     frameworks.advise(report)
     _emit(report, fmt, json_path, junit_path, strict=strict, no_color=no_color)
     raise typer.Exit(int(runner.exit_code(report, strict)))
@@ -257,7 +259,11 @@ def report(
     # A saved report keeps the verdicts it was rendered with, unless --matrix asks for
     # a new judgement (or it was never judged: records, reports from before the matrix).
     if matrix_dir or saved.matrix is None:
-        verdicts.apply(saved, matrix_load.load(tuple(matrix_dir)))
+        from .explain.diagnose import diagnose
+
+        judged_by = matrix_load.load(tuple(matrix_dir))
+        verdicts.apply(saved, judged_by)
+        diagnose(saved, judged_by)
         frameworks.advise(saved)
     _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color)
     raise typer.Exit(int(runner.exit_code(saved, strict)))
@@ -409,7 +415,7 @@ def summary(
 
 @app.command()
 def explain(
-    logs: List[str] = typer.Argument(None, metavar="[LOG...]",
+    logs: List[str] = typer.Argument(None, metavar="LOG",
                                      help="The job's log files (plain or gzipped, any size, "
                                           "ranks interleaved); '-' or none: stdin."),
     fmt: str = typer.Option("text", "--format", metavar="text|json",
@@ -426,13 +432,14 @@ def explain(
     (torch, NCCL, CUDA, driver) against the matrix. Example:
 
     \b
-      $ torchrun --nproc-per-node 4 train.py 2>&1 | tee job.log
+      $ torchrun --standalone --nproc-per-node 4 --tee 3 train.py > job.log 2>&1
       $ envcheck explain job.log
-      envcheck explain: 1 cause found in job.log (86 lines)
-      ✗ something that holds a process group was pickled or deep-copied ...
-        ranks 0–3 · 4 lines, first at job.log:21
-        > [rank0]: TypeError: cannot pickle 'torch._C._distributed_c10d.ProcessGroup' object
-        fix: do not deepcopy a model that stores a process group ...
+      envcheck explain: 1 cause found in job.log (160 lines)
+      ✗ something that holds a process group was pickled or deep-copied (...)
+        ranks 0–3 · 4 lines, first at job.log:40
+        > [default1]:[rank1]: TypeError: cannot pickle 'torch._C._distributed_c10d.ProcessGroup' object
+        fix: do not deepcopy a model that stores a process group (...)
+        source: https://github.com/pytorch/pytorch/issues/73825 (open); ...
 
     Exit codes: 0 a known cause was found; 1 nothing recognised (it then says what to
     collect next); 2 bad input.

@@ -136,3 +136,19 @@ def test_every_builtin_pattern_holds_a_scan_word_and_a_source():
         assert s.source and s.cause and s.advice
         for p in s.patterns:
             assert any(w in p.pattern for w in signatures.SCAN_WORDS), (s.id, p.pattern)
+
+
+def test_a_team_override_of_the_expected_failure_keeps_the_signatures_advice(tmp_path):
+    # test_matrix's patched build: pickling passes there, but other people's logs still
+    # show the failure, and its signature keeps the built-in advice.
+    write(tmp_path, "expectations/serialization.toml", """\
+        [[expectation]]
+        check = ["serialization.pickle_default_group", "serialization.deepcopy_module_with_group"]
+        torch = ">=2.1"
+        outcome = "passed"
+        source = "our patched build"
+    """)
+    builtin = {s.id: s for s in matrix_load.load().signatures}
+    team = {s.id: s for s in matrix_load.load([str(tmp_path)]).signatures}
+    assert team["torch.pickle_process_group"].advice == builtin["torch.pickle_process_group"].advice
+    assert team["torch.pickle_process_group"].advice.startswith("do not deepcopy")

@@ -442,7 +442,8 @@ def load(extra_dirs=(), probe_paths=()):
                     into.append(built)
     _cross_check(errors, releases, toolkits, expectations)
     facts.cross_check(errors, node_facts)
-    signatures = sig_mod.resolve(errors, signatures, expectations)
+    signatures = sig_mod.resolve(errors, signatures, expectations, builtin=(
+        lambda: load((), probe_paths).expectations) if extra_dirs else None)
     if errors:
         raise MatrixError(errors)
     releases.sort(key=lambda r: Version(r.series))
