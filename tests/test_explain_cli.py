@@ -142,3 +142,19 @@ def test_help_shows_a_real_example():
     assert "envcheck explain job.log" in res.stdout
     assert "cannot pickle 'torch._C._distributed_c10d.ProcessGroup' object" in res.stdout
     assert "Exit codes: 0" in res.stdout
+
+
+def test_nccl_transports_from_nccl_debug_info_are_facts(tmp_path):
+    # https://github.com/ai-dynamo/dynamo/issues/1408, https://github.com/NVIDIA/nccl/issues/1589,
+    # https://github.com/open-mmlab/OpenPCDet/issues/1409
+    log = tmp_path / "info.log"
+    log.write_text(
+        "ucwlai-k8snode-12-123:15016:15016 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/IPC\n"
+        "g148:14937:69361 [0] NCCL INFO Channel 01/1 : 0[0] -> 8[0] [send] via NET/IB/9/GDRDMA/Shared\n"
+        "AI-3090:1890568:1890933 [0] NCCL INFO P2P is disabled between connected GPUs 0 and 1. "
+        "You can repress this message with NCCL_IGNORE_DISABLED_P2P=1.\n")
+    data = validate(json.loads(run_cli("explain", "--format", "json", str(log)).stdout))
+    transports = {(f["value"], tuple(f["hosts"])) for f in data["facts"]
+                  if f["fact"] == "nccl_transport"}
+    assert transports == {("P2P/IPC", ("ucwlai-k8snode-12-123",)), ("NET/IB", ("g148",)),
+                          ("P2P is disabled", ("AI-3090",))}

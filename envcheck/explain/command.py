@@ -60,12 +60,6 @@ def _open(path):
     return path, stream
 
 
-def _frameworks(data, seen):
-    for key, marks in read.FRAMEWORK_MARKS.items():
-        if key not in seen and any(m in data for m in marks):
-            seen.append(key)
-
-
 def explain(paths, matrix_dirs=(), matrix=None):
     """Read every log in ``paths`` ('-' is stdin) and explain them together (with
     ``matrix``, or the one loaded from the built-in files and ``matrix_dirs``)."""
@@ -81,8 +75,7 @@ def explain(paths, matrix_dirs=(), matrix=None):
                 ln = line_mod.parse(hit.number, hit.data, hit.before)
                 matcher.feed(ln, name)
                 facts.feed(ln, name)
-                if len(frameworks) < len(read.FRAMEWORK_MARKS) and b"/" in hit.data:
-                    _frameworks(hit.data, frameworks)
+                frameworks += [k for k in hit.frameworks if k not in frameworks]
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise UsageError("cannot read %s: %s" % (name, getattr(exc, "strerror", None)
                                                       or exc)) from None

@@ -5,7 +5,9 @@ Read from the lines that print them: ``collect_env`` (``PyTorch version: 2.1.0+c
 version: 3.10.12``), ``accelerate env`` (``PyTorch version (GPU?): 2.2.2+cu121 (True)``,
 ``Numpy version: 1.26.4``), ``nvidia-smi`` (``Driver Version: 535.104.05  CUDA Version:
 12.2``), NCCL (``NCCL version 2.18.1+cuda12.1``, ``cudaDriverVersion 12020``) and torch's
-own errors (``The NVIDIA driver on your system is too old (found version 11040)``).
+own errors (``The NVIDIA driver on your system is too old (found version 11040)``); and,
+from ``NCCL_DEBUG=INFO``, the transports NCCL chose (``Channel 00/0 : 0[0] -> 1[1] via
+P2P/IPC``), which is what ``nccl.p2p_hang`` needs to tell a P2P hang from another.
 
 Judged against the matrix: whether the torch release is one it knows, whether the driver
 runs the CUDA the torch was built with (``cuda.toml``: the driver each toolkit needs),
@@ -32,10 +34,16 @@ PATTERNS = (
     ("driver_cuda", re.compile(r"NVIDIA driver on your system is too old \(found version (\d{4,6})\)")),
     ("python", re.compile(r"Python version: (\d+\.\d+\.\d+)")),
     ("numpy", re.compile(r"Numpy version: (\d+\.\d+(?:\.\d+)?)")),
+    # NCCL_DEBUG=INFO: the transport NCCL chose between two ranks (P2P/IPC, P2P/CUMEM,
+    # SHM/direct, NET/IB/0/GDRDMA, NET/Socket/1...), and P2P it could not use
+    ("nccl_transport", re.compile(r"NCCL INFO (?:Channel|Ring) \d+(?:/\d+)? : .* via "
+                                  r"((?:P2P|SHM|NET)/[A-Za-z]+|direct shared memory)")),
+    ("nccl_transport", re.compile(r"NCCL INFO (P2P is disabled) between connected GPUs")),
 )
 LABELS = {"torch": "torch", "cuda_build": "CUDA (torch built with)", "nccl": "NCCL",
           "driver": "NVIDIA driver", "driver_cuda": "CUDA the driver supports",
-          "python": "Python", "numpy": "NumPy"}
+          "python": "Python", "numpy": "NumPy", "nccl_transport": "NCCL transport"}
+_WORTH = ("version", "Version", " via ", "P2P is disabled")
 
 
 def _api_version(text):
@@ -53,7 +61,7 @@ class Facts:
         self.seen = {}
 
     def feed(self, line, file):
-        if not any(w in line.text for w in ("version", "Version", "VERSION")):
+        if not any(w in line.text for w in _WORTH):
             return
         for name, pattern in PATTERNS:
             for m in pattern.finditer(line.text):

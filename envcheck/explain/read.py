@@ -22,20 +22,29 @@ CONTEXT = 6  # lines kept before a hit
 FRAMEWORK_MARKS = {"lightning": (b"/lightning/", b"/pytorch_lightning/", b"/lightning_fabric/"),
                    "accelerate": (b"/accelerate/",), "deepspeed": (b"/deepspeed/",)}
 
-SCAN = re.compile(b"|".join([re.escape(w.encode()) for w in SCAN_WORDS]
-                            + [re.escape(m) for marks in FRAMEWORK_MARKS.values()
-                               for m in marks]))
+# The framework shows in the traceback around an error: looked for in the bytes around a
+# hit (FRAMEWORK_WINDOW before and after, each byte once, not around NCCL's own INFO
+# lines, which can fill a log), until one is found; not in every line.
+FRAMEWORK_WINDOW = 64 << 10
+
+SCAN = re.compile(b"|".join(re.escape(w.encode()) for w in SCAN_WORDS))
 
 
 class Hit:
-    """One line worth matching: its number (1-based), its bytes, the lines before it."""
+    """One line worth matching: its number (1-based), its bytes, the lines before it,
+    and the frameworks (keys of FRAMEWORK_MARKS) whose files the traceback above shows."""
 
-    __slots__ = ("number", "data", "before")
+    __slots__ = ("number", "data", "before", "frameworks")
 
-    def __init__(self, number, data, before):
+    def __init__(self, number, data, before, frameworks=()):
         self.number = number
         self.data = data
         self.before = before
+        self.frameworks = frameworks
+
+
+def _frameworks(window):
+    return tuple(k for k, marks in FRAMEWORK_MARKS.items() if any(m in window for m in marks))
 
 
 def _context(buf, start):
@@ -49,22 +58,23 @@ def _context(buf, start):
     return buf[lo:start].split(b"\n")[:-1]
 
 
-def _hits(buf, first_number):
-    """The hits of one buffer of whole lines; returns (hits, lines in the buffer)."""
+def _hits(buf, first_number, size):
+    """The hits in ``buf[:size]``, whole lines; returns (hits, the next line's number)."""
     out = []
     pos = 0
     number = first_number
     counted = 0  # newlines counted up to here
     search = SCAN.search
+    looked = 0  # the bytes before this were searched for frameworks already
     while True:
-        m = search(buf, pos)
+        m = search(buf, pos, size)
         if m is None:
             break
         at = m.start()
         start = buf.rfind(b"\n", 0, at) + 1
-        end = buf.find(b"\n", at)
+        end = buf.find(b"\n", at, size)
         if end < 0:
-            end = len(buf)
+            end = size
         number += buf.count(b"\n", counted, start)
         counted = start
         data = buf[start:end]
@@ -75,9 +85,14 @@ def _hits(buf, first_number):
             hi = len(data) if hi < 0 else hi
             lo, hi = max(lo, rel - MAX_LINE // 2), min(hi, rel + MAX_LINE // 2)
             data = data[lo:hi]
-        out.append(Hit(number, data, _context(buf, start)))
+        frameworks = ()
+        if looked is not None and end > looked and b"NCCL INFO" not in data:
+            until = min(size, end + FRAMEWORK_WINDOW)
+            frameworks = _frameworks(buf[max(looked, start - FRAMEWORK_WINDOW):until])
+            looked = None if frameworks else until
+        out.append(Hit(number, data, _context(buf, start), frameworks))
         pos = end + 1
-    return out, number + buf.count(b"\n", counted)
+    return out, number + buf.count(b"\n", counted, size)
 
 
 class Scan:
@@ -106,9 +121,9 @@ class Scan:
                     continue
                 cut = len(buf) - 1  # a line with no end in sight: take what is there
             carry = buf[cut + 1:]
-            hits, number = _hits(buf[:cut + 1], number)
+            hits, number = _hits(buf, number, cut + 1)
             yield from hits
         if carry:
-            hits, number = _hits(carry + b"\n", number)
+            hits, number = _hits(carry + b"\n", number, len(carry) + 1)
             yield from hits
         self.lines = number - 1
