@@ -2,18 +2,10 @@
 every problem at once with its file and entry, and advice_from resolves to the advice of
 a check's expected failure (one text, never a copy)."""
 
-import textwrap
-
 import pytest
 
 from envcheck.matrix import load as matrix_load, signatures
-
-
-def write(tmp_path, name, text):
-    path = tmp_path / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text))
-    return path
+from test_matrix import write
 
 
 BAD = """\

@@ -79,6 +79,17 @@ def _strings(value):
     raise ValueError("expected a string or a non-empty list of strings, got %r" % (value,))
 
 
+def _optional_strings(errors, where, label, e, key):
+    """``e[key]`` as a tuple of strings; () when absent or after recording the error."""
+    if key not in e:
+        return ()
+    try:
+        return _strings(e[key])
+    except ValueError as exc:
+        errors.add(where, "%s: %s: %s" % (label, key, exc))
+        return ()
+
+
 def parse(errors, where, e, probes, framework_advice):
     """One ``[[signature]]`` table, validated; None when it cannot be built.
     ``framework_advice``: load's parser of that table (shared with expectations)."""
@@ -126,16 +137,11 @@ def parse(errors, where, e, probes, framework_advice):
         if "framework_advice" in e:
             errors.add(where, "%s: framework_advice comes with advice_from's expectation; "
                        "write it there" % label)
-    caught_by = ()
-    if "caught_by" in e:
-        try:
-            caught_by = _strings(e["caught_by"])
-        except ValueError as exc:
-            errors.add(where, "%s: caught_by: %s" % (label, exc))
-        for check in caught_by:
-            reason = None if check == PREINSTALL else catalog.unknown_reason(check, probes)
-            if reason:
-                errors.add(where, "%s: caught_by: %s" % (label, reason))
+    caught_by = _optional_strings(errors, where, label, e, "caught_by")
+    for check in caught_by:
+        reason = None if check == PREINSTALL else catalog.unknown_reason(check, probes)
+        if reason:
+            errors.add(where, "%s: caught_by: %s" % (label, reason))
     flags = {}
     for key in ("gpu", "symptom", "differ"):
         value = e.get(key, False)
@@ -143,12 +149,7 @@ def parse(errors, where, e, probes, framework_advice):
             errors.add(where, "%s: %s must be true or false, got %r" % (label, key, value))
             value = False
         flags[key] = value
-    needs = ()
-    if "needs" in e:
-        try:
-            needs = _strings(e["needs"])
-        except ValueError as exc:
-            errors.add(where, "%s: needs: %s" % (label, exc))
+    needs = _optional_strings(errors, where, label, e, "needs")
     fw = framework_advice(errors, where, e) if advice is not None else ()
     if not patterns:
         return None
