@@ -158,3 +158,17 @@ def test_nccl_transports_from_nccl_debug_info_are_facts(tmp_path):
                   if f["fact"] == "nccl_transport"}
     assert transports == {("P2P/IPC", ("ucwlai-k8snode-12-123",)), ("NET/IB", ("g148",)),
                           ("P2P is disabled", ("AI-3090",))}
+
+
+def test_a_teams_signature_with_a_global_flag_still_matches(tmp_path):
+    team = tmp_path / "team" / "signatures"
+    team.mkdir(parents=True)
+    (team / "ours.toml").write_text(
+        '[[signature]]\nid = "team.flaky_fs"\ncause = "our shared filesystem dropped"\n'
+        'match = ["(?i)Error: \\\\[Errno 116\\\\] stale file handle"]\nadvice = "remount /shared"\n'
+        'source = "our runbook"\n')
+    log = tmp_path / "job.log"
+    log.write_text("[rank2]: OSError: [Errno 116] Stale file handle\n")
+    res = run_cli("explain", "--matrix", str(tmp_path / "team"), str(log))
+    assert res.code == 0, res.stderr
+    assert "✗ our shared filesystem dropped" in res.stdout and "rank 2" in res.stdout

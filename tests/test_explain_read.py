@@ -3,7 +3,6 @@
 import gzip
 import io
 import os
-import resource
 import subprocess
 import sys
 

@@ -49,15 +49,19 @@ class Matcher:
         self.rank = {s.id: i for i, s in enumerate(signatures)}
         self.plain = [s for s in signatures if not s.differ]
         self.differ = [s for s in signatures if s.differ]
-        # One search tells most lines apart from every signature at once.
-        self.any = re.compile("|".join("(?:%s)" % p.pattern for s in self.plain
-                                       for p in s.patterns)) if self.plain else None
+        # One search tells most lines apart from every signature at once (None: try each;
+        # a team's pattern with a global flag such as (?i) cannot be joined to others).
+        try:
+            self.any = re.compile("|".join("(?:%s)" % p.pattern for s in self.plain
+                                           for p in s.patterns)) if self.plain else None
+        except re.error:
+            self.any = None
         self.found = {}  # signature id -> Finding
         self.order = []  # ids in the order first seen
         self.values = {}  # differ signature id -> {who: (value, file, line)}
 
     def feed(self, line, file):
-        if self.any is not None and self.any.search(line.text):
+        if self.any is None or self.any.search(line.text):
             for s in self.plain:
                 if s.search(line.text):
                     self._record(s, line, file)
