@@ -58,12 +58,13 @@ def _context(buf, start):
     return buf[lo:start].split(b"\n")[:-1]
 
 
-def _hits(buf, first_number, size):
-    """The hits in ``buf[:size]``, whole lines; returns (hits, the next line's number)."""
+def _hits(buf, first_number, size, begin=0):
+    """The hits in ``buf[begin:size]``, whole lines; returns (hits, the next line's
+    number)."""
     out = []
-    pos = 0
+    pos = begin
     number = first_number
-    counted = 0  # newlines counted up to here
+    counted = begin  # newlines counted up to here
     search = SCAN.search
     looked = 0  # the bytes before this were searched for frameworks already
     while True:
@@ -106,6 +107,8 @@ class Scan:
         self.bytes = 0
 
     def __iter__(self):
+        # Each chunk is searched where it lies; only the line cut in two at its end is
+        # carried over, and joined to the head of the next chunk on its own.
         carry = b""
         number = 1
         while True:
@@ -113,16 +116,31 @@ class Scan:
             if not block:
                 break
             self.bytes += len(block)
-            buf = carry + block if carry else block
-            cut = buf.rfind(b"\n")
-            if cut < 0:
-                if len(buf) <= 4 * MAX_LINE:
-                    carry = buf
+            begin = 0
+            if carry:
+                nl = block.find(b"\n")
+                if nl < 0:
+                    carry += block
+                    if len(carry) > 4 * MAX_LINE:  # a line with no end in sight
+                        hits, number = _hits(carry, number, len(carry))
+                        yield from hits
+                        carry = b""
                     continue
-                cut = len(buf) - 1  # a line with no end in sight: take what is there
-            carry = buf[cut + 1:]
-            hits, number = _hits(buf, number, cut + 1)
+                head = carry + block[:nl + 1]
+                hits, number = _hits(head, number, len(head))
+                yield from hits
+                begin = nl + 1
+            cut = block.rfind(b"\n", begin)
+            if cut < 0:
+                carry = block[begin:]
+                if len(carry) > 4 * MAX_LINE:
+                    hits, number = _hits(carry, number, len(carry))
+                    yield from hits
+                    carry = b""
+                continue
+            hits, number = _hits(block, number, cut + 1, begin)
             yield from hits
+            carry = block[cut + 1:]
         if carry:
             hits, number = _hits(carry + b"\n", number, len(carry) + 1)
             yield from hits
