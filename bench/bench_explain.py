@@ -8,7 +8,8 @@ bar, NCCL_DEBUG=INFO lines at start-up, a few Python warnings, and at the very e
 real failure (watchdog timeouts after P2P transport lines, texts from
 tests/data/explain_corpus.toml), so the whole file must be read to find it. Each run is
 `python -m envcheck explain --format json LOG` in a fresh process; peak memory is that
-process's ru_maxrss. Results: bench/explain.md.
+process's VmHWM (read by a wrapper, as ru_maxrss would carry over the peak of the
+process that started it). Results: bench/explain.md.
 """
 
 import argparse
@@ -57,11 +58,24 @@ def make_log(path, megabytes):
     return os.path.getsize(path)
 
 
+# envcheck explain as the CLI runs it, then this process's own peak memory (VmHWM, KiB)
+# on stderr's last line.
+WRAPPER = r"""
+import sys
+from envcheck import cli
+try:
+    cli.entry(["explain", "--format", "json", sys.argv[1]])
+finally:
+    with open("/proc/self/status") as f:
+        sys.stderr.write(next(l.split()[1] for l in f if l.startswith("VmHWM:")) + "\n")
+"""
+
+
 def run_once(path):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "envcheck", "explain", "--format", "json",
-                           path], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", WRAPPER, path], capture_output=True,
+                          text=True, cwd=ROOT)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -69,7 +83,8 @@ def run_once(path):
     data = json.loads(proc.stdout)
     ids = [f["id"] for f in data["findings"]]
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, after.ru_maxrss, ids, data["inputs"][0]["lines"]
+    peak = int(proc.stderr.strip().splitlines()[-1])
+    return wall, cpu, peak, ids, data["inputs"][0]["lines"]
 
 
 def main():
@@ -89,7 +104,6 @@ def main():
             os.unlink(path)
         walls = sorted(r[0] for r in runs)
         cpus = sorted(r[1] for r in runs)
-        # RUSAGE_CHILDREN's maxrss is the largest child so far: the last run's holds all
         peak = max(r[2] for r in runs) / 1024
         print("| %.2f GiB | %s | %.1f (%.1f–%.1f) | %.1f (%.1f–%.1f) | %.0f | %s |" % (
             actual / (1 << 30), "{:,}".format(runs[0][4]), walls[len(walls) // 2], walls[0],
