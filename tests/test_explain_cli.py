@@ -94,6 +94,18 @@ def test_bad_input_is_one_line_exit_2(args, fragment):
     assert "Traceback" not in res.stderr + res.stdout
 
 
+def test_a_truncated_gzip_is_one_line_exit_2(tmp_path):
+    import gzip
+
+    whole = gzip.compress(b"RuntimeError: CUDA error: out of memory\n" * 100)
+    log = tmp_path / "job.log.gz"
+    log.write_bytes(whole[:len(whole) // 2])
+    res = run_cli("explain", str(log))
+    assert res.code == 2, (res.stdout, res.stderr)
+    assert res.stderr.startswith("envcheck: error: cannot read %s: " % log)
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+
+
 def test_secrets_in_the_log_never_reach_the_output(tmp_path):
     token = "hf_" + "a1B2c3D4e5F6g7H8i9J0kLmN"
     log = tmp_path / "job.log"
