@@ -7,10 +7,10 @@ ranks and hosts, how many lines showed it, and the first of them.
 Three kinds of signature behave differently:
 
 - ``symptom``: usually the consequence of another failure (a watchdog timeout, a peer
-  that exited, torchrun's summary). Shown as findings only when nothing else was found,
-  then in matrix order (the more specific first: NCCL's timeout before torchrun's
-  summary of the abort it caused); otherwise listed as consequences (the root cause is
-  the earliest real failure).
+  that exited, torchrun's summary). With a cause found they are its consequences (the
+  root cause is the earliest real failure); alone, the most specific of them, in matrix
+  order (NCCL's timeout before torchrun's summary of the abort it caused), is the
+  finding, and the others its consequences.
 - ``differ``: fires when its pattern's first group differs between ranks or hosts
   (NCCL versions); the same value everywhere is no finding.
 - ``needs``: fires only when one of the signatures it names fired too (P2P transport
@@ -102,8 +102,8 @@ class Matcher:
         return out
 
     def results(self):
-        """(findings, consequences): root causes first in the order seen; symptoms are
-        findings only when there is nothing else."""
+        """(findings, consequences): root causes in the order seen, and the symptoms;
+        with no root cause, the most specific symptom and the others."""
         fired = set(self.found)
         found = [self.found[i] for i in self.order
                  if not self.found[i].signature.needs
@@ -114,4 +114,4 @@ class Matcher:
         symptoms.sort(key=lambda f: self.rank[f.signature.id])
         if causes:
             return causes, symptoms
-        return symptoms, []
+        return symptoms[:1], symptoms[1:]
