@@ -180,6 +180,7 @@ def run(
     no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
 ):
     """Run the probes on this machine and report what works."""
+    from .explain.diagnose import diagnose
     from .matrix import frameworks, load as matrix_load, verdicts
     from .report import model as report_mod
     from .run import command as runner
@@ -213,8 +214,9 @@ def run(
                   strict=strict) as progress:
         report = runner.execute(plan, on_event=progress, while_starting=load_matrix,
                                 head=_head)
-    verdicts.apply(report, matrix[0] if matrix else matrix_load.load(
-        tuple(matrix_dir), tuple(probe_path)))
+    judged_by = matrix[0] if matrix else matrix_load.load(tuple(matrix_dir), tuple(probe_path))
+    verdicts.apply(report, judged_by)
+    diagnose(report, judged_by)
     frameworks.advise(report)
     _emit(report, fmt, json_path, junit_path, strict=strict, no_color=no_color)
     raise typer.Exit(int(runner.exit_code(report, strict)))
@@ -257,7 +259,11 @@ def report(
     # A saved report keeps the verdicts it was rendered with, unless --matrix asks for
     # a new judgement (or it was never judged: records, reports from before the matrix).
     if matrix_dir or saved.matrix is None:
-        verdicts.apply(saved, matrix_load.load(tuple(matrix_dir)))
+        from .explain.diagnose import diagnose
+
+        judged_by = matrix_load.load(tuple(matrix_dir))
+        verdicts.apply(saved, judged_by)
+        diagnose(saved, judged_by)
         frameworks.advise(saved)
     _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color)
     raise typer.Exit(int(runner.exit_code(saved, strict)))
@@ -417,6 +423,55 @@ def summary(
     sys.stdout.write(data if fmt == "json" else
                      render_summary.render(result, width=terminal_width() or 80))
     raise typer.Exit(int(result.exit_code) if result.records else int(ExitCode.USAGE))
+
+
+@app.command()
+def explain(
+    logs: List[str] = typer.Argument(None, metavar="LOG",
+                                     help="The job's log files (plain or gzipped, any size, "
+                                          "ranks interleaved); '-' or none: stdin."),
+    fmt: str = typer.Option("text", "--format", metavar="text|json",
+                            help="What to print: text or json."),
+    matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
+):
+    """Why did this distributed job fail? The cause, the fix and the source, from its log.
+
+    Reads the log as it comes (torchrun's [rank3]:, srun's 3:, [default0]: prefixes,
+    colour codes and all), matches it against the failure signatures of the matrix and
+    prints each distinct cause once: the ranks and hosts it appeared on, the first line
+    that shows it, the fix (in Lightning's, Accelerate's or DeepSpeed's words when the log
+    shows one of them) and the public source. It also judges the versions the job printed
+    (torch, NCCL, CUDA, driver) against the matrix. Example:
+
+    \b
+      $ torchrun --standalone --nproc-per-node 4 --tee 3 train.py > job.log 2>&1
+      $ envcheck explain job.log
+      envcheck explain: 1 cause found in job.log (160 lines)
+      ✗ something that holds a process group was pickled or deep-copied (...)
+        ranks 0–3 · 4 lines, first at job.log:40
+        > [default1]:[rank1]: TypeError: cannot pickle 'torch._C._distributed_c10d.ProcessGroup' object
+        fix: do not deepcopy a model that stores a process group (...)
+        source: https://github.com/pytorch/pytorch/issues/73825 (open); ...
+
+    Exit codes: 0 a known cause was found; 1 nothing recognised (it then says what to
+    collect next); 2 bad input.
+    """
+    from .explain import command as explain_command, render as explain_render
+
+    if fmt not in ("text", "json"):
+        raise UsageError("--format %r: choose text or json" % fmt)
+    if not logs:
+        try:
+            interactive = sys.stdin.isatty()
+        except (AttributeError, ValueError):
+            interactive = False
+        if interactive:
+            raise UsageError("give the job's log (envcheck explain job.log), or pipe it in "
+                             "(... 2>&1 | envcheck explain)")
+    result = explain_command.explain(list(logs or []), tuple(matrix_dir))
+    sys.stdout.write(explain_render.to_json(result) if fmt == "json"
+                     else explain_render.render(result))
+    raise typer.Exit(int(result.exit_code))
 
 
 @app.command("matrix")

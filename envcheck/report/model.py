@@ -30,6 +30,9 @@ class CheckResult:
     ranks: dict = dataclasses.field(default_factory=dict)  # "rank" -> per-rank detail
     verdict: str = None  # set by the matrix (envcheck.verdicts)
     expectation: dict = None  # the matrix entry the verdict came from
+    # a failure no expectation explains, matched against the matrix's failure
+    # signatures (explain.diagnose): {signature, cause, advice, sources, line, ...}
+    diagnosis: dict = None
 
     @property
     def id(self):
@@ -60,7 +63,8 @@ _TOP_TYPES = {"envcheck_version": str, "created": str, "plan": dict, "environmen
               "ranks": list, "checks": list, "attempts": list, "matrix": dict,
               "interrupted": str}
 _CHECK_TYPES = {"probe": str, "check": str, "detail": str, "advice": str, "error": dict,
-                "ranks": dict, "verdict": str, "expectation": dict, "root_rank": int}
+                "ranks": dict, "verdict": str, "expectation": dict, "root_rank": int,
+                "diagnosis": dict}
 
 
 @dataclasses.dataclass
