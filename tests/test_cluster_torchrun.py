@@ -188,22 +188,34 @@ def test_a_host_killed_mid_collective_is_named_in_rank_0s_report(cluster):
     assert took < TIMEOUT + 30, took
 
 
-def test_a_link_cut_mid_collective_ends_every_host_within_the_timeout(cluster):
+def test_a_link_cut_mid_collective_ends_every_rank_within_the_timeout(cluster):
     mark = os.path.join(cluster.shared, "loop-started")
     job, path = _fault_job(cluster, ("loop", _probe(cluster, "loop.py", LOOP)),
                            env={"LOOP_MARK": "/mnt/shared/loop-started"})
     _wait_for(mark)
-    cluster.hosts[1].link(False)
+    node2 = cluster.hosts[1]
+    node2.link(False)
     t0 = time.monotonic()
-    res = job.wait(120)
+    first = job.wait(120, hosts=cluster.hosts[:1])
     took = time.monotonic() - t0
     os.remove(mark)
-    assert res[0].code == 1 and res[1].code != 0, _where(res)
+    assert first[0].code == 1, _where(first)
+    assert took < TIMEOUT + 30, took
     report = _report(cluster.hosts[0], path)
     check = checks_by_id(report)["loop.all_reduce"]
     assert check["outcome"] == "hang", check
-    assert "node2" in res[0].stderr  # rank 0 says which ranks went silent
-    assert took < TIMEOUT + 30, took
+    assert "rank(s) 2,3 on node2 sent no last word" in first[0].stderr
+    # node2's ranks and watchers end too; only torchrun's own agent stays, blocked on the
+    # rendezvous store it cannot reach (torch 2.13), and envcheck says so.
+    agent = job.agents["node2"]
+    deadline = time.monotonic() + TIMEOUT + 30
+    while node2.processes() != [agent.pid] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert node2.processes() == [agent.pid]
+    agent.kill()
+    _, err = agent.communicate()
+    assert "node2 cannot reach the job's store at node1:" in err
+    assert "torchrun's agent here (pid %d) waits for its rendezvous" % agent.pid in err
 
 
 def test_a_host_20_s_late_to_start_simply_succeeds(cluster):
@@ -251,3 +263,30 @@ def test_local_rank_taken_from_the_global_rank_is_caught_on_the_second_host(clus
         "int(os.environ['LOCAL_RANK'])")
     env = checks["launch.env"]
     assert env["outcome"] == "failed" and env["detail"].startswith("ranks 2,3 on node2: ")
+
+
+def test_the_rendezvous_host_unreachable_at_start_ends_the_other_hosts_ranks(cluster):
+    # srun's way (no agent): MASTER_ADDR is node1, whose link is down from the start.
+    node1, node2 = cluster.hosts[:2]
+    node1.link(False)
+    from cluster.jobs import launcher_env
+    procs = []
+    t0 = time.monotonic()
+    for local in (0, 1):
+        env = launcher_env(ROOT, RANK=str(2 + local), LOCAL_RANK=str(local), WORLD_SIZE="4",
+                           LOCAL_WORLD_SIZE="2", GROUP_RANK="1", MASTER_ADDR="node1",
+                           MASTER_PORT="29500")
+        procs.append(node2.popen([sys.executable, "-m", "envcheck.worker.launched",
+                                  "--out", "/tmp/out-unreachable", "-p", "launch",
+                                  "--timeout", str(TIMEOUT)], env=env))
+    outs = [p.communicate(timeout=120) for p in procs]
+    took = time.monotonic() - t0
+    assert [p.returncode for p in procs] == [3, 3], outs
+    assert took < TIMEOUT + 30, took
+    err = outs[0][1]
+    assert ("envcheck: node2: the job failed (rank 2 exited 3); rank 0 prints the report. "
+            "This host's records: envcheck report --records /tmp/out-unreachable") in err
+    with open(node2.path("/tmp/out-unreachable/records-rank2.jsonl")) as f:
+        setup = [json.loads(line) for line in f if '"t": "setup"' in line]
+    assert setup[0]["outcome"] == "failed"
+    assert "node1" in setup[0]["error"]["message"]

@@ -10,7 +10,7 @@ types, in the order a rank writes them:
 - ``setup_start`` / ``setup``: init_process_group, with outcome, seconds and error.
 - ``probe_start`` / ``check_start`` / ``check`` / ``probe_end``: one probe at a time.
 - ``teardown_start`` / ``teardown``: the final barrier (``teardown`` only when it failed).
-- ``hang``: (launcher mode only) the rank's watchdog saw no progress past the timeout.
+- ``hang``: (launcher mode only) the rank's watcher saw no progress past the timeout.
 - ``bye``: the rank finished its plan.
 
 Both drivers read these with the same functions: the local supervisor while the ranks

@@ -11,7 +11,7 @@ replaying them as one supervisor *attempt* and handing that to ``merge``:
 
 The supervisor is not there to watch, so the abort is read from what the ranks left,
 and the root cause chosen by the same rule (``core.blame``): a ``hang`` record from a
-rank's watchdog (a rank that was *not* waiting inside torch.distributed, else the first
+rank's watcher (a rank that was *not* waiting inside torch.distributed, else the first
 to report); else a rank without ``bye`` that left no SIGTERM stack dump — it died on its
 own, while the others were torn down by the launcher. Lines that are not whole records
 (a rank killed mid-write; in ``records.jsonl`` such a line can sit in the middle) are
@@ -157,10 +157,10 @@ def _abort(per_rank, stacks, world, timeout):
         kind, rank = "setup_failed", min(failed)[1]
     elif hangs:
         kind = "hang"
-        # A rank's watchdog writes its hang record at its deadline (plus a grace when it
+        # A rank's watcher writes its hang record at its deadline (plus a grace when it
         # waits in a collective): the record's time is that deadline. A rank that left
         # no hang record either was torn down first (its SIGTERM stack shows where) or
-        # could not run its watchdog at all (stopped, or killed): a suspect too.
+        # left nothing at all (stopped, or killed): a suspect too.
         suspects = [blame.Suspect(r, h.get("in_collective"), h["time"]) for r, h in hangs]
         reported = {r for r, _ in hangs}
         for r in unfinished:

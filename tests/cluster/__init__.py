@@ -15,8 +15,8 @@ namespaces hold, then the namespaces, links and bridge), whatever happened.
         c.hosts[1].run(["hostname"])           # -> node2
         c.hosts[1].popen([...])                # a process on node2
 
-A contributor can start one by hand: ``python -m tests.cluster up 3`` (see
-docs/cluster-tests.md). Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN), ``ip`` (iproute2),
+A contributor can start one by hand: ``python -m tests.cluster 3``, or with SLURM
+``python -m tests.cluster.slurm 3`` (see docs/cluster-tests.md). Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN), ``ip`` (iproute2),
 ``unshare`` and ``nsenter`` (util-linux).
 """
 
