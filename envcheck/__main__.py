@@ -8,6 +8,9 @@ import sys
 
 
 def main():
+    from .core.limits import ensure_std_fds
+
+    ensure_std_fds()  # before the head start opens its pipes: never on fd 0, 1 or 2
     head = None
     if sys.argv[1:2] == ["run"]:  # other commands start no rank: not even the import
         from .run import headstart
