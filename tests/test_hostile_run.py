@@ -219,3 +219,51 @@ def test_a_process_limit_is_one_line_naming_the_limit(tmp_path, tasks):
     assert lines[0].startswith("envcheck: error: ")
     assert "the limit on processes is" in lines[0]
     assert "(ulimit -u is %d" % tasks in lines[0]
+
+
+SLEEPY = '''
+def probe_sleepy(ctx):
+    """every rank sleeps in its check"""
+    import time
+    with ctx.check("nap"):
+        time.sleep(600)
+'''
+
+
+def test_ranks_the_launcher_terminated_are_not_a_crash(tmp_path):
+    """SIGTERM to torchrun: it terminates every rank, and each leaves its SIGTERM stack
+    dump. The report says they were terminated by the launcher. (Before: "rank 0 ...
+    crashed", exit 1, as if one had died on its own.)"""
+    from conftest import torchrun, validate_report
+    from envcheck.run.supervisor import free_port
+
+    probe = tmp_path / "sleepy.py"
+    probe.write_text(SLEEPY)
+    out = tmp_path / "out"
+    agent = torchrun(sys.executable, 1, 0, 2, free_port(),
+                     ["--out", str(out), "-p", "sleepy", "--probe-path", str(probe),
+                      "--timeout", "300"], str(tmp_path), "nodeA")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            files = [out / ("records-rank%d.jsonl" % r) for r in (0, 1)]
+            if all(f.exists() and '"nap"' in f.read_text() for f in files):
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the ranks never reached the probe")
+        time.sleep(0.5)
+        agent.send_signal(signal.SIGTERM)
+        agent.communicate(timeout=120)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.communicate()
+    res = _envcheck(["report", "--records", str(out), "--format", "json"], tmp_path)
+    assert "Traceback" not in res.stderr, res.stderr
+    report = validate_report(__import__("json").loads(res.stdout))
+    nap = checks_by_id(report)["sleepy.nap"]
+    assert nap["outcome"] != "crash", nap
+    assert "terminated by the launcher (SIGTERM)" in nap["detail"], nap["detail"]
+    assert "crashed" not in res.stdout
+    assert res.returncode == 143  # SIGTERM, as for envcheck run: not "will not work"

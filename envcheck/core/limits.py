@@ -8,6 +8,9 @@ to give, never a traceback:
   a rank's lifeline pipe on fd 0 is then replaced by /dev/null in the rank and reads end
   of file at once, and every rank ends the run. ``ensure_std_fds`` opens /dev/null on
   each closed one first.
+- **Inputs that are not files.** A FIFO or a device named like an answer file would
+  block a reader forever, or never end: ``read_input`` opens without blocking, reads
+  regular files only, and at most a bounded size.
 - **Resource limits.** A process limit (``ulimit -u``) makes ``fork`` fail with EAGAIN;
   too few file descriptors (``ulimit -n``) make ``open`` and ``pipe`` fail with EMFILE;
   a full disk gives ENOSPC. ``os_error_line`` names the limit and its value.
@@ -15,6 +18,7 @@ to give, never a traceback:
 
 import errno
 import os
+import stat
 import sys
 
 try:
@@ -130,3 +134,40 @@ def os_error_line(exc):
         return "a file grew past the file size limit%s (ulimit -f is %s)" % (
             where, _limit("RLIMIT_FSIZE"))
     return "%s%s" % (what, where)
+
+
+# An answer, a report or a requirements file is kilobytes; past this it is not one.
+MAX_INPUT_BYTES = 64 << 20
+
+
+class InputError(ValueError):
+    """An input that is not a regular file, or too large to be what it claims."""
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
+def read_input(path, limit=MAX_INPUT_BYTES):
+    """The bytes of the regular file ``path``, at most ``limit`` of them. InputError for
+    anything else (checked on the file opened, without blocking on a FIFO); OSError as
+    ``open`` raises it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            raise InputError("%s, not a file: skipped" % kind)
+        chunks, size = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise InputError("larger than %d MiB: not what envcheck reads" % (limit >> 20))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
