@@ -284,13 +284,23 @@ def report(
         saved = build(records)
     else:
         saved = report_mod.load(path)
-    # A saved report keeps the verdicts it was rendered with, unless --matrix asks for
-    # a new judgement (or it was never judged: records, reports from before the matrix).
-    if matrix_dir or saved.matrix is None:
-        verdicts.apply(saved, matrix_load.load(tuple(matrix_dir)))
-        frameworks.advise(saved)
-    _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color)
-    raise typer.Exit(int(runner.exit_code(saved, strict)))
+    try:
+        # A saved report keeps the verdicts it was rendered with, unless --matrix asks
+        # for a new judgement (or it was never judged: records, reports from before the
+        # matrix).
+        if matrix_dir or saved.matrix is None:
+            verdicts.apply(saved, matrix_load.load(tuple(matrix_dir)))
+            frameworks.advise(saved)
+        _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color)
+        code = runner.exit_code(saved, strict)
+    except UsageError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        # A file from anywhere: a field deep inside of a type no envcheck writes.
+        raise UsageError("%s is not an envcheck report this envcheck can show: a field is "
+                         "malformed (%s: %s)" % (path or records, type(exc).__name__, exc)) \
+            from None
+    raise typer.Exit(int(code))
 
 
 @app.command()

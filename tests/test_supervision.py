@@ -422,8 +422,8 @@ def test_a_rank_stuck_before_python_starts_follows_the_startup_timeout(tmp_path)
 def test_startup_timeout_must_be_positive():
     res = run_cli("run", "--startup-timeout", "0")
     assert (res.code, res.stderr) == (
-        2, "envcheck: error: --startup-timeout 0: must be a positive number of seconds, at "
-           "most 86400 (a day)\n")
+        2, "envcheck: error: --startup-timeout 0: must be at least 1 s (less is a hang "
+           "before anything starts) and at most 86400 (a day)\n")
 
 
 def test_a_rank_that_runs_out_of_memory_while_starting_says_so(tmp_path):

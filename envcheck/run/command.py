@@ -75,8 +75,8 @@ def make_plan(opts):
         raise UsageError("--master-port %d: not a TCP port (1-65535)" % opts.master_port)
     for flag, value in (("--timeout", opts.timeout), ("--startup-timeout", opts.startup_timeout)):
         if value is not None and not plan_mod.MIN_TIMEOUT <= value <= plan_mod.MAX_TIMEOUT:
-            raise UsageError("%s %g: must be at least %g s (a process group alone takes "
-                             "longer to start), at most %d (a day)"
+            raise UsageError("%s %g: must be at least %g s (less is a hang before anything "
+                             "starts) and at most %d (a day)"
                              % (flag, value, plan_mod.MIN_TIMEOUT, plan_mod.MAX_TIMEOUT))
     too_few = limits.check_open_files()
     if too_few:

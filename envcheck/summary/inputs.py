@@ -18,6 +18,8 @@ def _series(python):
     where the series does."""
     if not python:
         return None
+    if not isinstance(python, str):
+        raise TypeError("python %r is not a version" % (python,))
     parts = str(python).split(".")
     return ".".join(parts[:2])
 WORKS, FAILS, UNKNOWN = "works", "fails", "unknown"
