@@ -267,3 +267,34 @@ def test_ranks_the_launcher_terminated_are_not_a_crash(tmp_path):
     assert "terminated by the launcher (SIGTERM)" in nap["detail"], nap["detail"]
     assert "crashed" not in res.stdout
     assert res.returncode == 143  # SIGTERM, as for envcheck run: not "will not work"
+
+
+def test_a_full_tmpdir_is_blamed_on_the_space(tmp_path):
+    """TMPDIR on a 4 MiB tmpfs (mounted in a private mount namespace): the checkpoint
+    probe's async snapshot runs out of space. The report says so and lays no blame on
+    the user's code; the checks whose records could not be written at that moment are
+    written once the probe's files are gone. (Before: async_snapshot and
+    no_process_group vanished from the report, "nothing unexpected"; with a little more
+    room, async_snapshot advised not to modify the state before the future completes.)"""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) for a private mount namespace")
+    full = tmp_path / "full"
+    full.mkdir()
+    report = tmp_path / "r.json"
+    script = ("mount -t tmpfs -o size=4m tmpfs %s && exec %s -m envcheck run -p checkpoint "
+              "-q --json %s" % (full, sys.executable, report))
+    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                           script], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env=dict(os.environ, TMPDIR=str(full)), stdin=subprocess.DEVNULL)
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    checks = checks_by_id(load_report(report))
+    snap = checks["checkpoint.async_snapshot"]
+    assert snap["outcome"] == "failed"
+    assert snap["detail"].startswith("out of space (TMPDIR="), snap["detail"]
+    assert "has 0 MiB free" in snap["detail"]
+    assert snap["advice"].startswith("the filesystem is full, not the code under test")
+    assert "do not modify the state" not in proc.stdout
+    assert "checkpoint.no_process_group" in checks
