@@ -121,14 +121,16 @@ def probe_daemon(ctx):
 '''
 
 
-def test_a_daemon_in_its_own_session_without_the_marker_ends_with_the_run(tmp_path):
+@pytest.mark.parametrize("cgroup", ["1", "0"])
+def test_a_daemon_in_its_own_session_without_the_marker_ends_with_the_run(tmp_path, cgroup):
     """A probe's daemon that calls setsid and clears its environment (no marker left)
-    is found below envcheck, its subreaper, and killed with the attempt."""
+    is killed with the attempt: by the attempt's cgroup where there is one, else found
+    below envcheck, its subreaper (ENVCHECK_CGROUP=0 rules the cgroup out)."""
     probes = tmp_path / "daemon.py"
     probes.write_text(DAEMON)
     pidfile = tmp_path / "daemon.pid"
     proc = _envcheck(["run", "--probe-path", str(probes), "-p", "daemon", "-q"], tmp_path,
-                     env={"DAEMON_PIDFILE": str(pidfile)})
+                     env={"DAEMON_PIDFILE": str(pidfile), "ENVCHECK_CGROUP": cgroup})
     pid = int(pidfile.read_text())
     try:
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -141,6 +143,36 @@ def test_a_daemon_in_its_own_session_without_the_marker_ends_with_the_run(tmp_pa
             with open("/proc/%d/cmdline" % pid, "rb") as f:
                 if f.read().startswith(b"sleep\0600"):
                     os.kill(pid, signal.SIGKILL)
+
+
+CGROUP = '''
+CHECKS = ("where",)
+
+
+def probe_cgroup(ctx):
+    """the rank's cgroup v2 path"""
+    with ctx.check("where") as c:
+        with open("/proc/self/cgroup") as f:
+            c.detail = [l[3:].strip() for l in f if l.startswith("0::")][0]
+'''
+
+
+def test_ranks_run_in_a_cgroup_of_their_attempt_where_the_machine_offers_one(tmp_path):
+    from envcheck.run import containment
+
+    group = containment.make()
+    if group is None:
+        pytest.skip("no writable cgroup v2 hierarchy here: the subreaper contains runs")
+    group.close()
+    probes = tmp_path / "cgroup.py"
+    probes.write_text(CGROUP)
+    report = tmp_path / "r.json"
+    proc = _envcheck(["run", "--probe-path", str(probes), "-p", "cgroup", "-q", "--json",
+                      str(report)], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    where = checks_by_id(load_report(report))["cgroup.where"]["detail"]
+    assert os.path.basename(where).startswith("envcheck-"), where
+    assert not os.path.exists(os.path.join(containment._mount(), where.lstrip("/")))
 
 
 def _close_fds(*fds):

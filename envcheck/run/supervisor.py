@@ -35,7 +35,7 @@ import socket
 import subprocess
 import time
 
-from . import headstart, spawn
+from . import containment, headstart, spawn
 from ..core import blame, lifetime, plan as plan_mod
 from ..core.attempt import Abort, Attempt
 from ..core.outcomes import RankExit
@@ -174,6 +174,7 @@ class _AttemptRun:
         self.on_slow = None  # called once when a rank may be hanging (see _slow)
         self.spare_pids = set()  # the next attempt's zygote, waiting: not this one's to kill
         self.faults = []  # what the zygote printed that is not its protocol: for the notes
+        self.cgroup = None  # run/containment.py: where the machine offers one
 
     def start(self, go=True, head=None):
         """Start the ranks; ``go=False`` (a zygote only) holds them until ``adopt``.
@@ -190,6 +191,9 @@ class _AttemptRun:
         else:
             self._read_end, self.lifeline = os.pipe()
         self._base = self.workspace.env(self._read_end)
+        self.cgroup = containment.make()
+        if self.zygote is not None:
+            self._contain(self.zygote.proc.pid)
         self.launched = time.monotonic()
         self.started = time.time()
         self.prepared = self.zygote.started if self.zygote is not None else self.started
@@ -198,12 +202,18 @@ class _AttemptRun:
             if self.zygote is None:
                 self.zygote = spawn.Zygote(self.interpreter, self._base, self.dir,
                                            (self._read_end,))
+                self._contain(self.zygote.proc.pid)
             if go:
                 self._go()
             else:
                 self.zygote.preload(self.plan["probes"])
         else:
             self._start_each()
+
+    def _contain(self, pid):
+        """Into the attempt's cgroup, before it starts anything (it imports torch first)."""
+        if self.cgroup is not None:
+            self.cgroup.add(pid)
 
     def _go(self):
         self.zygote.go(self.nproc, self._argv, self.plan["probes"], self.dir,
@@ -253,6 +263,7 @@ class _AttemptRun:
             finally:
                 out.close()
                 err.close()
+            self._contain(proc.pid)
             self.ranks.append(RankState(rank, proc, self.dir, time.monotonic()))
         self._ranks_started()
 
@@ -436,8 +447,11 @@ class _AttemptRun:
                 if all(st.proc.poll() is not None for st in self.ranks):
                     break
                 time.sleep(POLL_S)
-        # What left the ranks' process groups (setsid) still carries the run's marker;
-        # what also cleared its environment is still below this process, its subreaper.
+        # What left the ranks' process groups (setsid) is still in the attempt's cgroup,
+        # and carries the run's marker; what also cleared its environment is still
+        # below this process, its subreaper.
+        if self.cgroup is not None:
+            self.cgroup.kill()
         lifetime.kill_marked(self.workspace.id, exclude=self.spare_pids)
         lifetime.kill_descendants(exclude=self.spare_pids)
         if self.workspace.reaping:
@@ -446,6 +460,9 @@ class _AttemptRun:
     def close(self):
         """The attempt is over: no rank may outlive it, and its lifeline goes."""
         self.kill_all()
+        if self.cgroup is not None:
+            self.cgroup.close()
+            self.cgroup = None
         if self._read_end is not None:
             os.close(self._read_end)
             self._read_end = None
