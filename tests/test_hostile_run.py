@@ -89,6 +89,11 @@ def test_a_zygote_killed_right_after_its_first_fork_leaves_no_rank_to_join(tmp_p
     data = load_report(report)
     assert not [n for n in data["plan"]["notes"] if "taken" in n], data["plan"]["notes"]
     assert len(data["attempts"]) == 1
+    # Every rank of the report was started anew. (Before: rank 0 was the leftover of the
+    # failed fork, "forked", joined by a fresh rank 1, while the fresh rank 0 waited for
+    # a rendezvous of its own until the timeout, a hang no check reported.)
+    starts = [phases[0] for phases in data["attempts"][0]["timing"]["ranks"].values()]
+    assert [s["forked"] for s in starts] == [False, False], starts
     assert {c["outcome"] for c in data["checks"] if c["id"].startswith("collectives.")} \
         == {"passed"}
 

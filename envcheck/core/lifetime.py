@@ -130,7 +130,7 @@ def kill_descendants(exclude=(), rounds=5):
     moment it is signalled. Returns how many."""
     me, killed = os.getpid(), 0
     for _ in range(rounds):  # a killed parent's children come to this process: again
-        pids = [p for p in descendants(me, exclude) if not _zombie(p)]
+        pids = [p for p in descendants(me, exclude) if not is_zombie(p)]
         if not pids:
             break
         killed += sum(signal_proven(pid, signal.SIGKILL, lambda p: descends_from(p, me))
@@ -138,7 +138,7 @@ def kill_descendants(exclude=(), rounds=5):
     return killed
 
 
-def _zombie(pid):
+def is_zombie(pid):
     try:
         with open("/proc/%d/stat" % pid, "rb") as f:
             return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"

@@ -176,9 +176,11 @@ class Zygote:
 
     def _forked_here(self, pid):
         """Is ``pid`` a process this zygote forked? Its parent is the zygote (or, once
-        the zygote exited, this process, its subreaper) and it carries the zygote's id."""
+        the zygote exited, this process, its subreaper) and it carries the zygote's id
+        (a rank dead already has no environment to read: a zombie of those parents is
+        theirs to reap, no other's)."""
         return pid > 1 and lifetime.parent_of(pid) in (self.proc.pid, os.getpid()) \
-            and lifetime.carries(pid, ZYGOTE_ID, self.id)
+            and (lifetime.carries(pid, ZYGOTE_ID, self.id) or lifetime.is_zombie(pid))
 
     def poll(self):
         """None while it works; the ranks once it forked all and exited; False when it

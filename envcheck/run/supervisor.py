@@ -297,7 +297,14 @@ class _AttemptRun:
     def _restart_without_zygote(self):
         """The zygote failed, perhaps after forking some ranks (all killed by now, see
         ``Zygote._kill_forked``): start each rank anew, on a fresh rendezvous port, so
-        that nothing of the failed fork can meet the new ranks."""
+        that nothing of the failed fork can meet the new ranks, and on fresh files, so
+        that nothing a killed fork wrote is read as theirs."""
+        for rank in range(self.nproc):
+            for path in (records_path(self.dir, rank), stacks_path(self.dir, rank)):
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
         self.port = free_port()
         self._attempt_env["MASTER_PORT"] = str(self.port)
         self._start_each()
