@@ -448,8 +448,9 @@ class _AttemptRun:
             for st in self.ranks:
                 _signal_group(st.proc, sig)
             deadline = time.monotonic() + (TERM_GRACE_S if sig == signal.SIGTERM else 5.0)
-            # After SIGTERM the leaders may be gone; SIGKILL still reaches any child
-            # left in a rank's group.
+            # After SIGTERM the leaders may be gone (reaped: their groups no longer
+            # signalled); what is left of a group is found below (cgroup, marker,
+            # subreaper).
             while time.monotonic() < deadline:
                 if all(st.proc.poll() is not None for st in self.ranks):
                     break
