@@ -180,6 +180,46 @@ def test_ranks_run_in_a_cgroup_of_their_attempt_where_the_machine_offers_one(tmp
     assert not os.path.exists(os.path.join(containment._mount(), where.lstrip("/")))
 
 
+def test_a_daemon_left_by_a_killed_envcheck_ends_with_the_next_run(tmp_path):
+    """envcheck SIGKILLed while a probe's daemon (own session, environment cleared) runs:
+    the ranks' lifeline cannot find the daemon (no marker), but it stayed in the attempt's
+    cgroup, and the next envcheck removes that cgroup with what is in it."""
+    from envcheck.run import containment
+
+    group = containment.make()
+    if group is None:
+        pytest.skip("no writable cgroup v2 hierarchy here")
+    group.close()
+    probes = tmp_path / "daemon.py"
+    probes.write_text(DAEMON.replace("time.sleep(0.01)\n", "time.sleep(0.01)\n"
+                                     "            time.sleep(600)\n"))
+    pidfile = tmp_path / "daemon.pid"
+    env = dict(os.environ, DAEMON_PIDFILE=str(pidfile))
+    env.pop("SLURM_PROCID", None)
+    first = subprocess.Popen([sys.executable, "-m", "envcheck", "run", "--probe-path",
+                              str(probes), "-p", "daemon", "-q"], cwd=ROOT, env=env,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    pid = None
+    try:
+        deadline = time.monotonic() + 120
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pid = int(pidfile.read_text())
+        first.kill()
+        first.wait()
+        time.sleep(1.0)  # the ranks' lifeline ends what it can find
+        assert _alive(pid), "nothing should have found the daemon yet"
+        proc = _envcheck(["run", "-p", "launch", "-q"], tmp_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert not _alive(pid), "the daemon outlived the next run"
+    finally:
+        if pid and _alive(pid):
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                if f.read().startswith(b"sleep\0600"):
+                    os.kill(pid, signal.SIGKILL)
+
+
 def _close_fds(*fds):
     def close():
         for fd in fds:

@@ -227,7 +227,7 @@ def sweep_dead(base, pattern):
         if not m or int(m.group(1)) == os.getpid():
             continue
         try:
-            if os.stat(path).st_uid != os.getuid() or _alive(int(m.group(1))):
+            if os.stat(path).st_uid != os.getuid() or alive(int(m.group(1))):
                 continue
         except OSError:
             continue
@@ -236,7 +236,7 @@ def sweep_dead(base, pattern):
     return removed
 
 
-def _alive(pid):
+def alive(pid):
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

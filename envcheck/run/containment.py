@@ -10,10 +10,13 @@ proven a member as it is signalled), emptied and removed.
 
 Where there is none (cgroup v1 only, no write access, not Linux) ``make`` returns None
 and the subreaper does the work (``core/lifetime.kill_descendants``): both run always,
-the cgroup first. docs/safety.md says which is used where.
+the cgroup first. An envcheck that was SIGKILLed leaves its cgroup, and whatever hid
+there; the next envcheck to make one kills and removes it (``sweep_stale``).
+docs/safety.md says which is used where.
 """
 
 import os
+import re
 import signal
 import time
 
@@ -104,15 +107,40 @@ class Cgroup:
             pass
 
 
+_NAME = re.compile(r"^envcheck-(\d+)-\d+$")
+
+
+def sweep_stale(parent):
+    """Kill and remove the cgroups in ``parent`` left by an envcheck that is gone (it was
+    SIGKILLed: the ranks' lifeline ended what carried the run's marker, not a daemon
+    that had cleared its environment, which stayed in its cgroup)."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    swept = []
+    for name in names:
+        m = _NAME.match(name)
+        if not m or int(m.group(1)) == os.getpid() or lifetime.alive(int(m.group(1))):
+            continue
+        Cgroup(os.path.join(parent, name)).close()
+        swept.append(name)
+    return swept
+
+
 def make():
-    """A new cgroup below this process's own, or None where none can be made."""
+    """A new cgroup below this process's own, or None where none can be made. The
+    first one of a process sweeps what a killed envcheck left beside it."""
     if os.environ.get("ENVCHECK_CGROUP", "1") == "0":
         return None
     mount, own = _mount(), _own_path()
     if mount is None or own is None:
         return None
+    parent = os.path.join(mount, own.lstrip("/"))
+    if not _counter[0]:
+        sweep_stale(parent)
     _counter[0] += 1
-    path = os.path.join(mount, own.lstrip("/"), "envcheck-%d-%d" % (os.getpid(), _counter[0]))
+    path = os.path.join(parent, "envcheck-%d-%d" % (os.getpid(), _counter[0]))
     try:
         os.mkdir(path)
     except OSError:
