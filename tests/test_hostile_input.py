@@ -128,6 +128,14 @@ def test_a_fifo_among_the_answers_is_skipped_with_a_note(tmp_path):
     res = run_cli("check", "-r", str(tmp_path / "req.txt"), timeout=60)
     assert (res.code, res.stderr.count("\n")) == (2, 1), res.stderr
     assert "a FIFO, not a file" in res.stderr
+    # and the other files envcheck reads: a matrix directory's *.toml, a probe file
+    (tmp_path / "matrix").mkdir()
+    os.mkfifo(tmp_path / "matrix" / "x.toml")
+    res = run_cli("matrix", "--validate", "--matrix", str(tmp_path / "matrix"), timeout=60)
+    assert res.code == 2 and "x.toml: cannot read it: a FIFO, not a file" in res.stderr
+    os.mkfifo(tmp_path / "probe.py")
+    res = run_cli("probes", "--probe-path", str(tmp_path / "probe.py"), timeout=60)
+    assert res.code == 2 and "not a regular file" in res.stderr
 
 
 @pytest.mark.parametrize("field,value", [

@@ -158,7 +158,7 @@ def read_input(path, limit=MAX_INPUT_BYTES):
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-            raise InputError("%s, not a file: skipped" % kind)
+            raise InputError("%s, not a file" % kind)
         chunks, size = [], 0
         while True:
             chunk = os.read(fd, min(1 << 20, limit + 1 - size))

@@ -178,7 +178,7 @@ def load(path):
     try:
         data = json.loads(limits.read_input(path).decode("utf-8"))
     except limits.InputError as exc:
-        raise UsageError("%s: %s" % (path, str(exc).replace(": skipped", ""))) from None
+        raise UsageError("%s: %s" % (path, exc)) from None
     except FileNotFoundError:
         raise UsageError("%s: no such file" % path) from None
     except IsADirectoryError:

@@ -65,7 +65,7 @@ def read(path):
     try:
         data = json.loads(limits.read_input(path).decode("utf-8"))
     except limits.InputError as exc:
-        return Problem(path, str(exc))
+        return Problem(path, "%s: skipped" % exc)
     except OSError as exc:
         return Problem(path, "cannot read it: %s" % (exc.strerror or exc))
     except UnicodeDecodeError:
