@@ -213,14 +213,14 @@ def sweep_run_dirs(base):
     return sweep_dead(base, re.compile(r"^%s(\d+)-" % re.escape(RUN_DIR_PREFIX)))
 
 
-def sweep_dead(base, pattern):
-    """Remove the directories in ``base`` named by ``pattern`` (its group 1 is the PID
-    of the process that made one) that are this user's and whose process is gone."""
+def left_by_dead(base, pattern):
+    """The paths in ``base`` named by ``pattern`` (its group 1 is the PID of the process
+    that made one) that are this user's and whose process is gone."""
     try:
         names = os.listdir(base)
     except OSError:
         return []
-    removed = []
+    found = []
     for name in names:
         m = pattern.match(name)
         path = os.path.join(base, name)
@@ -231,8 +231,15 @@ def sweep_dead(base, pattern):
                 continue
         except OSError:
             continue
+        found.append(path)
+    return found
+
+
+def sweep_dead(base, pattern):
+    """Remove the directories ``left_by_dead``."""
+    removed = left_by_dead(base, pattern)
+    for path in removed:
         shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
     return removed
 
 

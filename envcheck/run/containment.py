@@ -114,17 +114,9 @@ def sweep_stale(parent):
     """Kill and remove the cgroups in ``parent`` left by an envcheck that is gone (it was
     SIGKILLed: the ranks' lifeline ended what carried the run's marker, not a daemon
     that had cleared its environment, which stayed in its cgroup)."""
-    try:
-        names = os.listdir(parent)
-    except OSError:
-        return []
-    swept = []
-    for name in names:
-        m = _NAME.match(name)
-        if not m or int(m.group(1)) == os.getpid() or lifetime.alive(int(m.group(1))):
-            continue
-        Cgroup(os.path.join(parent, name)).close()
-        swept.append(name)
+    swept = lifetime.left_by_dead(parent, _NAME)
+    for path in swept:
+        Cgroup(path).close()
     return swept
 
 
