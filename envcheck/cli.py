@@ -89,7 +89,9 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=F
             except OSError as exc:  # a full disk, a file size limit: the run still happened
                 failed.append("cannot write %s: %s" % (path, exc.strerror or exc))
     if fmt == "json":
-        screen = text
+        from .core.text import json_screen
+
+        screen = json_screen(text)
     else:
         from .core.text import printable
 
@@ -102,20 +104,48 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=F
             from .report.table import render as render_table
             screen = render_table(shown, width=terminal_width(), strict=strict,
                                   paint=_painter(no_color))
-    # Undecodable bytes a rank passed on show escaped, as in the JSON report.
-    screen = report_mod.jsonable(screen)
-    try:
-        try:
-            sys.stdout.write(screen)
-        except UnicodeEncodeError:  # a terminal that cannot show some text: escape it
-            sys.stdout.write(screen.encode("ascii", "backslashreplace").decode("ascii"))
-        sys.stdout.flush()
-    except OSError:
-        # The terminal is gone (closed: SIGHUP) or the pipe was cut: the report files
-        # are written, and the exit code still says what happened.
-        pass
+    # Undecodable bytes a rank passed on show escaped, as in the JSON report. The
+    # terminal gone (closed: SIGHUP) or the pipe cut: the report files are written, and
+    # the exit code still says what happened.
+    write_screen(report_mod.jsonable(screen))
     if failed:
         raise UsageError("; ".join(failed))
+
+
+# Where stdout cannot encode envcheck's glyphs (a latin-1 or ASCII locale, a pipe with
+# PYTHONIOENCODING=ascii): the ASCII that says the same; anything else is escaped.
+ASCII_GLYPHS = str.maketrans({"✓": "+", "✗": "x", "…": "...", "–": "-", "—": "-",
+                              "→": "->", "≥": ">=", "·": "*", "×": "x", "⚠": "!",
+                              "ℹ": "i", "⧗": "~", "⏳": "~", "⏭": ">>", "✅": "+",
+                              "❌": "x", "🚫": "-", "💥": "!", "\ufe0f": ""})
+
+
+def write_screen(text, stream=None):
+    """Write what envcheck prints to stdout. Any encoding: glyphs it cannot show become
+    ASCII. A reader that went away (a closed pipe: ``| head``, a closed terminal) is not
+    an answer: the caller's exit code still says what the answer was."""
+    stream = stream or sys.stdout
+    try:
+        try:
+            stream.write(text)
+        except UnicodeEncodeError:
+            encoding = getattr(stream, "encoding", None) or "ascii"
+            plain = text.translate(ASCII_GLYPHS)
+            stream.write(plain.encode(encoding, "backslashreplace").decode(encoding))
+        stream.flush()
+    except (OSError, ValueError):  # BrokenPipeError, EIO on a hung-up terminal, closed
+        _silence_stdout()
+
+
+def _silence_stdout():
+    """stdout is gone: point fd 1 at /dev/null, so that the flush at exit (Python's
+    own) cannot fail and turn the answer's exit code into 120."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    except OSError:
+        pass
 
 
 def _renderers(fmt, junit_path):
@@ -256,17 +286,27 @@ def report(
         saved = build(records)
     else:
         saved = report_mod.load(path)
-    # A saved report keeps the verdicts it was rendered with, unless --matrix asks for
-    # a new judgement (or it was never judged: records, reports from before the matrix).
-    if matrix_dir or saved.matrix is None:
-        from .explain.diagnose import diagnose
+    try:
+        # A saved report keeps the verdicts it was rendered with, unless --matrix asks
+        # for a new judgement (or it was never judged: records, reports from before the
+        # matrix).
+        if matrix_dir or saved.matrix is None:
+            from .explain.diagnose import diagnose
 
-        judged_by = matrix_load.load(tuple(matrix_dir))
-        verdicts.apply(saved, judged_by)
-        diagnose(saved, judged_by)
-        frameworks.advise(saved)
-    _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color)
-    raise typer.Exit(int(runner.exit_code(saved, strict)))
+            judged_by = matrix_load.load(tuple(matrix_dir))
+            verdicts.apply(saved, judged_by)
+            diagnose(saved, judged_by)
+            frameworks.advise(saved)
+        _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color)
+        code = runner.exit_code(saved, strict)
+    except UsageError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        # A file from anywhere: a field deep inside of a type no envcheck writes.
+        raise UsageError("%s is not an envcheck report this envcheck can show: a field is "
+                         "malformed (%s: %s)" % (path or records, type(exc).__name__, exc)) \
+            from None
+    raise typer.Exit(int(code))
 
 
 @app.command()
@@ -281,6 +321,7 @@ def probes(
     from tabulate import tabulate
 
     from .core.catalog import RUN, SETUP, SETUP_CHECKS, all_probes, opt_in
+    from .core.text import printable
 
     specs = all_probes(tuple(probe_path))
     if checks:
@@ -288,7 +329,7 @@ def probes(
         for s in specs:
             names = s.checks if s.checks is not None else ("(any: CHECKS not declared)",)
             lines += ["%s.%s" % (s.name, c) for c in names + (RUN,)]
-        print("\n".join(lines))
+        write_screen(printable("\n".join(lines) + "\n"))
         return
     rows = [(s.name, ("built-in, opt-in (-p %s)" % s.name if opt_in(s) else "built-in")
              if s.builtin else (s.path or s.module), s.summary) for s in specs]
@@ -298,8 +339,8 @@ def probes(
         used = max(len("probe"), *(len(r[0]) for r in rows)) + \
             max(len("from"), *(len(r[1]) for r in rows)) + 4
         summary_width = max(20, width - used)
-    print(tabulate(rows, headers=["probe", "from", "what it proves"],
-                   maxcolwidths=[None, None, summary_width]))
+    write_screen(printable(tabulate(rows, headers=["probe", "from", "what it proves"],
+                                    maxcolwidths=[None, None, summary_width]) + "\n"))
 
 
 @app.command()
@@ -371,14 +412,16 @@ def check(
             write_atomic(json_path, data)
         except OSError as exc:
             raise UsageError("cannot write %s: %s" % (json_path, exc.strerror or exc)) from None
+    from .core.text import json_screen, printable
+
     if fmt == "json":
-        sys.stdout.write(data)
+        write_screen(json_screen(data))
     else:
         from .report import paint, vocabulary
 
-        text = paint.lead_glyphs(render_check.render(result, width=terminal_width()),
-                                 _painter(no_color), vocabulary.CHECK_STYLES)
-        sys.stdout.write(redact.text(text))
+        # GPU names and nvidia-smi's own words are shown escaped, before envcheck's colour.
+        text = printable(redact.text(render_check.render(result, width=terminal_width())))
+        write_screen(paint.lead_glyphs(text, _painter(no_color), vocabulary.CHECK_STYLES))
     raise typer.Exit(int(result.exit_code))
 
 
@@ -420,8 +463,11 @@ def summary(
             write_atomic(json_path, data)
         except OSError as exc:
             raise UsageError("cannot write %s: %s" % (json_path, exc.strerror or exc)) from None
-    sys.stdout.write(data if fmt == "json" else
-                     render_summary.render(result, width=terminal_width() or 80))
+    from .core.text import json_screen, printable
+
+    # Host names and reasons come from files anyone could have written.
+    write_screen(json_screen(data) if fmt == "json" else
+                 printable(render_summary.render(result, width=terminal_width() or 80)))
     raise typer.Exit(int(result.exit_code) if result.records else int(ExitCode.USAGE))
 
 
@@ -492,8 +538,10 @@ def matrix_cmd(
     """Show the version matrix: releases, CUDA drivers, and expected outcomes per check."""
     from .matrix import command as matrix_command
 
-    sys.stdout.write(matrix_command.run(torch, cuda, check_id, validate, tuple(matrix_dir),
-                                        tuple(probe_path)))
+    from .core.text import printable
+
+    write_screen(printable(matrix_command.run(torch, cuda, check_id, validate,
+                                              tuple(matrix_dir), tuple(probe_path))))
 
 
 class _AsGiven:
@@ -541,7 +589,10 @@ def entry(argv=None, head=False):
     ``head``: the head start ``__main__`` began already (None: it began none)."""
     global _head
     if head is False:
+        from .core.limits import ensure_std_fds
         from .run import headstart
+
+        ensure_std_fds()
 
         head = headstart.begin(sys.argv[1:] if argv is None else argv)
     _head = head
@@ -553,7 +604,22 @@ def entry(argv=None, head=False):
             _head = None
 
 
+def _fail(message, code=ExitCode.USAGE):
+    """One line on stderr, then exit: the message may quote a file, a path or a tool's
+    words, so it is redacted and shown escaped."""
+    from .core import redact
+    from .core.text import printable
+
+    try:
+        print("envcheck: error: %s" % printable(redact.text(str(message))), file=sys.stderr)
+    except (OSError, ValueError):  # stderr gone too: the exit code is all there is
+        pass
+    sys.exit(code)
+
+
 def _entry(argv):
+    from .core.limits import os_error_line
+
     command = typer.main.get_command(app)
     _fast_plain_options(command)
     try:
@@ -563,11 +629,8 @@ def _entry(argv):
             raise UsageError("the current directory no longer exists (deleted or unmounted): "
                              "cd to one that does and run envcheck again") from None
         code = command.main(args=argv, prog_name="envcheck", standalone_mode=False)
-    except UsageError as exc:
-        from .core import redact  # the bad input may carry a credential (a URL pin)
-
-        print("envcheck: error: %s" % redact.text(str(exc)), file=sys.stderr)
-        sys.exit(ExitCode.USAGE)
+    except UsageError as exc:  # the bad input may carry a credential (a URL pin)
+        _fail(exc)
     except click_exc.NoArgsIsHelpError as exc:
         print(exc.ctx.get_help())
         sys.exit(0)
@@ -586,7 +649,14 @@ def _entry(argv):
         print("envcheck: interrupted", file=sys.stderr)
         sys.exit(ExitCode.INTERRUPTED)
     except BrokenPipeError:
+        _silence_stdout()
         sys.exit(0)
+    except RecursionError:
+        _fail("an input is nested too deeply to read (a chain of includes, or JSON nested "
+              "thousands deep)")
+    except OSError as exc:
+        # The environment, not the input: a process or open-file limit, a full disk.
+        _fail(os_error_line(exc))
     except ModuleNotFoundError as exc:
         # an install without one of envcheck's dependencies: the single-file build
         # (dev/build_zipapp.py) leaves pydantic out, which only number options need

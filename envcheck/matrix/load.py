@@ -12,7 +12,7 @@ import re
 
 from packaging.version import Version
 
-from ..core import catalog
+from ..core import catalog, limits
 from . import versions
 from ..core.errors import UsageError
 from . import facts, signatures as sig_mod
@@ -430,13 +430,11 @@ def _expectation(errors, where, e, directory, probes):
 
 def _read(errors, f):
     try:
-        with open(f.path, "rb") as fh:
-            raw = fh.read()
-        text = raw.decode("utf-8")
+        text = limits.read_input(f.path).decode("utf-8")
         return tomllib.loads(text), _lines(text)
     except tomllib.TOMLDecodeError as exc:
         errors.append("%s: malformed TOML: %s" % (f.path, exc))
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, limits.InputError) as exc:
         errors.append("%s: cannot read it: %s" % (f.path, exc))
     return None, None
 

@@ -10,6 +10,7 @@ import json
 import math
 import os
 
+from ..core import limits
 from ..core.errors import UsageError
 from ..core.outcomes import Outcome
 
@@ -179,8 +180,9 @@ def check_writable(path):
 
 def load(path):
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(limits.read_input(path).decode("utf-8"))
+    except limits.InputError as exc:
+        raise UsageError("%s: %s" % (path, exc)) from None
     except FileNotFoundError:
         raise UsageError("%s: no such file" % path) from None
     except IsADirectoryError:
@@ -194,5 +196,5 @@ def load(path):
         raise UsageError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
     try:
         return Report.from_dict(data)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise UsageError("%s is not an envcheck report: %s" % (path, exc)) from None
