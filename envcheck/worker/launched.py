@@ -350,7 +350,7 @@ def _rank_main(job):
                      python_version=platform.python_version(),
                      master_port=os.environ.get("MASTER_PORT"), started=t0)
         pub = relay.Publisher(job.run_id, rank, job.world_size, args.out,
-                              relay.hosts_store(os.environ, rank))
+                              relay.hosts_store(os.environ, rank), job.timeout)
         pub.start()
         publisher.append(pub)
         return writer
