@@ -196,24 +196,27 @@ def test_a_link_cut_mid_collective_ends_every_rank_within_the_timeout(cluster):
     node2 = cluster.hosts[1]
     node2.link(False)
     t0 = time.monotonic()
-    first = job.wait(120, hosts=cluster.hosts[:1])
-    took = time.monotonic() - t0
-    os.remove(mark)
+    agent = job.agents["node2"]
+    try:
+        first = job.wait(120, hosts=cluster.hosts[:1])
+        took = time.monotonic() - t0
+        # node2's ranks and watchers end too; only torchrun's own agent stays, blocked
+        # on the rendezvous store it cannot reach (torch 2.13), and envcheck says so.
+        deadline = time.monotonic() + TIMEOUT + 30
+        while node2.processes() != [agent.pid] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = node2.processes()
+    finally:
+        agent.kill()
+        _, err = agent.communicate()
+        os.remove(mark)
     assert first[0].code == 1, _where(first)
     assert took < TIMEOUT + 30, took
-    report = _report(cluster.hosts[0], path)
-    check = checks_by_id(report)["loop.all_reduce"]
-    assert check["outcome"] == "hang", check
+    assert left == [agent.pid]
+    checks = checks_by_id(_report(cluster.hosts[0], path))
+    assert checks.get("loop.all_reduce", {}).get("outcome") == "hang", (
+        sorted((k, c["outcome"], c["detail"]) for k, c in checks.items()), _where(first))
     assert "rank(s) 2,3 on node2 sent no last word" in first[0].stderr
-    # node2's ranks and watchers end too; only torchrun's own agent stays, blocked on the
-    # rendezvous store it cannot reach (torch 2.13), and envcheck says so.
-    agent = job.agents["node2"]
-    deadline = time.monotonic() + TIMEOUT + 30
-    while node2.processes() != [agent.pid] and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert node2.processes() == [agent.pid]
-    agent.kill()
-    _, err = agent.communicate()
     assert "node2 cannot reach the job's store at node1:" in err
     assert "torchrun's agent here (pid %d) waits for its rendezvous" % agent.pid in err
 

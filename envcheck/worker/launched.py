@@ -308,6 +308,7 @@ class Job:
                   file=sys.stderr)
         else:
             source = collected
+            _prefer_local(self.out, collected)
             if silent:
                 print("envcheck: %s sent no last word within %.0f s (the host died, or "
                       "its link is down): the report shows what they sent before" % (
@@ -315,6 +316,22 @@ class Job:
                       file=sys.stderr)
         reported = render_report(self.args, source)
         return reported if reported not in (None, RankExit.OK) else (code or 1)
+
+
+def _prefer_local(out, collected):
+    """This host's ranks' own files where they hold more than the store got: a local
+    rank's watcher writes its hang record and stacks here first, and its relay may not
+    have sent them yet."""
+    for name in os.listdir(out):
+        if not name.startswith(("records-rank", "stacks-rank")):
+            continue
+        mine, theirs = os.path.join(out, name), os.path.join(collected, name)
+        try:
+            if not os.path.exists(theirs) or \
+                    os.path.getsize(mine) > os.path.getsize(theirs):
+                shutil.copyfile(mine, theirs)
+        except OSError:
+            continue
 
 
 def _ranks_on_hosts(directory, ranks):
