@@ -162,7 +162,11 @@ def test_a_host_whose_ranks_fail_at_setup_is_named_in_rank_0s_report(cluster):
     assert [r.code for r in res] == [1, 1], _where(res)
     report = _report(cluster.hosts[0], path)
     check = checks_by_id(report)["setup.init_process_group"]
-    assert check["outcome"] == "failed" and check["root_rank"] == 2, check
+    # Both ranks of node2 fail in the same millisecond: which one is the root is timing;
+    # what the user is told is that node2's two ranks failed and node1's did not.
+    assert check["outcome"] == "failed", check
+    assert sorted(r for r, e in check["ranks"].items() if e["outcome"] == "failed") == \
+        ["2", "3"], check["ranks"]
     assert check["detail"].startswith("ranks 2,3 on node2: "), check["detail"]
     assert "eth9" in check["detail"]
     assert "ranks 2,3 on node2" in res[0].stdout
