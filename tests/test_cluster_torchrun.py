@@ -192,6 +192,35 @@ def test_a_host_killed_mid_collective_is_named_in_rank_0s_report(cluster):
     assert took < TIMEOUT + 30, took
 
 
+def test_rank_0s_host_killed_leaves_a_command_on_the_other_host_that_builds_the_report(cluster):
+    mark = os.path.join(cluster.shared, "loop-started")
+    job, path = _fault_job(cluster, ("loop", _probe(cluster, "loop.py", LOOP)),
+                           env={"LOOP_MARK": "/mnt/shared/loop-started"})
+    _wait_for(mark)
+    cluster.hosts[0].kill_all()  # node1: rank 0, its agent and the job's store
+    t0 = time.monotonic()
+    res = job.wait(120)
+    took = time.monotonic() - t0
+    os.remove(mark)
+    assert res[0].code == -9 and res[1].code == 1, _where(res)
+    assert took < TIMEOUT + 30, took
+    out = [line for line in res[1].stderr.splitlines()
+           if line.startswith("envcheck: node2: the job failed")]
+    assert len(out) == 1 and out[0].endswith("This host's records: envcheck report "
+                                             "--records %s" % path.replace("report", "out")
+                                             .replace(".json", "")), out
+    # that command, on node2, builds the report of what is left, and it is not a pass
+    built = cluster.hosts[1].run([sys.executable, "-m", "envcheck", "report", "--records",
+                                  path.replace("report", "out").replace(".json", ""),
+                                  "--format", "json"], env=dict(os.environ, PYTHONPATH=ROOT),
+                                 check=False)
+    assert built.returncode == 1, built.stderr
+    report = json.loads(built.stdout)
+    assert sorted((r["rank"], r["host"]) for r in report["ranks"]
+                  if r.get("host")) == [(2, "node2"), (3, "node2")]
+    assert "no records from rank(s) 0, 1" in report["plan"]["notes"]
+
+
 def test_a_link_cut_mid_collective_ends_every_rank_within_the_timeout(cluster):
     mark = os.path.join(cluster.shared, "loop-started")
     job, path = _fault_job(cluster, ("loop", _probe(cluster, "loop.py", LOOP)),
