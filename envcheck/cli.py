@@ -42,6 +42,8 @@ MATRIX_HELP = ("Also read the matrix files in DIR (repeatable); a file named lik
                "built-in one replaces it. See docs/matrix.md.")
 REPORT_MATRIX_HELP = MATRIX_HELP + " Given here, the saved report is judged again."
 STRICT_HELP = "Known issues fail too (exit 1), not only unexpected results."
+VERBOSE_HELP = ("A row per check with its detail, and every piece of advice with its "
+                "source [default: the answer, what needs action, a line per known issue].")
 NO_COLOR_HELP = ("No colour, also on a terminal (as NO_COLOR=1 does). Pipes, files, JSON, "
                  "JUnit and markdown never have any.")
 
@@ -71,7 +73,8 @@ def _painter(no_color):
     return paint.Painter(paint.wanted(sys.stdout, no_color))
 
 
-def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=False):
+def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=False,
+          verbose=False, probes_shown=False):
     """Write the report files asked for (each atomically), then print it in FMT."""
     from .core import redact
     from .core.atomic import write_atomic
@@ -100,8 +103,9 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=F
             screen = render_markdown(shown, strict=strict)
         else:
             from .report.table import render as render_table
-            screen = render_table(shown, width=terminal_width(), strict=strict,
-                                  paint=_painter(no_color))
+            width = terminal_width()
+            screen = render_table(shown, width=width, strict=strict, paint=_painter(no_color),
+                                  verbose=verbose, probes_shown=probes_shown and bool(width))
     # Undecodable bytes a rank passed on show escaped, as in the JSON report.
     screen = report_mod.jsonable(screen)
     try:
@@ -178,6 +182,7 @@ def run(
                                help="No live view (on a terminal) nor progress lines "
                                     "(elsewhere) on stderr."),
     no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
 ):
     """Run the probes on this machine and report what works."""
     from .matrix import frameworks, load as matrix_load, verdicts
@@ -216,7 +221,8 @@ def run(
     verdicts.apply(report, matrix[0] if matrix else matrix_load.load(
         tuple(matrix_dir), tuple(probe_path)))
     frameworks.advise(report)
-    _emit(report, fmt, json_path, junit_path, strict=strict, no_color=no_color)
+    _emit(report, fmt, json_path, junit_path, strict=strict, no_color=no_color,
+          verbose=verbose, probes_shown=progress.tty)
     raise typer.Exit(int(runner.exit_code(report, strict)))
 
 
@@ -237,6 +243,7 @@ def report(
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=REPORT_MATRIX_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
     no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
 ):
     """Render a saved JSON report again (re-judged with --matrix DIR); runs nothing."""
     from .matrix import frameworks, load as matrix_load, verdicts
@@ -259,7 +266,8 @@ def report(
     if matrix_dir or saved.matrix is None:
         verdicts.apply(saved, matrix_load.load(tuple(matrix_dir)))
         frameworks.advise(saved)
-    _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color)
+    _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color,
+          verbose=verbose)
     raise typer.Exit(int(runner.exit_code(saved, strict)))
 
 

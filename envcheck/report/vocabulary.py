@@ -149,3 +149,52 @@ def error_line(error):
 
 # envcheck check's glyphs (preinstall.render): works, will not work, a warning, cannot tell.
 CHECK_STYLES = {"✓": "green", "✗": "bold red", "!": "yellow", "?": "cyan"}
+
+
+def fails_run(check, strict=False):
+    """Whether this check alone makes the exit code 1 (core.outcomes.exit_code's rule)."""
+    if check.verdict is not None:
+        return is_bad_verdict(check.verdict) or (strict and check.verdict == Verdict.KNOWN.value)
+    return Outcome(check.outcome).is_bad
+
+
+def is_pitfall(check):
+    """A known issue: a failure the matrix expects for this torch, with its advice."""
+    return check.verdict == Verdict.KNOWN.value and Outcome(check.outcome).is_bad
+
+
+# A tally's order: what passed, what the matrix knows, then what happened otherwise.
+_TALLY = ("passed", "known", "failed", "hang", "crash", "skipped")
+
+
+def tally(checks):
+    """'28 passed, 6 known issues, 6 skipped': outcomes counted, where a failure the
+    matrix expects is counted as the known issue it is, not as 'failed'."""
+    found = {}
+    for c in checks:
+        key = "known" if is_pitfall(c) else Outcome(c.outcome).value
+        found[key] = found.get(key, 0) + 1
+    return ", ".join((VERDICTS if key == "known" else OUTCOMES)[key].count(found[key])
+                     for key in _TALLY if found.get(key))
+
+
+def probe_line_parts(checks, strict=False):
+    """(glyph, style, text) of a probe's one line: '5 passed, 4 known issues', or
+    '2 passed, 1 failed; 1 UNEXPECTED' where something fails the run. The glyph and
+    colour are those of its most urgent check: a known issue is a yellow '!', not a
+    red '✗'."""
+    if not checks:
+        return OUTCOMES["skipped"].glyph, "dim", "no checks"
+    text = tally(checks)
+    judged = [part for part, _ in summary_parts(checks, strict)
+              if part != "nothing unexpected" and "known issue" not in part]
+    if judged:
+        text += "; " + ", ".join(judged)
+    first = min(checks, key=lambda c: _URGENCY.index(style(c, strict)))
+    glyph = VERDICTS["known"].glyph if is_pitfall(first) and not strict \
+        else outcome(first).glyph
+    return glyph, style(first, strict), text
+
+
+# Which colour wins when a probe's checks differ: what fails the run first.
+_URGENCY = ("bold red", "red", "yellow", "cyan", "green", "dim")

@@ -22,10 +22,6 @@ from ..report import vocabulary
 from ..report.model import CheckResult
 
 
-# Which colour wins when a probe's checks differ: what fails the run first.
-_URGENCY = ("bold red", "red", "yellow", "cyan", "green", "dim")
-
-
 class _Probe:
     def __init__(self, name):
         self.name = name
@@ -45,22 +41,11 @@ class _Probe:
                                    error=rec.get("error")))
         return out
 
-    def line_parts(self, checks, strict=False):
-        """(glyph, style, summary): '5 passed, 4 failed; 4 known issues' for ``checks``
-        (judged when the matrix was there to judge them)."""
-        counts = {}
-        for c in checks:
-            counts[c.outcome] = counts.get(c.outcome, 0) + 1
-        text = ", ".join(vocabulary.OUTCOMES[k].count(counts[k])
-                         for k in vocabulary.OUTCOMES if counts.get(k))
-        judged = [part for part, _ in vocabulary.summary_parts(checks, strict)
-                  if part != "nothing unexpected"]
-        if judged:
-            text += "; " + ", ".join(judged)
-        if not checks:
-            return vocabulary.OUTCOMES["skipped"].glyph, "dim", "no checks"
-        first = min(checks, key=lambda c: _URGENCY.index(vocabulary.style(c, strict)))
-        return vocabulary.outcome(first).glyph, vocabulary.style(first, strict), text
+    @staticmethod
+    def line_parts(checks, strict=False):
+        """(glyph, style, summary): '5 passed, 4 known issues' for ``checks`` (judged when
+        the matrix was there to judge them), as the report's line for the probe."""
+        return vocabulary.probe_line_parts(checks, strict)
 
 
 class Progress:
