@@ -74,7 +74,7 @@ def _run(tmp_path_factory, name, source, spec, code, cwd_is_dir=False,
     report = folder / "report.json"
     model = spec if cwd_is_dir else "%s:%s" % (target, spec)
     args = [a for p in probes for a in ("-p", p)]
-    result = run_cli("run", *args, "--json", str(report), "-q", "--model", model,
+    result = run_cli("run", *args, "--json", str(report), "-q", "-v", "--model", model,
                      cwd=str(folder))
     assert result.code == code, result.stdout + result.stderr
     assert "Traceback" not in result.stderr

@@ -181,7 +181,9 @@ def test_exception_in_one_rank_and_hang_in_a_collective(faults, tmp_path):
     assert checks["after.ran"]["outcome"] == "passed"
     assert [a["abort"]["kind"] if a["abort"] else None for a in data["attempts"]] == \
         ["hang", None]
-    assert "⧗ hang" in result.stdout and "stack" in result.stdout
+    # The hang needs action: it leads the screen, where every rank was with it.
+    assert "Needs action:\n  ⧗ hang-one.stuck (FAILURE)\n" in result.stdout
+    assert "full Python stacks: --json PATH" in result.stdout
 
 
 def test_hang_everywhere_is_bounded_by_the_timeout(faults, tmp_path):

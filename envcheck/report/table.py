@@ -129,8 +129,9 @@ def _checks_table(report, width, paint=PLAIN, strict=False, verbose=False):
             elif c.detail and c.outcome != "passed":
                 out.append(indent + shorten(c.detail, width - len(indent)))
         return "\n".join(out)
-    details = [shorten(c.detail, room) if width or not verbose else
-               " ".join((c.detail or "").split()) for c in report.checks]
+    if not width and verbose:
+        room = DETAIL_IN_FILES * 2
+    details = [shorten(c.detail, room) for c in report.checks]
     return tabulate([r + [d] for r, d in zip(rows, details)], headers=headers + ["detail"])
 
 
@@ -227,7 +228,7 @@ def _fixed_lines(report, width, paint):
         return []
     word = vocabulary.VERDICTS["fixed"]
     out = [paint("Passed, although the matrix expects a failure (-v: why):", "bold")]
-    out += [cut("  %s %s" % (paint(word.glyph, word.style), c.id), width + 20) for c in fixed]
+    out += ["  %s %s (%s)" % (paint(word.glyph, word.style), c.id, word.word) for c in fixed]
     return out + [""]
 
 
@@ -321,11 +322,11 @@ def render(report, width=None, strict=False, paint=PLAIN, verbose=False,
     terminal = width
     width = width or DEFAULT_WIDTH
     fit = (lambda lines: _fit(lines, width)) if terminal else (lambda lines: lines)
-    out = ["envcheck %s · %s" % (report.envcheck_version, report.created)]
-    out += fit(verdict_lines(report, strict, paint)) + [""]
+    out = fit(verdict_lines(report, strict, paint)) + [""]
     action = _action(report, strict)
+    title = ["envcheck %s · %s" % (report.envcheck_version, report.created)]
     if verbose:
-        out += fit(environment_lines(report).splitlines())
+        out += title + fit(environment_lines(report).splitlines())
         out += ["", _checks_table(report, terminal, paint, strict, verbose=True), ""]
         out += _todo_lines(report, width, terminal, paint, strict)
     else:
@@ -336,7 +337,7 @@ def render(report, width=None, strict=False, paint=PLAIN, verbose=False,
             out.append("")
         out += _pitfall_lines(report, width, paint, strict)
         out += _fixed_lines(report, width, paint)
-        out += fit(environment_lines(report).splitlines()) + [""]
+        out += title + fit(environment_lines(report).splitlines()) + [""]
         if not probes_shown:
             out += fit(probe_lines(report, strict, paint)) + [""]
     for note in (report.plan or {}).get("notes") or []:
