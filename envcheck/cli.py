@@ -336,6 +336,9 @@ def check(
                             help="What to print: text or json."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
     no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="Each known issue with its advice, source and the builds "
+                                      "it was observed on [default: a line each]."),
 ):
     """Will this torch wheel work on this node? Instant, from the matrix; no torch needed.
 
@@ -354,6 +357,7 @@ def check(
         check_writable(json_path)
     result = check_command.run(requirement, requirements_file, cuda, driver, tuple(gpu),
                                python_version, suggest, tuple(matrix_dir), glibc)
+    _no_such_variant(result, tuple(matrix_dir))
     data = redact.text(render_check.to_json(result))
     if json_path:
         from .core.atomic import write_atomic
@@ -366,10 +370,27 @@ def check(
     else:
         from .report import paint, vocabulary
 
-        text = paint.lead_glyphs(render_check.render(result, width=terminal_width()),
+        text = paint.lead_glyphs(render_check.render(result, width=terminal_width(),
+                                                     verbose=verbose),
                                  _painter(no_color), vocabulary.CHECK_STYLES)
         sys.stdout.write(redact.text(text))
     raise typer.Exit(int(result.exit_code))
+
+
+def _no_such_variant(result, matrix_dirs):
+    """A CUDA variant no torch release has (+cu999, a typo) is bad input: one line, exit 2,
+    not a page of criteria that all say 'no such build'."""
+    answer = result.answer
+    if answer is None or answer.works or not answer.build.variant.startswith("cu"):
+        return
+    from .matrix import load as matrix_load
+
+    known = sorted({v.name for r in matrix_load.load(matrix_dirs).releases for v in r.variants
+                    if v.name.startswith("cu")}, key=lambda n: int(n[2:] or 0))
+    if answer.build.variant not in known:
+        raise UsageError("%s: no torch release has a %s build (the CUDA variants are %s); "
+                         "'envcheck check --suggest' lists the builds that work here"
+                         % (result.requirement, answer.build.variant, ", ".join(known)))
 
 
 @app.command()
@@ -532,7 +553,7 @@ def _entry(argv):
         # an install without one of envcheck's dependencies: the single-file build
         # (dev/build_zipapp.py) leaves pydantic out, which only number options need
         print("envcheck: error: this command needs the Python package %r, which is not "
-              "installed with this envcheck: pip install envcheck (the single-file build "
+              "installed with this envcheck: pip install torch-envcheck (the single-file build "
               "runs check, summary, matrix, report and probes)" % exc.name, file=sys.stderr)
         sys.exit(ExitCode.USAGE)
     sys.exit(code or 0)

@@ -182,6 +182,26 @@ def test_probes_and_check_fit_the_terminal(columns, args, code):
     assert len(lines) > 3
 
 
+@pytest.mark.parametrize("args", [
+    ["check", "torch==2.4.1+cu124", "--driver", "470.82.01", "--gpu", "sm_80"],
+    ["check", "--suggest", "--driver", "535.104.05", "--gpu", "sm_80"]])
+def test_check_never_splits_a_pip_command_and_ends_with_the_reason(args):
+    code, lines, _ = on_terminal(80, *args)
+    shown = [visible(line) for line in lines]
+    assert [line for line in shown if len(line) > 80] == []
+    commands = [line.strip() for line in shown if "pip install" in line]
+    assert commands and all(re.fullmatch(
+        r"(\S+ +(\[\d+ known issues?\] +)?)?pip install torch==[\d.]+( --index-url "
+        r"https://download\.pytorch\.org/whl/cu\d+)?", c) for c in commands), commands
+    assert not any(line.strip().startswith("https://") for line in shown)
+    if code == 1:  # the fact that decided it stands next to the answer
+        assert shown[-4] == "✗ 2.4.1+cu124 will not work here: driver 470.82.01 < 525.60.13 " \
+                            "for cu124"
+        assert shown[-1] == ("    pip install torch==2.4.1 --index-url "
+                             "https://download.pytorch.org/whl/cu118")
+        assert len(shown) <= 40
+
+
 def test_check_answers_in_colour_on_a_terminal_only():
     args = ["check", "torch==2.4.1+cu124", "--driver", "470.82.01", "--gpu", "sm_80"]
     _, lines, _ = on_terminal(120, *args)

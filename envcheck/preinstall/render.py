@@ -1,6 +1,8 @@
 """``envcheck check`` answers as text (a line per criterion) and as JSON."""
 
+import dataclasses
 import json
+import re
 import textwrap
 
 from .evaluate import FAIL, INDEX_URL, OK, SKIP, UNKNOWN, WARN
@@ -62,44 +64,79 @@ def _issue_lines(e, width):
     return out
 
 
-def render(result, width=None):
+def render(result, width=None, verbose=False):
     """result: preinstall.command.Result. ``width``: the terminal's columns (every line
-    fits); None for pipes and files, which keep whole lines (a pip command stays one)."""
+    fits); None for pipes and files, which keep whole lines (a pip command stays one).
+    ``verbose``: each known issue with its advice, source and the builds it was seen on
+    (else a line each)."""
     terminal, width = width, width or 100
     out = ["node: " + node_line(result.node)]
     out += ["note: %s" % n for n in result.node.notes]
     if result.answer is not None:
-        out += _answer_lines(result, width)
+        out += _answer_lines(result, width, verbose)
     if result.suggestions is not None:
         out += _suggestion_lines(result, width)
     return "\n".join(_within(out, terminal) if terminal else out) + "\n"
 
 
+PIP = "pip install "
+
+
 def _within(lines, width):
-    """Every line within the screen: a longer one wraps under its own indent."""
+    """Every line within the screen: a longer one wraps under its own indent. A pip
+    command is never split (copied, it must run): it goes whole on a line of its own."""
     out = []
     for line in lines:
         if len(line) <= width:
             out.append(line)
             continue
         indent = " " * (len(line) - len(line.lstrip()) + 2)
-        out += textwrap.wrap(line, width, subsequent_indent=indent,
-                             break_on_hyphens=False, break_long_words=False) or [line]
+        at = line.find(PIP)
+        head, command = (line[:at].rstrip(), line[at:].strip()) if at >= 0 else (line, "")
+        if head.strip():
+            out += textwrap.wrap(head, width, subsequent_indent=indent,
+                                 break_on_hyphens=False, break_long_words=False) or [head]
+        if command:
+            pad = indent if len(indent) + len(command) <= width else \
+                ("  " if len(command) + 2 <= width else "")
+            out.append(pad + command)
     return out
 
 
-def _answer_lines(result, width):
-    """The pinned build: each criterion, its known issues, then the verdict line."""
+def _short_advice(advice):
+    """An advice's first clause: what the code must avoid, in a few words."""
+    advice = (advice or "").split("\n")[0].strip()
+    for m in re.finditer(r"(: |; |\. )", advice):
+        if m.start() >= 30 or m.group(1) != ": ":  # 'save weights, not modules:' needs more
+            return advice[:m.start()].rstrip(".")
+    return advice
+
+
+def _issue_line(e):
+    return "  ! %s: %s" % (", ".join(e.checks), _short_advice(e.advice) or
+                           "/".join(e.outcome))
+
+
+def _answer_lines(result, width, verbose=False):
+    """The pinned build: each criterion, its known issues, then the verdict line with
+    the fact that decided it, and the commands of builds that would work."""
     a = result.answer
     out = ["", "%s on this node:" % a.build.name]
     out += ["note: %s" % n for n in a.notes]
     for c in a.criteria:
+        if c.id == "known_issues" and not verbose and " (see below)" in c.message:
+            # the list below names them, a line each
+            c = dataclasses.replace(c, message=c.message.split(" (see below)")[0] +
+                                    " (below)")
         out += _criterion_lines(c, width - 4)
-    if a.known_issues:
+    if a.known_issues and verbose:
         out += ["", "Known distributed-training issues of %s (from the matrix):"
                 % a.build.name]
         for e in a.known_issues:
             out += _issue_lines(e, width - 8)
+    elif a.known_issues:
+        out += ["", "Known torch pitfalls of %s (-v: advice, sources):" % a.build.name]
+        out += [_issue_line(e) for e in a.known_issues]
     out.append("")
     unknown = [LABEL.get(c.id, c.id) for c in a.criteria if c.status == UNKNOWN]
     if a.works and unknown:
@@ -112,8 +149,10 @@ def _answer_lines(result, width):
     elif a.works:
         out.append("✓ %s will work here: %s" % (a.build.name, a.build.pip))
     else:
-        out.append("✗ %s will not work here: %s failed"
-                   % (a.build.name, ", ".join(LABEL.get(c.id, c.id) for c in a.failed)))
+        # The fact that decided it, next to the answer: the criteria scrolled by above.
+        out.append("✗ %s will not work here: %s"
+                   % (a.build.name, "; ".join(c.short or "%s failed" % LABEL.get(c.id, c.id)
+                                              for c in a.failed)))
         if result.python_releases:
             series = result.python_releases
             out.append("Python %s has torch wheels in release%s %s: envcheck check "
@@ -153,7 +192,7 @@ def _suggestion_lines(result, width):
         failing = {c for e in s.known_issues for c in e.checks}
         issues = "  [%d known issue%s]" % (len(failing), "" if len(failing) == 1
                                            else "s") if failing else ""
-        out.append("  %-18s %s%s" % (s.build.name, s.build.pip, issues))
+        out.append("  %-18s%s  %s" % (s.build.name, issues, s.build.pip))
         if extra:
             out += textwrap.wrap(extra.strip(), width - 8, initial_indent="      ",
                                  subsequent_indent="      ")
