@@ -26,12 +26,19 @@ BOLD_RED, YELLOW, GREEN, RESET = "\x1b[1;31m", "\x1b[33m", "\x1b[32m", "\x1b[0m"
 def on_terminal(columns, *args, env=None):
     """(exit code, the lines a terminal COLUMNS wide shows, the raw output): colour
     escapes kept, a line redrawn after a carriage return shows its last version."""
-    command = " ".join([sys.executable, "-m", "envcheck"] + ["'%s'" % a for a in args])
-    full_env = dict(os.environ, COLUMNS=str(columns), LINES="50", TERM="xterm-256color")
-    full_env.pop("NO_COLOR", None)
+    full_env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     full_env.update(env or {})
+    return on_terminal_command(columns, [sys.executable, "-m", "envcheck"] + list(args),
+                               env=full_env)
+
+
+def on_terminal_command(columns, argv, env, cwd=ROOT):
+    """``argv`` run in a pseudo-terminal COLUMNS wide (script(1)), with ``env`` (a
+    NO_COLOR in it is kept)."""
+    command = " ".join("'%s'" % a for a in argv)
+    full_env = dict(env, COLUMNS=str(columns), LINES="50", TERM="xterm-256color")
     proc = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True,
-                          cwd=ROOT, timeout=120, env=full_env, stdin=subprocess.DEVNULL)
+                          cwd=cwd, timeout=120, env=full_env, stdin=subprocess.DEVNULL)
     raw = proc.stdout.decode("utf-8", "replace")
     return proc.returncode, screen(raw), raw
 

@@ -297,6 +297,8 @@ def _report_commands(args, merged):
     """Where the report can be built: this interpreter, else an envcheck on PATH (a
     pipx install, say) when this one lacks envcheck's own dependencies."""
     tail = ["report", "--records", merged, "--format", args.format]
+    if args.verbose:
+        tail.append("--verbose")
     if args.json:
         tail += ["--json", args.json]
     if args.junit:
@@ -315,14 +317,17 @@ def render_report(args, merged, chunks):
     known issue (envcheck run would exit 0), so this exits 0 and says how to get the
     verdict, rather than failing the job on outcomes nobody judged.
     """
+    sys.stdout.flush()
     for cmd in _report_commands(args, merged):
         try:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, timeout=300)
+            # stdout is this rank's own: on a terminal the screen is fitted to it and
+            # coloured, as envcheck run's is (an envcheck that lacks its dependencies
+            # fails on import, before it writes any of it)
+            proc = subprocess.run(cmd, stdout=None, stderr=subprocess.PIPE, text=True,
+                                  timeout=300)
         except (OSError, subprocess.TimeoutExpired):
             continue
         if not _missing_dependencies(proc.stderr):
-            sys.stdout.write(proc.stdout)
             sys.stderr.write(proc.stderr)
             return proc.returncode
     failed = _failed_checks(chunks)
@@ -332,6 +337,19 @@ def render_report(args, merged, chunks):
           "%s" % (merged, merged, "; %d check(s) failed, not yet judged against the "
                   "matrix" % failed if failed else ""), file=sys.stderr)
     return RankExit.OK
+
+
+def agent_line(args, identity, host, probes):
+    """'envcheck: nodeB: ranks 2–3 of 4 ran 6 probes; rank 0 prints the report, writes
+    report.json; every rank's records: /shared/out'."""
+    rank, _, world_size, local_world_size = identity
+    ranks = "rank %d" % rank if local_world_size == 1 else \
+        "ranks %d–%d" % (rank, rank + local_world_size - 1)
+    written = [p for p in (args.json, args.junit) if p]
+    return ("envcheck: %s: %s of %d ran %d probe%s; rank 0 prints the report%s; every "
+            "rank's records: %s" % (host, ranks, world_size, probes, "" if probes == 1 else "s",
+                                    ", writes %s" % " and ".join(written) if written else "",
+                                    os.path.abspath(args.out)))
 
 
 def parse_args(argv):
@@ -345,6 +363,8 @@ def parse_args(argv):
     p.add_argument("--junit", metavar="PATH", help="rank 0 writes JUnit XML here")
     p.add_argument("--format", default="table", choices=("table", "json", "markdown"),
                    help="what rank 0 prints [%(default)s]")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="rank 0's table: a row per check and every advice in full")
     p.add_argument("--probe", "-p", action="append", default=[], metavar="NAME")
     p.add_argument("--skip", action="append", default=[], metavar="NAME")
     p.add_argument("--probe-path", action="append", default=[], metavar="FILE.py")
@@ -413,6 +433,10 @@ def main(argv=None):
     watchdog.enter("gather", check="gather_records")
     chunks = gather_records(ctx, records_path(args.out, rank))
     code = 0
+    if rank != 0 and identity[1] == 0:
+        # An agent without rank 0 says what its ranks did, and where the report is.
+        print(agent_line(args, identity, ctx.host, len(plan.get("probes") or ())),
+              flush=True)
     if rank == 0:
         merged = os.path.join(os.path.abspath(args.out), MERGED_RECORDS)
         write_atomic(merged, b"".join(c if c.endswith(b"\n") or not c else c + b"\n"
