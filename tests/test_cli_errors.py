@@ -59,8 +59,13 @@ def test_bad_flags(args, fragments):
 
 def test_python_without_torch(python_without_torch):
     result = run_cli("run", "--python", python_without_torch)
+    # Pinned, from the index envcheck check picks for this node (no GPU here: the CPU
+    # build, not gigabytes of CUDA).
     assert_usage_error(result, "torch is not installed for", python_without_torch,
-                       "-m pip install torch")
+                       "install the newest torch that works on this node with: %s -m pip "
+                       "install torch==" % python_without_torch,
+                       " --index-url https://download.pytorch.org/whl/cpu, then %s -m pip "
+                       "install numpy" % python_without_torch)
 
 
 @pytest.mark.parametrize("where", ["missing_dir/r.json", "a_dir"])

@@ -65,6 +65,7 @@ class Progress:
         self.startup_timeout = getattr(plan, "startup_timeout", None) or self.timeout
         self.planned = [p.name for p in getattr(plan, "probes", [])]
         self.judge, self.strict = judge, strict
+        self.phase = None  # the follow-up phase running now (run/follow_up.py)
         self.environment, self.backend = None, None
         self._live = None
         self._reset()
@@ -82,6 +83,12 @@ class Progress:
         if not self.enabled:
             return
         rank, kind = rec.get("rank"), rec["t"]
+        if kind == "phase":
+            # A follow-up phase: fresh ranks, at its own world size, for one check.
+            self._flush()
+            self._reset()
+            self.nproc, self.phase = rec["world_size"], rec
+            return
         if kind == "hello" and rank in self.imported:
             # Fresh ranks after a hang or crash: what was open will not finish.
             self._flush()
@@ -171,6 +178,8 @@ class Progress:
         elif rank0.probe:
             of = " %d/%d" % (self._number(rank0.probe), len(self.planned)) \
                 if self.planned else ""
+            if self.phase:
+                of = ".%s at %d ranks" % (self.phase["check"], self.phase["world_size"])
             what = "probe %s%s%s" % (rank0.probe, of,
                                      " · %s" % rank0.check if rank0.check else "")
             limit = self.timeout
@@ -213,9 +222,14 @@ class Progress:
             glyph, style = vocabulary.OUTCOMES["skipped"].glyph, "yellow"
             counts = ("%s; " % counts if probe.records else "") + \
                 "stopped before it finished (see below)"
+        name = probe.name
+        if self.phase and self.phase.get("probe") == probe.name:
+            # not a second line for the same probe: the phase's check, at its world size
+            name = "%s.%s" % (probe.name, self.phase["check"])
+            counts += " at %d ranks" % self.phase["world_size"]
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(glyph, style=style)
-        line.append(" %-14s %s" % (probe.name, counts))
+        line.append(" %-14s %s" % (name, counts))
         if not unfinished:
             line.append("  %.2f s" % probe.seconds, style="dim")
         self._live.console.print(line)
