@@ -160,18 +160,30 @@ def test_the_ci_workflow_installs_pinned_torch_numpy_and_envcheck(doc):
 
 def test_the_ci_workflow_runs_as_written_and_exits_0(tmp_path):
     """docs/ci.md's steps, run here in a fresh venv: the local torch wheel stands in for
-    the PyTorch index, and this checkout for the torch-envcheck distribution."""
+    the PyTorch index, and this checkout for the torch-envcheck distribution. The venv
+    sees the torch of the tests' torch-only venv (a .pth file), so its pinned install is
+    the pip step it is, without copying a gigabyte of torch again."""
+    import glob as globs
+
     import torch
+
+    from conftest import torch_only_python
 
     steps = workflow_steps("docs/ci.md")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    base = os.path.dirname(os.path.dirname(torch_only_python()))
+    (site,) = globs.glob(str(venv / "lib" / "python*" / "site-packages"))
+    (torch_site,) = globs.glob(os.path.join(base, "lib", "python*", "site-packages"))
+    with open(os.path.join(site, "torch-only-venv.pth"), "w") as f:
+        f.write(torch_site + "\n")
     env = dict(os.environ, PATH="%s%s%s" % (venv / "bin", os.pathsep, os.environ["PATH"]),
                VIRTUAL_ENV=str(venv), GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"),
                PIP_DISABLE_PIP_VERSION_CHECK="1")
     for k in ("PYTHONPATH", "PYTHONHOME"):
         env.pop(k, None)
     version = torch.__version__.split("+")[0]
+    said = []
     for step in steps:
         step = re.sub(r'"torch==[\d.]+"', '"torch==%s"' % version, step)
         step = step.replace(" --index-url https://download.pytorch.org/whl/cpu", "")
@@ -180,6 +192,9 @@ def test_the_ci_workflow_runs_as_written_and_exits_0(tmp_path):
                               env=env, capture_output=True, text=True, timeout=600,
                               stdin=subprocess.DEVNULL)
         assert proc.returncode == 0, "%s\n%s\n%s" % (step, proc.stdout, proc.stderr[-3000:])
+        said.append(proc.stdout)
+    assert "Requirement already satisfied: torch==%s" % version in said[0] or \
+        "Requirement already satisfied: torch" in said[0], said[0]
     summary = (tmp_path / "summary.md").read_text()
     assert summary.startswith("## envcheck: ✅ distributed PyTorch works here"), summary[:300]
     assert "UNEXPECTED" not in summary
