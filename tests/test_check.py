@@ -8,6 +8,7 @@ import json
 import os
 import re
 import stat
+import subprocess
 import sys
 import textwrap
 import time
@@ -698,3 +699,20 @@ def test_a_cuda_variant_no_release_has_is_bad_input(args):
         % ("+cu999" if len(args) == 1 else ""))
     # A real variant this release lacks is an answer, not bad input.
     assert check("torch==2.4.1+cu126", *PY311).code == 1
+
+
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
+def test_an_answer_for_a_shared_folder_follows_the_umask(tmp_path, umask, mode):
+    target = tmp_path / "node01.json"
+    proc = subprocess.run([sys.executable, "-m", "envcheck", "check", "torch==2.4.1",
+                           "--driver", "535.104.05", "--gpu", "sm_80", "--json", str(target)],
+                          cwd=ROOT, capture_output=True, preexec_fn=lambda: os.umask(umask),
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_IMODE(target.stat().st_mode) == mode
+    # A file that is there keeps its mode.
+    target.chmod(0o664)
+    subprocess.run([sys.executable, "-m", "envcheck", "check", "torch==2.4.1", "--driver",
+                    "535.104.05", "--gpu", "sm_80", "--json", str(target)], cwd=ROOT,
+                   capture_output=True, preexec_fn=lambda: os.umask(umask), timeout=60)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o664

@@ -413,8 +413,12 @@ def test_a_rank_stuck_before_python_starts_follows_the_startup_timeout(tmp_path)
     data = load_report(report)
     assert data["plan"]["startup_timeout"] == 3
     imported = checks_by_id(data)["setup.import_torch"]
-    assert (imported["outcome"], imported["root_rank"]) == ("hang", 1)
-    assert re.fullmatch(r"rank 1: no progress for \d+\.\d s \(startup timeout 3 s\) in "
+    # What load cannot change: the startup hang, judged by the 3 s given, and rank 1 in
+    # it. Which rank is blamed can: on a loaded machine rank 0 may still be importing
+    # torch at 3 s, and then it is the first past the deadline.
+    assert imported["outcome"] == "hang" and imported["root_rank"] in (0, 1)
+    assert imported["ranks"]["1"]["outcome"] == "hang"
+    assert re.fullmatch(r"rank [01]: no progress for \d+\.\d s \(startup timeout 3 s\) in "
                         r"startup.*", imported["detail"]), imported["detail"]
     assert checks_by_id(data)["launch.run"]["detail"] == \
         "not run: the ranks did not start (see setup.import_torch)"

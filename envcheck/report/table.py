@@ -95,6 +95,7 @@ def whereabouts_lines(check, indent):
 DEFAULT_WIDTH = 100  # pipes and files: a width CI logs and editors show whole
 DETAIL_AT_LEAST = 16  # a narrower detail column says nothing: leave it to "What to do"
 DETAIL_IN_FILES = 60  # the detail column in pipes and files; "What to do" has the rest
+DETAIL_VERBOSE = 50  # -v on a terminal: a narrower column cuts too much; lines under rows
 
 
 def _fit(lines, width):
@@ -117,7 +118,7 @@ def _checks_table(report, width, paint=PLAIN, strict=False, verbose=False):
     fixed = tabulate(rows, headers=headers).splitlines()
     room = (width - max(len(visible(line)) for line in fixed) - 2) if width \
         else DETAIL_IN_FILES
-    if width and room < DETAIL_AT_LEAST:
+    if width and room < (DETAIL_VERBOSE if verbose else DETAIL_AT_LEAST):
         # Too narrow for a detail column: what did not pass gets its detail on a line of
         # its own under the row, from the check column on.
         indent = " " * (fixed[1].index(" ") + 2)
