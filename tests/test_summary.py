@@ -195,3 +195,20 @@ def test_a_very_mixed_cluster_still_fits_one_screen(tmp_path):
         "",
         "Differ from the majority:",
         "  driver: no majority, 12 values on 12 nodes"]
+
+
+def test_a_host_that_answered_twice_is_used_once_with_a_note_not_a_problem(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    write_answers(first, [_node("node01")])
+    write_answers(second, [_node("node01")])
+    res = run_cli("summary", str(tmp_path))
+    assert res.code == 0, res.stdout  # it works, and nothing was left out
+    assert "Could not use" not in res.stdout
+    tail = " ".join(res.stdout.split("\nUsed, with a note:\n")[1].split())
+    # the newer answer is used (created, then path: b's, written second)
+    assert tail == "%s: node01 has 2 check answers (%s): using this one, the newest" % (
+        second / "node01.json", first / "node01.json"), res.stdout
+    data = json.loads(run_cli("summary", str(tmp_path), "--format", "json").stdout)
+    assert data["problems"] == [] and len(data["notes"]) == 1

@@ -76,6 +76,10 @@ def render(summary, width=80):
         out += ["", "Could not use:"]
         for p in summary.problems:
             out += _wrap("  %s: %s" % (p.path, p.error), width, "      ")
+    if summary.notes:
+        out += ["", "Used, with a note:"]
+        for p in summary.notes:
+            out += _wrap("  %s: %s" % (p.path, p.error), width, "      ")
     return "\n".join(out) + "\n"
 
 
@@ -92,6 +96,7 @@ def to_json(summary, created):
                       "majority": o.majority, "majority_count": o.majority_count}
                      for o in summary.outliers],
         "problems": [{"path": p.path, "error": p.error} for p in summary.problems],
+        "notes": [{"path": p.path, "note": p.error} for p in summary.notes],
         "nodes_detail": [{"host": r.host, "file": r.path, "kind": r.kind, "status": r.status,
                           "reasons": list(r.reasons), "facts": r.facts}
                          for r in summary.records],
