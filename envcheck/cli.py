@@ -450,12 +450,41 @@ def matrix_cmd(
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
     probe_path: List[str] = typer.Option([], "--probe-path", metavar="FILE.py",
                                          help="Also accept the checks of the probes in this file."),
+    no_pager: bool = typer.Option(False, "--no-pager",
+                                  help="Print it all, also on a terminal [default: longer "
+                                       "than the terminal goes through $PAGER, else less]."),
 ):
     """Show the version matrix: releases, CUDA drivers, and expected outcomes per check."""
     from .matrix import command as matrix_command
 
-    sys.stdout.write(matrix_command.run(torch, cuda, check_id, validate, tuple(matrix_dir),
-                                        tuple(probe_path)))
+    _page(matrix_command.run(torch, cuda, check_id, validate, tuple(matrix_dir),
+                             tuple(probe_path)), enabled=not no_pager)
+
+
+def _page(text, enabled=True):
+    """``text`` through a pager ($PAGER, else less) where it would not fit the terminal,
+    as git does; pipes, files and a dumb terminal get it as it is."""
+    import shlex
+    import shutil
+    import subprocess
+
+    try:
+        interactive = sys.stdout.isatty() and sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        interactive = False
+    rows = shutil.get_terminal_size().lines
+    if not (enabled and interactive and os.environ.get("TERM") != "dumb"
+            and text.count("\n") >= rows):
+        sys.stdout.write(text)
+        return
+    pager = os.environ.get("PAGER") or "less"
+    env = dict(os.environ)
+    env.setdefault("LESS", "FRX")  # quit if one screen, keep colours, leave the screen
+    sys.stdout.flush()
+    try:
+        subprocess.run(shlex.split(pager), input=text, text=True, env=env, check=False)
+    except (OSError, ValueError):  # no such pager: the text as it is
+        sys.stdout.write(text)
 
 
 class _AsGiven:

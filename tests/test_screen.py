@@ -340,3 +340,16 @@ def probe_after(ctx):
     with ctx.check("fine"):
         pass
 '''
+
+
+def test_the_matrix_goes_through_a_pager_on_a_terminal_only():
+    code, lines, _ = on_terminal(80, "matrix", env={"PAGER": "sed s/^/paged:/"})
+    assert code == 0 and len(lines) > 50
+    assert all(visible(line).startswith("paged:") for line in lines if line.strip())
+    _, unpaged, _ = on_terminal(80, "matrix", "--no-pager", env={"PAGER": "sed s/^/paged:/"})
+    assert not any(line.startswith("paged:") for line in unpaged)
+    # a screenful is not paged; a pipe never is
+    _, short, _ = on_terminal(80, "matrix", "--torch", "2.4.1+cu124", "--check", "ddp-sync",
+                              env={"PAGER": "sed s/^/paged:/"})
+    assert not any(line.startswith("paged:") for line in short)
+    assert not run_cli("matrix", env={"PAGER": "sed s/^/paged:/"}).stdout.startswith("paged:")
