@@ -81,9 +81,14 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=F
     from .report import model as report_mod
 
     # Secrets by value, wherever a rank put them (an exception, a traceback, a path):
-    # every output below reads this one redacted copy.
-    report = report_mod.Report.from_dict(redact.deep(report.to_dict()))
-    text = report_mod.dumps(report)
+    # every output below reads this one redacted copy. A screen alone shows no rank's
+    # stderr or stacks in full: a flooded stderr kept in the report is cut first, not
+    # searched for secrets megabyte by megabyte (JSON and JUnit keep everything).
+    data = report.to_dict()
+    if fmt != "json" and not json_path and not junit_path:
+        data = _screen_sized(data)
+    report = report_mod.Report.from_dict(redact.deep(data))
+    text = report_mod.dumps(report) if fmt == "json" or json_path else None
     failed = []
     for path, render in ((json_path, lambda: text), (junit_path, lambda: _junit(report, strict))):
         if path:
@@ -120,6 +125,22 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=F
         pass
     if failed:
         raise UsageError("; ".join(failed))
+
+
+SCREEN_TEXT_LIMIT = 64 * 1024  # characters of one string a screen could need, at most
+
+
+def _screen_sized(value):
+    """``value`` with every string longer than SCREEN_TEXT_LIMIT cut to its end (what a
+    rank wrote last is what explains it), for the screen only."""
+    if isinstance(value, str):
+        return value if len(value) <= SCREEN_TEXT_LIMIT else \
+            "…" + value[-SCREEN_TEXT_LIMIT:]
+    if isinstance(value, dict):
+        return {k: _screen_sized(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_screen_sized(v) for v in value]
+    return value
 
 
 def _renderers(fmt, junit_path):

@@ -253,3 +253,37 @@ def test_nvidia_smi_that_prints_undecodable_bytes_is_one_line(tmp_path):
     assert res.code == 2
     assert res.stderr.startswith("envcheck: error: nvidia-smi printed an unexpected line 1: ")
     assert len(res.stderr.splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+def test_a_flooded_report_prints_its_screen_without_searching_the_flood(tmp_path):
+    """A rank's flooded stderr kept in the JSON (tens of MB): the screen shows none of it,
+    so it is cut before secrets are searched; JSON and JUnit keep it whole."""
+    import time
+
+    saved = tmp_path / "r.json"
+    res = run_cli("run", "-p", "launch", "--json", str(saved), "-q")
+    assert res.code == 0, res.stderr
+    data = json.loads(saved.read_text())
+    flood = "a rank's flooded stderr, line after line after line\n" * 400000  # 20 MB
+    data["checks"][3]["ranks"]["1"]["stderr_tail"] = flood + "the last line"
+    flooded = tmp_path / "flooded.json"
+    flooded.write_text(json.dumps(data))
+    started = time.monotonic()
+    shown = run_cli("report", str(flooded))
+    assert shown.code == 0 and shown.stdout == run_cli("report", str(saved)).stdout
+    assert time.monotonic() - started < 30  # searched in full, it took about 4 s per 20 MB
+    again = run_cli("report", str(flooded), "--format", "json")
+    kept = json.loads(again.stdout)["checks"][3]["ranks"]["1"]["stderr_tail"]
+    assert kept == flood + "the last line"
+
+
+def test_the_screen_copy_cuts_long_strings_to_their_end():
+    from envcheck.cli import SCREEN_TEXT_LIMIT, _screen_sized
+
+    long = "x" * (SCREEN_TEXT_LIMIT * 3) + "the end"
+    got = _screen_sized({"checks": [{"ranks": {"1": {"stderr_tail": long, "n": 3}}}],
+                         "short": "kept"})
+    cut = got["checks"][0]["ranks"]["1"]["stderr_tail"]
+    assert cut.startswith("…x") and cut.endswith("the end")
+    assert len(cut) == SCREEN_TEXT_LIMIT + 1
+    assert got["short"] == "kept" and got["checks"][0]["ranks"]["1"]["n"] == 3
