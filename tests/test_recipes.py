@@ -199,3 +199,25 @@ def test_the_ci_workflow_runs_as_written_and_exits_0(tmp_path):
     assert summary.startswith("## envcheck: ✅ distributed PyTorch works here"), summary[:300]
     assert "UNEXPECTED" not in summary
     assert (tmp_path / "envcheck.xml").exists() and (tmp_path / "envcheck.json").exists()
+
+
+def test_the_zipapp_builds_with_the_stdlib_and_runs_check(tmp_path):
+    """docs/cluster.md's single-file build: nothing to install, and the file runs `check`
+    under a Python that has none of envcheck's dependencies on its path (-I -S)."""
+    pyz = tmp_path / "envcheck.pyz"
+    built = subprocess.run([sys.executable, os.path.join(ROOT, "dev", "build_zipapp.py"),
+                            "-o", str(pyz)], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    assert built.stdout.startswith("built %s (" % pyz) and "typer==" in built.stdout
+    env = dict(os.environ, ENVCHECK_PYZ_ROOT=str(tmp_path / "cache"))
+    env.pop("PYTHONPATH", None)
+    res = subprocess.run([sys.executable, "-I", "-S", str(pyz), "check", "torch==2.4.1",
+                          "--driver", "535.104.05", "--gpu", "sm_80"], capture_output=True,
+                         text=True, cwd=str(tmp_path), env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1].startswith("✓ 2.4.1+cu121 will work here: pip install ")
+    # what it cannot do, it says in one line, with the real distribution's name
+    res = subprocess.run([sys.executable, "-I", "-S", str(pyz), "run"], capture_output=True,
+                         text=True, cwd=str(tmp_path), env=env, timeout=120)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.count("\n") == 1 and "pip install torch-envcheck" in res.stderr
