@@ -2,9 +2,9 @@
 
 import dataclasses
 import json
-import re
 import textwrap
 
+from ..report import vocabulary
 from .evaluate import FAIL, INDEX_URL, OK, SKIP, UNKNOWN, WARN
 
 GLYPH = {OK: "✓", FAIL: "✗", WARN: "!", SKIP: "-", UNKNOWN: "?"}
@@ -103,17 +103,8 @@ def _within(lines, width):
     return out
 
 
-def _short_advice(advice):
-    """An advice's first clause: what the code must avoid, in a few words."""
-    advice = (advice or "").split("\n")[0].strip()
-    for m in re.finditer(r"(: |; |\. )", advice):
-        if m.start() >= 30 or m.group(1) != ": ":  # 'save weights, not modules:' needs more
-            return advice[:m.start()].rstrip(".")
-    return advice
-
-
 def _issue_line(e):
-    return "  ! %s: %s" % (", ".join(e.checks), _short_advice(e.advice) or
+    return "  ! %s: %s" % (", ".join(e.checks), vocabulary.advice_gist(e.advice) or
                            "/".join(e.outcome))
 
 

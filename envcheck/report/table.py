@@ -181,22 +181,10 @@ def _todo_lines(report, width, terminal, paint, strict):
     return out + [""]
 
 
-_CLAUSE_END = re.compile(r"(: |; |\. )")
-
-
 def pitfall_text(c):
-    """A known issue in a few words: the advice's first clause ('do not deepcopy a model
-    that stores a process group'), else what happened."""
-    advice = (c.advice or "").split("\n")[0].strip()
-    head, cut_at = advice, len(advice)
-    for m in _CLAUSE_END.finditer(advice):
-        # a short head ('save weights, not modules:') needs what follows to say how
-        if m.start() >= 30 or m.group(1) != ": ":
-            cut_at = m.start()
-            break
-    if advice:
-        return head[:cut_at].rstrip(".")
-    return " ".join(story(c)[0].split())
+    """A known issue in a few words: its advice's gist ('do not deepcopy a model that
+    stores a process group'), else what happened."""
+    return vocabulary.advice_gist(c.advice) or " ".join(story(c)[0].split())
 
 
 def _pitfall_lines(report, width, paint, strict):
@@ -272,8 +260,8 @@ def verdict_lines(report, strict=False, paint=PLAIN):
 
 
 def summary_line(report, strict=False):
-    """'28 passed, 6 failed in 10.1 s; nothing unexpected, 6 known issues': the last line
-    of the screen, and markdown's second."""
+    """'28 passed, 6 failed in 10.1 s; nothing unexpected, 6 known issues': markdown's
+    second line (the screen ends with ``tally_line``)."""
     s = report.summary()
     parts = [vocabulary.OUTCOMES[k].count(s[k]) for k in vocabulary.OUTCOMES if s[k]]
     tail = "%s in %.1f s" % (", ".join(parts), report.duration_s)

@@ -8,6 +8,7 @@ line shouts FAILED and whispers xfailed. Colours (rich styles) are for terminals
 """
 
 import dataclasses
+import re
 
 from ..core.outcomes import Outcome, Verdict
 
@@ -149,6 +150,20 @@ def error_line(error):
 
 # envcheck check's glyphs (preinstall.render): works, will not work, a warning, cannot tell.
 CHECK_STYLES = {"✓": "green", "✗": "bold red", "!": "yellow", "?": "cyan"}
+
+
+_CLAUSE_END = re.compile(r"(: |; |\. )")
+
+
+def advice_gist(advice):
+    """An advice's first clause, what the code must avoid ('a process group cannot be
+    pickled or copied'); a short head before a colon ('save weights, not modules:')
+    keeps what follows, which says how. '' without advice."""
+    advice = (advice or "").split("\n")[0].strip()
+    for m in _CLAUSE_END.finditer(advice):
+        if m.start() >= 30 or m.group(1) != ": ":
+            return advice[:m.start()].rstrip(".")
+    return advice
 
 
 def fails_run(check, strict=False):
