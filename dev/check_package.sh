@@ -8,11 +8,13 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-python -m pip install -q build twine
-python -m build -q --sdist --wheel --outdir "$work/dist" . >/dev/null
+python -m pip install -q build twine 2>/dev/null
+python -m build --sdist --wheel --outdir "$work/dist" . >"$work/build.log" 2>&1 \
+    || { cat "$work/build.log"; exit 1; }
 python -m twine check --strict "$work"/dist/*
 python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q "torch==2.13.0" numpy "$work"/dist/torch_envcheck-*.whl
+"$work/venv/bin/pip" install -q "torch==2.13.0" numpy "$work"/dist/torch_envcheck-*.whl \
+    2>/dev/null
 cd "$work"
 "$work/venv/bin/envcheck" run -q --json "$work/report.json" >/dev/null
 "$work/venv/bin/envcheck" check torch==2.13.0 >/dev/null

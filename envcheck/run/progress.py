@@ -179,7 +179,8 @@ class Progress:
             of = " %d/%d" % (self._number(rank0.probe), len(self.planned)) \
                 if self.planned else ""
             if self.phase:
-                of = ".%s at %d ranks" % (self.phase["check"], self.phase["world_size"])
+                n = self.phase["world_size"]
+                of = ".%s at %d rank%s" % (self.phase["check"], n, "" if n == 1 else "s")
             what = "probe %s%s%s" % (rank0.probe, of,
                                      " · %s" % rank0.check if rank0.check else "")
             limit = self.timeout
@@ -226,7 +227,8 @@ class Progress:
         if self.phase and self.phase.get("probe") == probe.name:
             # not a second line for the same probe: the phase's check, at its world size
             name = "%s.%s" % (probe.name, self.phase["check"])
-            counts += " at %d ranks" % self.phase["world_size"]
+            n = self.phase["world_size"]
+            counts += " at %d rank%s" % (n, "" if n == 1 else "s")
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(glyph, style=style)
         line.append(" %-14s %s" % (name, counts))
