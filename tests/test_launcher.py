@@ -287,8 +287,8 @@ def test_rank_0_on_a_terminal_fits_and_colours_the_screen_as_envcheck_run(tmp_pa
            "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
            "127.0.0.1:%d" % port, "-m", "envcheck.worker.launched", "--out",
            str(tmp_path / "out"), "-p", "launch", "-p", "serialization", "--timeout", "60"]
-    env = {k: v for k, v in _env(ENVCHECK_HOST="nodeA").items() if k != "NO_COLOR"}
-    code, lines, _ = on_terminal_command(80, cmd, env=env, cwd=str(tmp_path))
+    code, lines, _ = on_terminal_command(80, cmd, base=_env(ENVCHECK_HOST="nodeA"),
+                                         cwd=str(tmp_path))
     assert code == 0, "\n".join(lines)
     shown = [visible(line) for line in lines]
     start = shown.index("✓ Ready for distributed training: backend gloo, 2 ranks on nodeA")

@@ -26,17 +26,17 @@ BOLD_RED, YELLOW, GREEN, RESET = "\x1b[1;31m", "\x1b[33m", "\x1b[32m", "\x1b[0m"
 def on_terminal(columns, *args, env=None):
     """(exit code, the lines a terminal COLUMNS wide shows, the raw output): colour
     escapes kept, a line redrawn after a carriage return shows its last version."""
-    full_env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-    full_env.update(env or {})
     return on_terminal_command(columns, [sys.executable, "-m", "envcheck"] + list(args),
-                               env=full_env)
+                               env=env)
 
 
-def on_terminal_command(columns, argv, env, cwd=ROOT):
-    """``argv`` run in a pseudo-terminal COLUMNS wide (script(1)), with ``env`` (a
-    NO_COLOR in it is kept)."""
+def on_terminal_command(columns, argv, env=None, base=None, cwd=ROOT):
+    """``argv`` run in a pseudo-terminal COLUMNS wide (script(1)): ``base`` (else this
+    environment) without NO_COLOR, a colour terminal, then ``env`` over it."""
     command = " ".join("'%s'" % a for a in argv)
-    full_env = dict(env, COLUMNS=str(columns), LINES="50", TERM="xterm-256color")
+    full_env = {k: v for k, v in (base or os.environ).items() if k != "NO_COLOR"}
+    full_env.update(COLUMNS=str(columns), LINES="50", TERM="xterm-256color")
+    full_env.update(env or {})
     proc = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True,
                           cwd=cwd, timeout=120, env=full_env, stdin=subprocess.DEVNULL)
     raw = proc.stdout.decode("utf-8", "replace")

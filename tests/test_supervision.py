@@ -182,7 +182,9 @@ def test_exception_in_one_rank_and_hang_in_a_collective(faults, tmp_path):
     assert [a["abort"]["kind"] if a["abort"] else None for a in data["attempts"]] == \
         ["hang", None]
     # The hang needs action: it leads the screen, where every rank was with it.
-    assert "Needs action:\n  ⧗ hang-one.stuck (FAILURE)\n" in result.stdout
+    assert result.stdout.startswith("✗ Not ready for distributed training: 2 FAILURES\n")
+    assert "\nNeeds action:\n  ✗ raise-one.boom (FAILURE)\n" in result.stdout
+    assert "\n  ⧗ hang-one.stuck (FAILURE)\n" in result.stdout
     assert "full Python stacks: --json PATH" in result.stdout
 
 
