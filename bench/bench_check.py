@@ -8,6 +8,8 @@ on the same machine, so a slow or shared machine shows in the baseline too:
   path an admin runs on every node; target: at most 0.3 s;
 - ``envcheck check`` on this node (NVML or nvidia-smi lookup included);
 - ``envcheck check --suggest`` (evaluates every build of every release);
+- ``envcheck check 'torch>=2.0' --glibc 2.17``: a range resolved as pip would (every
+  candidate's wheel tags against the node's);
 - ``envcheck --help`` and ``envcheck check --help``;
 - ``envcheck summary`` over 64 per-node answers.
 
@@ -75,6 +77,8 @@ def main():
                 ("envcheck check (this node)", ec + PLANNED[:2] + ["--python-version", "3.11"],
                  no_torch),
                 ("envcheck check --suggest", ec + PLANNED + ["--suggest"], no_torch),
+                ("envcheck check 'torch>=2.0' --glibc 2.17 (range resolved as pip)",
+                 ec + ["check", "torch>=2.0", "--glibc", "2.17"] + PLANNED[2:], no_torch),
                 ("envcheck --help", ec + ["--help"], None),
                 ("envcheck check --help", ec + ["check", "--help"], None),
                 ("envcheck summary (64 nodes)", ec + ["summary", d], None)]

@@ -328,8 +328,10 @@ def probes(
 @app.command()
 def check(
     requirement: Optional[str] = typer.Argument(None, metavar="[REQUIREMENT]",
-                                                help="torch==2.4.1+cu124, or torch==2.4.1 for "
-                                                     "the default PyPI build."),
+                                                help="torch==2.4.1+cu124, torch==2.4.1 for "
+                                                     "the default PyPI build, or a range "
+                                                     "(torch>=2.4), resolved as pip would "
+                                                     "on this node."),
     requirements_file: Optional[str] = typer.Option(None, "-r", "--requirement",
                                                     metavar="FILE",
                                                     help="Read the torch pin (and index URL) "
@@ -339,12 +341,21 @@ def check(
     driver: Optional[str] = typer.Option(None, "--driver", metavar="VERSION",
                                          help="Plan for this NVIDIA driver instead of this node's."),
     gpu: List[str] = typer.Option([], "--gpu", metavar="sm_XY",
-                                  help="Plan for this GPU (repeatable) instead of this node's."),
+                                  help="Plan for this GPU (repeatable) instead of this node's: "
+                                       "sm_XY, or a name like \"NVIDIA B200\"."),
     python_version: Optional[str] = typer.Option(None, "--python-version", metavar="X.Y",
                                                  help="Plan for this Python (3.13t: free-threaded)."),
     glibc: Optional[str] = typer.Option(None, "--glibc", metavar="X.Y",
                                         help="Plan for this glibc (2.17: CentOS 7) instead of "
                                              "this node's."),
+    index_url: Optional[str] = typer.Option(
+        None, "--index-url", "-i", metavar="URL",
+        help="Resolve from this index instead of PyPI, as pip would "
+             "(https://download.pytorch.org/whl/cu126 serves the cu126 builds)."),
+    extra_index_url: List[str] = typer.Option(
+        [], "--extra-index-url", metavar="URL",
+        help="Also resolve from this index (repeatable); pip takes the highest version "
+             "of all."),
     suggest: bool = typer.Option(False, "--suggest",
                                  help="List the newest torch builds that will work here, with "
                                       "the pip command."),
@@ -377,7 +388,8 @@ def check(
         from .report.model import check_writable
         check_writable(json_path)
     result = check_command.run(requirement, requirements_file, cuda, driver, tuple(gpu),
-                               python_version, suggest, tuple(matrix_dir), glibc)
+                               python_version, suggest, tuple(matrix_dir), glibc,
+                               index_url, tuple(extra_index_url))
     _no_such_variant(result, tuple(matrix_dir))
     data = redact.text(render_check.to_json(result))
     if json_path:

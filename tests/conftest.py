@@ -146,3 +146,69 @@ def torchrun(python, nnodes, node_rank, nproc, port, args, cwd, host=None):
     return subprocess.Popen(cmd, cwd=cwd, env=launcher_env(**({"ENVCHECK_HOST": host} if host else {})),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL)
+
+
+# --- The test cluster (tests/cluster): one per test session, shared by every test ---
+
+REQUIRE_CLUSTER = "ENVCHECK_REQUIRE_CLUSTER"  # set by .ci/run: a skip is then a failure
+
+
+@pytest.fixture(scope="session")
+def _cluster_session():
+    from cluster import Cluster, unavailable
+
+    why = unavailable()
+    if why:
+        if os.environ.get(REQUIRE_CLUSTER):
+            pytest.fail("the test cluster is required here (%s=1) but cannot be built: %s"
+                        % (REQUIRE_CLUSTER, why))
+        pytest.skip("no test cluster on this machine: %s" % why)
+    # The SLURM fixture's directory: kept visible at the same path on every host.
+    base = tempfile.mkdtemp(prefix="envcheck-cluster-")
+    slurm_dir = os.path.join(base, "slurm")
+    os.makedirs(slurm_dir)
+    try:
+        with Cluster(3, base=base, keep=(slurm_dir,)) as c:
+            c.slurm_dir = slurm_dir
+            yield c
+    finally:
+        shutil.rmtree(base, ignore_errors=True)  # the hosts' /tmp and the shared dir too
+
+
+@pytest.fixture
+def cluster(_cluster_session):
+    """The session's 3-host cluster, as it was built: whatever a test changed (links,
+    /etc/hosts) is put back after it, and a test that leaves a process fails."""
+    c = _cluster_session
+    yield c
+    left = c.wait_gone(15.0)
+    for h in c.hosts:
+        h.kill_all()
+        h.link(True)
+        h.write_hosts()
+    assert not left, "processes left on the cluster's hosts: %s" % left
+
+
+@pytest.fixture(scope="session")
+def _slurm_session(_cluster_session):
+    from cluster.slurm import Slurm, unavailable
+
+    why = unavailable()
+    if why:
+        if os.environ.get(REQUIRE_CLUSTER):
+            pytest.fail("the test SLURM is required here (%s=1) but cannot start: %s"
+                        % (REQUIRE_CLUSTER, why))
+        pytest.skip("no test SLURM on this machine: %s" % why)
+    with Slurm(_cluster_session, _cluster_session.slurm_dir) as s:
+        yield s
+
+
+@pytest.fixture
+def slurm(_slurm_session, cluster):
+    """A real SLURM on the session's cluster (tests/cluster/slurm.py): munged, slurmctld
+    on node1, a slurmd on every host, all idle. Started once per session; after each
+    test, as ``cluster``, nothing may be left on a host (slurmd itself excepted) and
+    every node must be idle again."""
+    _slurm_session.wait_idle(60.0)  # after a torchrun test that cut a host's link, say
+    yield _slurm_session
+    _slurm_session.wait_idle(30.0)

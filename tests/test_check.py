@@ -144,6 +144,7 @@ def test_reach(sm, archs, ptx, how):
 
 @pytest.mark.parametrize("args, fragment", [
     (("torch==",), "is not a requirement"),
+    (('torch==2.4.1; python_version <<< "3"',), "is not a requirement: Expected a marker"),
     (("numpy==1.26",), "names numpy, not torch"),
     (("torch",), "pins no version"),
     (("torch==2.4.7",), "of the 2.4 series it knows 2.4.0, 2.4.1"),
@@ -160,6 +161,7 @@ def test_bad_input_is_one_line_exit_2(args, fragment):
     assert res.code == 2, res
     assert fragment in res.stderr
     assert res.stderr.startswith("envcheck: error: ") and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
 
 
 def test_unknown_version_says_how_to_add_it():
@@ -208,6 +210,124 @@ def test_requirements_file_follows_includes_and_markers(tmp_path):
     assert "2.5.1+cu121 on this node" in res.stdout
 
 
+@pytest.mark.parametrize("python, build", [("3.11", "2.4.1+cu121"), ("3.13", "2.5.1+cu124")])
+def test_markers_are_evaluated_for_the_node_not_for_envcheck(tmp_path, python, build):
+    req = tmp_path / "requirements.txt"
+    req.write_text('torch==2.4.1; python_version < "3.13"\n'
+                   'torch==2.5.1; python_version >= "3.13"\n')
+    res = check("-r", str(req), "--driver", "535.104.05", *A100, "--python-version", python)
+    assert res.code == 0, res.stdout + res.stderr
+    assert "%s on this node:" % build in res.stdout
+
+
+def test_a_requirement_whose_marker_is_false_on_the_node_is_one_line_exit_2():
+    pin = 'torch==2.4.1; python_version < "3.12"'
+    res = check(pin, "--driver", "535.104.05", *A100, "--python-version", "3.12")
+    assert res.code == 2 and "its marker is false on this node (Python 3.12" in res.stderr
+    res = check(pin, "--driver", "535.104.05", *A100, "--python-version", "3.11")
+    assert res.code == 0, res.stdout + res.stderr
+
+
+def test_range_across_the_glibc_boundary_answers_for_what_pip_installs():
+    res = check("torch>=2.4", "--glibc", "2.17", "--driver", "535.104.05", *A100, *PY311)
+    assert res.code == 0, res.stdout + res.stderr
+    text = " ".join(res.stdout.split())
+    assert "2.6.0+cu124 on this node:" in text
+    assert "note: 2.7.0–2.15.0 (13 versions) skipped: their wheels need glibc ≥ 2.28 " \
+           "(manylinux_2_28), this node has 2.17" in text
+    assert "will work here: pip install torch==2.6.0" in text
+
+
+def test_free_threaded_node_gets_the_patch_that_has_its_wheel():
+    res = check("torch>=2.12,<2.13", "--driver", "580.95.05", "--gpu", "sm_90",
+                "--python-version", "3.13t")
+    assert res.code == 0, res.stdout + res.stderr
+    assert "2.12.0+cu130 on this node:" in res.stdout
+    assert "2.12.1 skipped: no wheel for Python 3.13t" in " ".join(res.stdout.split())
+    # the exact pin pip cannot install there is a "no", with the wheel list's source
+    res = check("torch==2.12.1", "--driver", "580.95.05", "--gpu", "sm_90",
+                "--python-version", "3.13t", "--format", "json")
+    assert res.code == 1
+    wheel = json.loads(res.stdout)["answer"]["criteria"][0]
+    assert wheel["status"] == "fail" and "flash-attention-prebuild-wheels" in wheel["source"]
+    res = check("--suggest", "--driver", "580.95.05", "--gpu", "sm_90",
+                "--python-version", "3.13t")
+    first = res.stdout.split("will work here:")[1].split()
+    assert first[:4] == ["2.12.0+cu130", "pip", "install", "torch==2.12.0"]
+
+
+def test_index_url_options_choose_the_variant():
+    args = ("--driver", "470.82.01", *A100, *PY311)
+    res = check("torch<2.5", "--index-url", "https://download.pytorch.org/whl/cu118", *args)
+    assert res.code == 0, res.stdout + res.stderr
+    assert "2.4.1+cu118 on this node:" in res.stdout
+    # any other index is PyPI or a mirror of it
+    res = check("torch==2.4.1", "-i", "https://pypi.example.org/simple", *args)
+    assert res.code == 1 and "2.4.1+cu121 on this node:" in res.stdout, res.stderr
+    # an extra index only adds versions: PyPI's 2.15.0 outranks cu118's 2.7.1+cu118
+    res = check("torch>=2.0", "--extra-index-url", "https://download.pytorch.org/whl/cu118",
+                *args)
+    assert res.code == 1
+    assert "2.15.0+cu132 on this node:" in res.stdout
+    assert "the cu118 index's best, 2.7.1+cu118, loses to 2.15.0" in " ".join(
+        res.stdout.split())
+
+
+def test_nested_includes_constraints_and_a_cycle(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "requirements.txt").write_text(
+        "--index-url https://download.pytorch.org/whl/cu118\n-r sub/base.txt\n"
+        "-c constraints.txt\n")
+    (tmp_path / "sub" / "base.txt").write_text("-r torch.txt\n-r ../requirements.txt\n")
+    (tmp_path / "sub" / "torch.txt").write_text("torch>=2.0\n")
+    (tmp_path / "constraints.txt").write_text("-c more.txt\n")
+    (tmp_path / "more.txt").write_text("torch<2.5  # the cluster's CUDA 11.8 stack\n")
+    res = check("-r", str(tmp_path / "requirements.txt"), "--driver", "470.82.01", *A100,
+                *PY311)
+    assert res.code == 0, res.stdout + res.stderr
+    text = " ".join(res.stdout.split())
+    assert "2.4.1+cu118 on this node:" in text
+    assert "constrained by %s:1: torch<2.5" % (tmp_path / "more.txt") in text
+
+
+def test_deep_include_chain_is_one_line_exit_2(tmp_path):
+    for i in range(2000):
+        (tmp_path / ("r%d.txt" % i)).write_text("-r r%d.txt\n" % (i + 1))
+    (tmp_path / "r2000.txt").write_text("torch==2.4.1\n")
+    res = check("-r", str(tmp_path / "r0.txt"), "--driver", "535.104.05", *A100, *PY311)
+    assert res.code == 2
+    assert res.stderr.startswith("envcheck: error: ") and "Traceback" not in res.stderr
+    assert "nests requirements files more than 32 deep" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_thousands_of_includes_side_by_side(tmp_path):
+    lines = ["-r part%d.txt" % i for i in range(3000)]
+    for i in range(3000):
+        (tmp_path / ("part%d.txt" % i)).write_text("requests\n-r requirements.txt\n")
+    (tmp_path / "part2999.txt").write_text("torch==2.4.1\n")
+    (tmp_path / "requirements.txt").write_text("\n".join(lines) + "\n")
+    res = check("-r", str(tmp_path / "requirements.txt"), "--driver", "535.104.05", *A100,
+                *PY311)
+    assert res.code == 0, res.stdout + res.stderr
+    assert "2.4.1+cu121 on this node:" in res.stdout
+
+
+@pytest.mark.parametrize("driver, code", [("570.86.15", 1), ("570.133.20", 0),
+                                          ("575.51.03", 0)])
+def test_hgx_b200_needs_its_own_floor_inside_r570(driver, code):
+    res = check("torch==2.8.0", "--driver", driver, "--gpu", "NVIDIA B200", *PY311)
+    assert res.code == code, res.stdout + res.stderr
+    text = " ".join(res.stdout.split())
+    if code:
+        assert "HGX B200 (GPU 0) needs driver ≥ 570.133.20 (a floor NVIDIA documents for " \
+               "this product, inside R570), found %s" % driver in text
+        assert "source: NVIDIA GPU Operator documentation" in text
+    # a GB200 is another product: only the R570 branch applies
+    res = check("torch==2.8.0", "--driver", driver, "--gpu", "NVIDIA GB200", *PY311)
+    assert res.code == 0, res.stdout + res.stderr
+
+
 @pytest.mark.parametrize("text, fragment", [
     ("numpy\n", "no torch requirement in it"),
     ("torch==2.4.1\ntorch==2.5.1\n", "torch is required more than once"),
@@ -244,8 +364,7 @@ def test_suggest_on_a_new_node_is_the_plain_pypi_install():
     assert res.code == 0
     lines = res.stdout.split("Newest torch builds that will work here:")[1].splitlines()
     first = [line for line in lines if line.strip()][0]
-    assert re.fullmatch(r"  2\.15\.0\+cu132 +\[\d+ known issues\]  pip install torch==2\.15\.0",
-                        first), first
+    assert first.split()[:4] == ["2.15.0+cu132", "pip", "install", "torch==2.15.0"]
 
 
 def test_suggest_when_nothing_works():
@@ -583,11 +702,14 @@ def test_nvml_without_its_library_falls_back_to_nvidia_smi(tmp_path):
     ("torch==2.4", "2.4.0+cu121", "torch==2.4 is torch 2.4.0, as pip reads it"),
     ("torch==2.4.0", "2.4.0+cu121", None),
     ("torch~=2.4.0", "2.4.1+cu121",
-     "torch~=2.4.0 resolves to 2.4.1, the newest release the matrix knows in that range"),
+     "torch~=2.4.0 resolves to 2.4.1: the newest release in range with a wheel for this node, "
+     "as pip picks it"),
     ("torch<2.5", "2.4.1+cu121",
-     "torch<2.5 resolves to 2.4.1, the newest release the matrix knows in that range"),
+     "torch<2.5 resolves to 2.4.1: the newest release in range with a wheel for this node, "
+     "as pip picks it"),
     ("torch>=2.3,<2.6", "2.5.1+cu124",
-     "torch>=2.3,<2.6 resolves to 2.5.1, the newest release the matrix knows in that range"),
+     "torch>=2.3,<2.6 resolves to 2.5.1: the newest release in range with a wheel for this "
+     "node, as pip picks it"),
 ])
 def test_pins_as_pip_reads_them(pin, build, note):
     res = check(pin, "--driver", "535.104.05", *A100, *PY311)

@@ -406,3 +406,52 @@ def test_matrix_says_which_releases_a_range_claims_without_a_run(tmp_path):
                   env={"COLUMNS": "200"})
     assert res.code == 0, res.stderr
     assert "not observed: 2.2-2.3, 2.5-2.6" in res.stdout
+
+
+def test_per_patch_tags_and_product_floors_are_validated(tmp_path):
+    write(tmp_path, "extra.toml", """\
+        [[release]]
+        torch = "3.0"
+        patches = ["3.0.0", "3.0.1"]
+        python = ["3.12", "3.13t"]
+        default = "cpu"
+        glibc = "2.28"
+        source = "x"
+        [release.variants.cpu]
+        [release.per_patch."3.0.1"]
+        python = ["3.12", "three"]
+        [release.per_patch."3.0.9"]
+        python = ["3.12"]
+        source = "x"
+
+        [[gpu_product]]
+        product = "HGX X1"
+        match = "X1("
+        min_driver = "600.1"
+        source = "x"
+
+        [[gpu_product]]
+        product = "HGX X2"
+        match = "X2"
+        min_driver = "six hundred"
+        source = "x"
+    """)
+    with pytest.raises(matrix_load.MatrixError) as info:
+        matrix_load.load([str(tmp_path)])
+    text = "\n".join(info.value.errors)
+    assert "release 3.0 per_patch 3.0.1: python 'three' is not a Python version" in text
+    assert "release 3.0 per_patch 3.0.1: source is required" in text
+    assert "release 3.0 per_patch 3.0.9: not one of its patches (3.0.0, 3.0.1)" in text
+    assert "HGX X1: match 'X1(' is not a regular expression" in text
+    assert "HGX X2: min_driver 'six hundred' is not a driver version" in text
+
+
+def test_builtin_per_patch_and_product_facts(builtin):
+    r = builtin.release("2.12.1")
+    assert "3.13t" in r.python_for("2.12.0") and "3.13t" not in r.python_for("2.12.1")
+    assert r.patch_facts("2.12.1").source
+    b200 = builtin.node.product_floor("NVIDIA B200")
+    assert (b200.product, b200.min_driver) == ("HGX B200", "570.133.20")
+    assert builtin.node.product_floor("NVIDIA GB200") is None
+    res = run_cli("matrix", "--torch", "2.12.1")
+    assert "2.12.1 wheels: Python 3.10 3.11 3.12 3.13 3.14 3.14t (source: PyPI" in res.stdout

@@ -56,6 +56,20 @@ def test_hang_blames_the_rank_outside_torch_distributed_before_the_earliest_dead
     assert blame.hang_root([blame.Suspect(3, False, 5.0), blame.Suspect(1, False, 5.0)]) == 1
 
 
+def test_hang_blames_the_rank_still_starting_not_the_ranks_at_the_rendezvous():
+    """The rendezvous waits for every rank: a rank in setup, whatever its stack shows,
+    is waiting for the rank still in startup, even though its own deadline came first."""
+    suspects = [blame.Suspect(0, False, 10.0, "setup"), blame.Suspect(1, False, 120.0,
+                                                                       "startup"),
+                blame.Suspect(2, False, 10.5, "setup")]
+    assert blame.hang_root(suspects) == 1
+    assert blame.waiting_for(suspects, 1) == [0, 2]
+    assert blame.waiting_for(suspects, 0) == []
+    # Once every rank is past startup, the stacks decide again.
+    assert blame.hang_root([blame.Suspect(0, False, 10.0, "setup"),
+                            blame.Suspect(1, True, 9.0, "setup")]) == 0
+
+
 def test_crash_blames_the_rank_that_did_not_only_react_to_a_peer():
     assert blame.crash_root([blame.Casualty(0, True, 1.0), blame.Casualty(2, False, 3.0),
                              blame.Casualty(1, False, 4.0)]) == 2
@@ -176,7 +190,7 @@ def test_a_stopped_rank_is_said_to_be_stopped(tmp_path):
     assert (frozen["outcome"], frozen["root_rank"]) == ("hang", 1)
     assert frozen["detail"].endswith(
         "in frozen; stopped (state T: SIGSTOP, Ctrl-Z or a debugger), so it showed no "
-        "stack; resume it with kill -CONT PID")
+        "stack and was killed at once (SIGKILL)")
     assert frozen["ranks"]["1"]["where"] == {"at": None, "waiting_in": None, "stopped": True}
     assert "rank 1: stopped (state T), no stack" in res.stdout
 

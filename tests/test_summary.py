@@ -197,6 +197,28 @@ def test_a_very_mixed_cluster_still_fits_one_screen(tmp_path):
         "  driver: no majority, 12 values on 12 nodes"]
 
 
+def test_nodes_are_grouped_by_the_build_pip_gives_them(tmp_path):
+    # one range for the whole cluster: pip gives the glibc 2.17 nodes an older release
+    nodes = [_node("node%02d" % i, driver="580.95.05") for i in range(1, 4)] + [
+        _node("node%02d" % i, driver="580.95.05", glibc="2.17") for i in (4, 5)]
+    codes = write_answers(tmp_path, nodes, pin="torch>=2.4")
+    assert {c for c, _ in codes.values()} == {0}, codes
+    res = run_cli("summary", str(tmp_path))
+    assert res.code == 0, res.stdout + res.stderr
+    assert res.stdout.splitlines()[:5] == [
+        "5 nodes: 5 check answers",
+        "asked: torch>=2.4; pip gives:",
+        "  3 nodes get 2.15.0+cu132",
+        "  2 nodes get 2.6.0+cu124 (newer: glibc 2.17 < 2.28): node04, node05",
+        "✓ 5 of 5 nodes will work"]
+    assert "answer for" not in res.stdout  # said once, above, with why
+    data = json.loads(run_cli("summary", str(tmp_path), "--format", "json").stdout)
+    assert data["builds"] == [
+        {"build": "2.15.0+cu132", "hosts": ["node01", "node02", "node03"], "held_back": None},
+        {"build": "2.6.0+cu124", "hosts": ["node04", "node05"],
+         "held_back": "glibc 2.17 < 2.28"}]
+
+
 def test_a_host_that_answered_twice_is_used_once_with_a_note_not_a_problem(tmp_path):
     first, second = tmp_path / "a", tmp_path / "b"
     first.mkdir()

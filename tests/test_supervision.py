@@ -110,15 +110,29 @@ def probe_exit_one(ctx):
         dist.all_reduce(torch.ones(1))
 
 
+def _publish_pid():
+    path = os.environ["ENVCHECK_TEST_PIDFILE"]
+    with open(path + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(path + ".tmp", path)
+
+
 def probe_wait_for_kill(ctx):
     """rank 1 publishes its pid and waits to be killed"""
     with ctx.check("victim") as c:
         if ctx.rank == 1:
-            path = os.environ["ENVCHECK_TEST_PIDFILE"]
-            with open(path + ".tmp", "w") as f:
-                f.write(str(os.getpid()))
-            os.rename(path + ".tmp", path)
+            _publish_pid()
         time.sleep(3600)
+
+
+def probe_pause_one(ctx):
+    """rank 1 publishes its pid and sleeps (to be stopped); the others wait in a barrier"""
+    import torch.distributed as dist
+    with ctx.check("paused") as c:
+        if ctx.rank == 1:
+            _publish_pid()
+            time.sleep(3600)
+        dist.barrier()
 
 
 def probe_after(ctx):
@@ -231,10 +245,10 @@ def test_os_exit_in_one_rank_is_a_crash_with_its_exit_code(faults, tmp_path):
     assert result.code == 1
 
 
-def _start_envcheck(faults, tmp_path, probes, marker, extra_env):
+def _start_envcheck(faults, tmp_path, probes, marker, extra_env, timeout=60):
     report = tmp_path / "report.json"
     args = [sys.executable, "-m", "envcheck", "run", "--probe-path", faults, "--timeout",
-            "60", "--json", str(report), "-q"]
+            str(timeout), "--json", str(report), "-q"]
     for p in probes:
         args += ["-p", p]
     env = dict(os.environ, ENVCHECK_TEST_MARKER=marker, **extra_env)
@@ -266,6 +280,38 @@ def test_sigkill_of_a_rank_from_outside(faults, tmp_path):
     assert victim["ranks"]["1"]["signal"] == "SIGKILL"
     assert checks["after.ran"]["outcome"] == "passed"
     assert proc.returncode == 1
+    assert leftovers(marker) == []
+
+
+def test_a_rank_stopped_from_outside_is_killed_at_once(faults, tmp_path):
+    """SIGSTOP of rank 1 mid-probe, as Ctrl-Z or a debugger would: a stopped process runs
+    no handler, so asking it for its stack or sending it SIGTERM only waits. It is killed
+    at once, with no stack wait and no SIGTERM grace for it."""
+    from envcheck.run.supervisor import STACK_WAIT_S, TERM_GRACE_S
+
+    marker, pidfile = uuid.uuid4().hex, str(tmp_path / "rank1.pid")
+    proc, report = _start_envcheck(faults, tmp_path, ["pause-one", "after"], marker,
+                                   {"ENVCHECK_TEST_PIDFILE": pidfile}, timeout=3)
+    _wait_for(pidfile, proc)
+    os.kill(int(open(pidfile).read()), signal.SIGSTOP)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    data = load_report(report)
+    checks = checks_by_id(data)
+    paused = checks["pause-one.paused"]
+    assert (paused["outcome"], paused["root_rank"]) == ("hang", 1)
+    assert re.fullmatch(r"rank 1: no progress for \d+\.\d s \(timeout 3 s\) in paused; "
+                        r"stopped \(state T: SIGSTOP, Ctrl-Z or a debugger\), so it showed "
+                        r"no stack and was killed at once \(SIGKILL\)", paused["detail"]), \
+        paused["detail"]
+    assert paused["ranks"]["1"]["signal"] == "SIGKILL"
+    assert re.fullmatch(r"stopped by envcheck while in paused after rank 1 hung; it was "
+                        r"waiting in barrier \(distributed_c10d\.py:\d+ barrier\)",
+                        paused["ranks"]["0"]["detail"]), paused["ranks"]["0"]["detail"]
+    # Waiting for the stopped rank's stack and out its SIGTERM grace took at least both
+    # in full; now only the running rank is waited for.
+    assert data["attempts"][0]["abort"]["stop_s"] < STACK_WAIT_S + TERM_GRACE_S
+    assert checks["after.ran"]["outcome"] == "passed"
     assert leftovers(marker) == []
 
 
@@ -400,19 +446,26 @@ def test_another_jobs_live_store_on_the_port_is_never_touched(tmp_path):
     assert load_report(report)["attempts"][0]["port"] != port
 
 
-def test_a_rank_stuck_before_python_starts_follows_the_startup_timeout(tmp_path):
-    """Rank 1's interpreter never starts (a wrapper sleeps first, as a hung filesystem
-    would): reported at --startup-timeout, not after a fixed two minutes."""
+def _rank_1_never_starts(tmp_path, *args):
+    """``envcheck run -p launch ARGS`` where rank 1's interpreter never starts (a wrapper
+    sleeps first, as a hung filesystem would): the result and the report."""
     wrapper = tmp_path / "python"
     wrapper.write_text('#!/bin/sh\n[ "$RANK" = "1" ] && sleep 600\nexec "%s" "$@"\n'
                        % sys.executable)
     wrapper.chmod(0o755)
     marker = uuid.uuid4().hex
     report = tmp_path / "r.json"
-    res = run_cli("run", "--python", str(wrapper), "-p", "launch", "--startup-timeout", "3",
-                  "--json", str(report), "-q", env={"ENVCHECK_TEST_MARKER": marker})
+    res = run_cli("run", "--python", str(wrapper), "-p", "launch", "--json", str(report),
+                  *args, env={"ENVCHECK_TEST_MARKER": marker})
     assert res.code == 1, res.stderr
-    data = load_report(report)
+    assert leftovers(marker) == []
+    return res, load_report(report)
+
+
+def test_a_rank_stuck_before_python_starts_follows_the_startup_timeout(tmp_path):
+    """Rank 1's interpreter never starts: reported at --startup-timeout, not after a
+    fixed two minutes."""
+    res, data = _rank_1_never_starts(tmp_path, "--startup-timeout", "3", "-q")
     assert data["plan"]["startup_timeout"] == 3
     imported = checks_by_id(data)["setup.import_torch"]
     # What load cannot change: the startup hang, judged by the 3 s given, and rank 1 in
@@ -424,7 +477,32 @@ def test_a_rank_stuck_before_python_starts_follows_the_startup_timeout(tmp_path)
                         r"startup.*", imported["detail"]), imported["detail"]
     assert checks_by_id(data)["launch.run"]["detail"] == \
         "not run: the ranks did not start (see setup.import_torch)"
-    assert leftovers(marker) == []
+
+
+def test_the_rank_that_never_started_is_blamed_not_the_rank_waiting_for_it(tmp_path):
+    """Rank 1's interpreter never starts; rank 0 waits for it at the rendezvous (inside
+    TCPStore's C++ constructor: no torch.distributed frame in its stack) until its setup
+    timeout runs out, long before rank 1's startup timeout. Rank 1 is the cause."""
+    res, data = _rank_1_never_starts(tmp_path, "--timeout", "3")
+    assert data["plan"]["startup_timeout"] == 120  # rank 1's own limit is far away
+    abort = data["attempts"][0]["abort"]
+    assert (abort["root_rank"], abort["phase"]) == (1, "startup")
+    checks = checks_by_id(data)
+    imported = checks["setup.import_torch"]
+    assert (imported["outcome"], imported["root_rank"]) == ("hang", 1)
+    assert re.fullmatch(r"rank 1: no progress for \d+\.\d s in startup; rank 0 waited for "
+                        r"it at the rendezvous past the timeout \(3 s\)",
+                        imported["detail"]), imported["detail"]
+    init = checks["setup.init_process_group"]
+    assert re.fullmatch(r"stopped by envcheck while in setup after rank 1 hung; it was "
+                        r"waiting in init_process_group \(runtime\.py:\d+ "
+                        r"_init_process_group\)", init["detail"]), init["detail"]
+    assert checks["launch.run"]["detail"] == \
+        "not run: the ranks did not start (see setup.import_torch)"
+    # The table says the same, in the same words (wrapped: compare words).
+    assert re.search(r"rank 1: no progress for \d+\.\d s in startup; rank 0 waited for it "
+                     r"at the rendezvous past the timeout \(3 s\)",
+                     " ".join(res.stdout.split())), res.stdout
 
 
 def test_startup_timeout_must_be_positive():

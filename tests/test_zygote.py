@@ -170,6 +170,48 @@ def test_sigterm_while_the_head_start_imports_torch_leaves_nothing(tmp_path, del
     assert os.listdir(tmpdir) == []
 
 
+def _catches(pid, sig):
+    """Has process PID a handler of its own for SIG (SigCgt in /proc/PID/status)?"""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            caught = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(caught & (1 << (sig - 1)))
+
+
+@pytest.mark.parametrize("sig,code,line", [
+    (signal.SIGINT, 130, "envcheck: interrupted\n"),
+    (signal.SIGTERM, 143, "envcheck: stopped by SIGTERM\n")])
+@pytest.mark.parametrize("delay", [0.0, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1,
+                                   0.2, 0.4, 0.8])
+def test_a_signal_at_any_instant_of_a_run_exits_without_a_traceback(tmp_path, delay, sig,
+                                                                     code, line):
+    """Ctrl-C (or SIGTERM) ``delay`` seconds after envcheck's first line ran (it then
+    handles SIGTERM: the interpreter's own start, before any line of envcheck, is not
+    envcheck's to handle). It may land while envcheck imports its head start or its CLI
+    (inside an import, where Python would swallow or rewrap a KeyboardInterrupt), makes
+    the run's directory, starts the zygote, plans, or watches the ranks start: always
+    130 (143), one line at most and no traceback, no process and no directory left."""
+    marker = uuid.uuid4().hex
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    proc = _start(["run", "-p", "launch", "-q"], marker, TMPDIR=str(tmpdir))
+    deadline = time.monotonic() + 60
+    while not _catches(proc.pid, signal.SIGTERM):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.0005)
+    time.sleep(delay)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    err = err.decode()
+    assert proc.returncode == code, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert err in ("", line), err  # "": the supervisor took it (a partial report)
+    assert leftovers(marker) == []
+    assert os.listdir(tmpdir) == []
+
+
 SLOW_TORCH = """
 import sys, time
 with open("/proc/self/cmdline", "rb") as f:

@@ -23,6 +23,9 @@ class Abort:
     limit_s: float = None  # hang: the limit the root rank's phase had (startup has its own)
     stop_s: float = None  # collecting stacks and killing the ranks
     deadline: float = None  # hang: Unix time the root rank's phase ran out of time
+    # hang: the ranks that waited at the rendezvous for the root, a rank still starting,
+    # until their own limit ran out first (limit_s and deadline are then theirs)
+    waiting: list = None
 
 
 @dataclasses.dataclass

@@ -8,7 +8,9 @@ peer failed are consequences. What "stuck after a peer" means differs by kind:
   deadlock in user code) is the cause. Among equals, the one whose deadline came first.
   The local supervisor tells "waiting" from the Python stack it collected; launcher mode
   from the watchdog's own look at its main thread (``in_collective`` in a ``hang``
-  record).
+  record). The rendezvous waits for every rank: while a rank is still starting (phase
+  ``startup``: its interpreter, or ``import torch``), the ranks in ``setup`` are waiting
+  for it, whatever their stacks show, and the rank that never started is the cause.
 - **crash**: a rank whose final barrier failed, or that the launcher tore down (it left a
   SIGTERM stack dump), only reacted to a peer's death; among the others the one that
   stopped first.
@@ -18,7 +20,9 @@ import collections
 import os
 import re
 
-Suspect = collections.namedtuple("Suspect", "rank in_collective deadline")
+# phase: where the rank is (core.phases), when the driver knows it.
+Suspect = collections.namedtuple("Suspect", "rank in_collective deadline phase",
+                                 defaults=(None,))
 Frame = collections.namedtuple("Frame", "path line function")
 Casualty = collections.namedtuple("Casualty", "rank consequence when")
 
@@ -30,6 +34,11 @@ _FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (\S+)', re.M)
 _PLUMBING = (os.sep + "threading.py", os.sep + "selectors.py", os.sep + "subprocess.py",
              os.path.join("envcheck", "worker", "runtime.py"),
              os.path.join("envcheck", "worker", "context.py"))
+# envcheck run's own rendezvous (worker/runtime.py): rank 0's TCPStore waits for the other
+# ranks inside its C++ constructor, the others poll for its listener; no frame of
+# torch.distributed shows, yet the rank is waiting for its peers.
+_RENDEZVOUS_FILE = os.path.join("envcheck", "worker", "runtime.py")
+_RENDEZVOUS = ("_init_process_group", "_await_listener")
 
 
 def main_thread_stack(dump):
@@ -42,8 +51,15 @@ def main_thread_stack(dump):
 
 
 def waiting_in_distributed(dump):
-    """Is the main thread of this stack dump inside torch.distributed?"""
-    return _DIST_FRAME in main_thread_stack(dump).replace("/", os.sep)
+    """Is the main thread of this stack dump inside torch.distributed (or envcheck's own
+    rendezvous, which is torch's TCPStore)?"""
+    return _DIST_FRAME in main_thread_stack(dump).replace("/", os.sep) \
+        or _in_rendezvous(frames(dump))
+
+
+def _in_rendezvous(stack):
+    return bool(stack) and stack[0].function in _RENDEZVOUS \
+        and stack[0].path.replace("/", os.sep).endswith(_RENDEZVOUS_FILE)
 
 
 def frames(dump):
@@ -68,13 +84,26 @@ def whereabouts(dump):
     inner = useful[0]
     dist = [f for f in stack if _DIST_FRAME in f.path.replace("/", os.sep)
             and not f.function.startswith("_") and f.function != "wrapper"]
+    if not dist and _in_rendezvous(stack):
+        inner = stack[0]
     return {"at": "%s:%d %s" % (os.path.basename(inner.path), inner.line, inner.function),
-            "waiting_in": dist[-1].function if dist else None}
+            "waiting_in": dist[-1].function if dist else
+            "init_process_group" if _in_rendezvous(stack) else None}
 
 
 def hang_root(suspects):
-    """The rank to blame for a hang, from ``Suspect(rank, in_collective, deadline)``."""
-    return min(suspects, key=lambda s: (bool(s.in_collective), s.deadline, s.rank)).rank
+    """The rank to blame for a hang, from ``Suspect(rank, in_collective, deadline, phase)``."""
+    starting = any(s.phase == "startup" for s in suspects)
+    return min(suspects, key=lambda s: (
+        bool(s.in_collective) or (starting and s.phase == "setup"), s.deadline, s.rank)).rank
+
+
+def waiting_for(suspects, root):
+    """The ranks that were waiting at the rendezvous for ``root``, a rank still starting
+    (empty when ``root`` is not in phase startup)."""
+    if not any(s.rank == root and s.phase == "startup" for s in suspects):
+        return []
+    return sorted(s.rank for s in suspects if s.phase == "setup")
 
 
 def crash_root(casualties):

@@ -160,3 +160,19 @@ def _alive(pid):
     except PermissionError:
         return True
     return True
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent):
+    """SIGKILL this process when ``parent`` dies (Linux): a zygote when its supervisor
+    goes, a launcher-mode rank when its watcher goes. Children it forks do not inherit it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the prctl took effect
+        os._exit(1)

@@ -3,8 +3,9 @@
 Phases, in order: ``startup`` (before ``setup_start``: starting Python, importing torch),
 ``setup`` (init_process_group), ``probe:NAME`` (with the current ``check`` when one is
 open), ``between`` (after a probe ended, before the next started), ``teardown`` (the
-final barrier), ``done`` (``bye``). Launcher mode adds ``gather`` and ``report`` after
-teardown (rank 0 collects every rank's records and builds the report).
+final barrier), ``done`` (``bye``). Launcher mode adds ``gather`` (``gather_start``) and
+``report`` (``report_start``) after ``bye``: every rank sends rank 0 its records, and rank 0
+builds the report.
 
 Every phase is bounded by the plan's timeout (``startup`` by the startup timeout): the
 local supervisor, launcher mode's per-rank watchdog and the report built from launcher
@@ -43,6 +44,8 @@ class PhaseTracker:
             self.enter("teardown", now)
         elif kind == "bye":
             self.enter("done", now)
+        elif kind in ("gather_start", "report_start"):  # launcher mode, after bye
+            self.enter(kind[:-len("_start")], now)
         else:
             return False
         return True

@@ -82,6 +82,10 @@ def _variant_detail(matrix, version, variant):
                 _flag(v, "cudnn"), r.glibc_for(v), _flag(v, "exists").replace(
                     "(UNCONFIRMED)", "(variant UNCONFIRMED)")))
             out.append("         archs %s%s" % (_archs(v), _flag(v, "archs")))
+        for p in r.per_patch:  # a patch whose wheels differ from the series'
+            out += textwrap.wrap("%s wheels: Python %s%s (source: %s)" % (
+                p.patch, " ".join(p.python), " (UNCONFIRMED)" if p.unconfirmed else "",
+                p.source), 96, initial_indent="  ", subsequent_indent="    ")
         out += textwrap.wrap("source: " + r.source, 96, initial_indent="  ",
                              subsequent_indent="    ")
     return "\n".join(out)

@@ -1,9 +1,10 @@
 """Node-side facts of the matrix: which driver branches run each GPU generation, the
-lowest GPU each bundled cuDNN supports, the glibc each wheel tag needs, and the compute
-capability of GPU models by name.
+lowest GPU each bundled cuDNN supports, the glibc each wheel tag needs, the compute
+capability of GPU models by name, and the driver floors NVIDIA documents for one product
+inside a branch (an HGX B200 needs 570.133.20, not just R570).
 
 They live in their own TOML tables (``[[gpu]]``, ``[[gpu_model]]``, ``[[cudnn]]``,
-``[[wheel_tag]]``), each entry with its public ``source``; an entry (or field) that
+``[[wheel_tag]]``, ``[[gpu_product]]``), each entry with its public ``source``; an entry (or field) that
 could not be confirmed says so in ``unconfirmed``, and ``envcheck check`` turns a "no"
 that rests on it into a warning rather than a failure. ``load.py`` calls ``parse`` for
 each entry; the values are immutable, like the rest of the matrix.
@@ -17,7 +18,7 @@ from packaging.specifiers import SpecifierSet
 
 from . import versions
 
-KINDS = ("gpu", "gpu_model", "cudnn", "wheel_tag")
+KINDS = ("gpu", "gpu_model", "cudnn", "wheel_tag", "gpu_product")
 
 _ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
 KEYS = {
@@ -26,6 +27,7 @@ KEYS = {
     "gpu_model": {"match", "sm", "source", "note"},
     "cudnn": {"cudnn", "min_sm", "source", "unconfirmed", "note"},
     "wheel_tag": {"tag", "glibc", "source", "note"},
+    "gpu_product": {"product", "match", "min_driver", "source", "unconfirmed", "note"},
 }
 
 
@@ -75,6 +77,19 @@ class WheelTag:
     where: object
 
 
+@dataclasses.dataclass(frozen=True)
+class ProductFloor:
+    """A GPU product whose driver floor NVIDIA documents inside a branch."""
+
+    product: str  # "HGX B200"
+    pattern: re.Pattern  # matched against the GPU's name as nvidia-smi prints it
+    min_driver: str  # "570.133.20"
+    source: str
+    where: object
+    unconfirmed: bool = False
+    note: str = ""
+
+
 def _strings(value):
     if isinstance(value, str):
         return (value,)
@@ -101,7 +116,7 @@ def parse(errors, where, kind, e):
         errors.add(where, "source is required (the public document this fact is from)")
     try:
         return {"gpu": _generation, "gpu_model": _model, "cudnn": _cudnn,
-                "wheel_tag": _tag}[kind](errors, where, e)
+                "wheel_tag": _tag, "gpu_product": _product}[kind](errors, where, e)
     except ValueError as exc:
         errors.add(where, str(exc))
         return None
@@ -181,6 +196,35 @@ def _tag(errors, where, e):
     return WheelTag(tag, glibc, e.get("source", ""), where)
 
 
+def _product(errors, where, e):
+    product = e.get("product")
+    if not isinstance(product, str) or not product:
+        errors.add(where, "product (a name like \"HGX B200\") is required")
+        return None
+    try:
+        pattern = re.compile(e.get("match") or "", re.I)
+    except re.error as exc:
+        errors.add(where, "%s: match %r is not a regular expression: %s"
+                   % (product, e.get("match"), exc))
+        return None
+    if not e.get("match"):
+        errors.add(where, "%s: match (a pattern of the GPU's name) is required" % product)
+        return None
+    floor = e.get("min_driver")
+    try:
+        versions.driver_tuple(floor)
+    except ValueError:
+        errors.add(where, "%s: min_driver %r is not a driver version like 570.133.20"
+                   % (product, floor))
+        return None
+    unconfirmed = e.get("unconfirmed", False)
+    if not isinstance(unconfirmed, bool):
+        errors.add(where, "%s: unconfirmed must be true or false here" % product)
+        unconfirmed = True
+    return ProductFloor(product, pattern, floor, e.get("source", ""), where, unconfirmed,
+                        e.get("note", ""))
+
+
 def cross_check(errors, parsed):
     """Two generations must not claim the same arch; two cuDNN floors must not overlap."""
     seen = {}
@@ -198,12 +242,19 @@ def cross_check(errors, parsed):
 
 @dataclasses.dataclass(frozen=True)
 class NodeFacts:
-    """The four tables together, with the lookups ``envcheck check`` needs."""
+    """The five tables together, with the lookups ``envcheck check`` needs."""
 
     generations: Tuple[Generation, ...] = ()
     models: Tuple[GpuModel, ...] = ()
     cudnn: Tuple[CudnnFloor, ...] = ()
     wheel_tags: Tuple[WheelTag, ...] = ()
+    products: Tuple[ProductFloor, ...] = ()
+
+    def product_floor(self, name):
+        """The documented driver floor of a GPU product by its name, or None."""
+        if not name:
+            return None
+        return next((p for p in self.products if p.pattern.search(name)), None)
 
     def generation(self, sm):
         return next((g for g in self.generations if sm in g.archs), None)

@@ -17,7 +17,7 @@ from . import versions
 from ..core.errors import UsageError
 from . import facts
 from .model import (BACKENDS, BAD_OUTCOMES, OUTCOMES, PLATFORMS, Expectation, Matrix, MatrixFile,
-                     Observation, Release, Target, Toolkit, Variant, Where)
+                     Observation, PatchFacts, Release, Target, Toolkit, Variant, Where)
 
 try:
     import tomllib
@@ -34,7 +34,9 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _HEADER = re.compile(r"^\s*\[\[\s*(%s)\s*\]\]" % "|".join(KINDS))
 
 RELEASE_KEYS = {"torch", "patches", "python", "default", "glibc", "variants", "source",
-                "manylinux", "released", "unconfirmed", "note", "python_supported"}
+                "manylinux", "released", "unconfirmed", "note", "python_supported",
+                "per_patch"}
+PATCH_KEYS = {"python", "source", "unconfirmed", "note"}
 VARIANT_KEYS = {"cuda", "archs", "ptx", "nccl", "cudnn", "glibc", "unconfirmed", "note",
                 "source"}
 CUDA_KEYS = {"version", "min_driver", "compat_driver", "archs", "source", "unconfirmed",
@@ -211,9 +213,48 @@ def _release(errors, where, e):
     if not e.get("source"):
         errors.add(where, "release %s: source is required (where these facts come from)"
                    % series)
+    per_patch = _per_patch(errors, where, series, patches, e.get("per_patch", {}))
     return Release(series, patches, python, default, tuple(variants), glibc, e.get("source"),
                    where, e.get("manylinux", ""), e.get("released", ""), unconfirmed,
-                   e.get("note", ""), supported)
+                   e.get("note", ""), supported, per_patch)
+
+
+def _per_patch(errors, where, series, patches, table):
+    """[release.per_patch."2.12.1"]: one patch's own wheel Python tags, with a source."""
+    if not isinstance(table, dict):
+        errors.add(where, "release %s: per_patch must be a table of patches" % series)
+        return ()
+    out = []
+    for patch, data in table.items():
+        label = "release %s per_patch %s" % (series, patch)
+        if patch not in patches:
+            errors.add(where, "%s: not one of its patches (%s)" % (label, ", ".join(patches)))
+            continue
+        if not isinstance(data, dict):
+            errors.add(where, "%s: expected a table" % label)
+            continue
+        _unknown_keys(errors, where, data, PATCH_KEYS)
+        lists = _str_lists(errors, where, label, data, "python")
+        if lists is None:
+            continue
+        python, = lists
+        if not python:
+            errors.add(where, "%s: python (the tags of its wheels) is required" % label)
+        for py in python:
+            try:
+                versions.python_series(py)
+            except ValueError as exc:
+                errors.add(where, "%s: python %s" % (label, exc))
+        if not data.get("source"):
+            errors.add(where, "%s: source is required (the wheel list it is read from)"
+                       % label)
+        unconfirmed = data.get("unconfirmed", False)
+        if not isinstance(unconfirmed, bool):
+            errors.add(where, "%s: unconfirmed must be true or false" % label)
+            unconfirmed = True
+        out.append(PatchFacts(patch, tuple(python), data.get("source", ""), unconfirmed,
+                              data.get("note", "")))
+    return tuple(out)
 
 
 def _toolkit(errors, where, e):

@@ -52,6 +52,18 @@ class Variant:
 
 
 @dataclasses.dataclass(frozen=True)
+class PatchFacts:
+    """What one patch release publishes where it differs from its series: the Python
+    tags of its wheels (2.12.0 has cp313t wheels, 2.12.1 has none)."""
+
+    patch: str  # "2.12.1"
+    python: Tuple[str, ...]  # "3.11", "3.13t"
+    source: str
+    unconfirmed: bool = False
+    note: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class Release:
     series: str  # "2.4"
     patches: Tuple[str, ...]
@@ -68,6 +80,15 @@ class Release:
     # The Pythons the release supports, where narrower than its wheel tags (1.13.1 has
     # cp311 wheels, but PyTorch's compatibility matrix says 3.7-3.10).
     python_supported: Tuple[str, ...] = ()
+    per_patch: Tuple[PatchFacts, ...] = ()  # [release.per_patch."X.Y.Z"]
+
+    def patch_facts(self, patch):
+        return next((p for p in self.per_patch if p.patch == str(patch)), None)
+
+    def python_for(self, patch):
+        """The Python tags of one patch's wheels: its own entry, else the series'."""
+        own = self.patch_facts(patch)
+        return own.python if own else self.python
 
     @property
     def supported_pythons(self):

@@ -30,25 +30,36 @@ class Result:
     host: str = dataclasses.field(default_factory=host_name)
     created: str = dataclasses.field(default_factory=lambda: datetime.datetime.now(
         datetime.timezone.utc).isoformat(timespec="seconds"))
+    # how pip's choice was made: candidates skipped and why (resolve.Resolution)
+    resolution: Optional[object] = None
 
 
 def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(),
-        python_version=None, suggest=False, matrix_dirs=(), glibc=None):
+        python_version=None, suggest=False, matrix_dirs=(), glibc=None, index_url=None,
+        extra_index_urls=()):
     started = time.monotonic()
     if requirement and requirements_file:
         raise UsageError("give a requirement or -r FILE, not both")
     if not (requirement or requirements_file or suggest):
         raise UsageError("say what to check: a requirement (torch==2.4.1+cu124), "
                          "-r requirements.txt, or --suggest")
+    # Python, OS and glibc first: markers and pip's choice of wheel depend on them alone.
+    host = node_mod.host(python_version, glibc)
     pin = None
     if requirement:
-        pin = pins.parse(requirement)
+        pin = pins.with_indexes(pins.for_node(pins.parse(requirement),
+                                              node_mod.marker_environment(host)),
+                                index_url, extra_index_urls)
     elif requirements_file:
-        pin = pins.from_file(requirements_file)
+        pin = pins.from_file(requirements_file, node_mod.marker_environment(host),
+                             index_url, extra_index_urls)
+    elif index_url or extra_index_urls:
+        raise UsageError("--index-url / --extra-index-url need a requirement to apply to")
     matrix = matrix_load.load(matrix_dirs)
+    resolution = None
     if pin is not None:
         # Resolve before touching nvidia-smi: an unknown version is the user's to fix.
-        release, build, notes = evaluate.resolve(matrix, pin, cuda)
+        release, build, notes, resolution = evaluate.pick(matrix, pin, host, cuda)
     elif cuda is not None:
         raise UsageError("--cuda needs a requirement to apply to")
     node = node_mod.read(python_version, driver, gpus, glibc=glibc,
@@ -56,6 +67,7 @@ def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(
     answer, alternatives, suggestions, cpu_instead, for_python = None, [], None, None, []
     code = ExitCode.OK
     if pin is not None:
+        notes = list(pin.notes) + notes
         if pin.where:
             notes = ["%s: %s" % (pin.where, pin.text)] + notes
         answer = evaluate.evaluate(matrix, release, build, node, notes)
@@ -76,5 +88,4 @@ def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(
             code = ExitCode.FAILED
     return Result(pin.text if pin else None, node, answer, alternatives, suggestions,
                   [f.path for f in matrix.files if not f.builtin], cpu_instead, for_python,
-                  code,
-                  round(time.monotonic() - started, 3))
+                  code, round(time.monotonic() - started, 3), resolution=resolution)

@@ -12,13 +12,15 @@ nothing here imports torch or prints.
 """
 
 import dataclasses
-import re
 from typing import Tuple
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ..matrix import versions
 from ..core.errors import UsageError
+from . import pins as pin_mod, resolve as resolve_mod
+from .pins import PYPI
 from ..matrix.model import Target
 from ..matrix.versions import sm_tuple
 
@@ -76,7 +78,84 @@ class Answer:
 
 
 def resolve(matrix, pin, cuda=None):
-    """(release, Build, notes) for a Pin; UsageError for what the matrix does not know."""
+    """(release, Build, notes) for a Pin, as the newest release in range, whatever the
+    node; UsageError for what the matrix does not know. ``pick`` resolves for a node."""
+    release, build, notes, _ = pick(matrix, pin, None, cuda)
+    return release, build, notes
+
+
+def _wanted_variant(pin, cuda):
+    variant = pin.variant
+    if cuda is not None:
+        try:
+            wanted = versions.variant_for_cuda(cuda)
+        except ValueError as exc:
+            raise UsageError("--cuda: %s" % exc) from None
+        if variant and variant != wanted:
+            raise UsageError("%s asks for +%s but --cuda %s means %s"
+                             % (pin.text, variant, cuda, wanted))
+        variant = wanted
+    return variant
+
+
+def _indexes(pin, variant, cuda):
+    """The indexes pip reads for this pin: a named build (+cu124, --cuda) comes from its
+    variant's index; else the requirement's (file's) index URLs; else PyPI."""
+    if variant and (cuda is not None or pin_mod.local_variant(pin.specifier)):
+        return (variant,)
+    return pin.indexes or ((variant,) if variant else (PYPI,))
+
+
+def pick(matrix, pin, node, cuda=None):
+    """(release, Build, notes, Resolution or None): the build pip would install for the
+    pin on ``node`` (resolve.py), or, without a node or when no release of the matrix
+    is in range, the build the pin names; UsageError for what the matrix does not know."""
+    variant = _wanted_variant(pin, cuda)
+    indexes = _indexes(pin, variant, cuda)
+    resolution = resolve_mod.resolve(matrix, pin.specifier, indexes, node) \
+        if node is not None else None
+    if resolution is None:
+        release, build, notes = _named(matrix, pin, variant)
+        return release, build, notes, None
+    chosen = resolution.chosen or resolution.newest
+    build = Build(chosen.patch, chosen.variant, chosen.default)
+    notes = []
+    exact = pin.exact
+    if exact and Version(exact) == Version(chosen.version.public) \
+            and Version(exact).public != chosen.patch:
+        notes.append("%s is torch %s, as pip reads it" % (pin.text, chosen.patch))
+    several = len(resolve_mod.candidates(matrix, pin.specifier, indexes)) > 1
+    if several and resolution.chosen is not None:
+        notes.append("%s resolves to %s: the newest release in range with a wheel "
+                     "for this node, as pip picks it" % (pin.text, chosen.version))
+    if several:
+        notes += [skip.text for skip in resolution.skipped]
+    if resolution.chosen is not None and len(indexes) > 1:
+        for index in indexes:
+            other = resolve_mod.resolve(matrix, pin.specifier, (index,), node)
+            if other is not None and other.chosen is not None \
+                    and other.chosen.index != resolution.chosen.index:
+                notes.append("%s's best, %s, loses to %s: pip takes the highest version of "
+                             "all indexes (pin the range, or use --index-url)"
+                             % (_index_name(index), other.chosen.version, chosen.version))
+    if resolution.chosen is None:
+        notes.append("pip finds no wheel of %s for this node (No matching distribution "
+                     "found)%s" % (pin.text, "; judged: %s, the newest in range"
+                                   % build.name if several else ""))
+    elif not resolution.judged_tags and several:
+        notes.append("the matrix knows Linux x86_64 wheels only: %s is the newest in "
+                     "range, not necessarily what pip picks on %s %s"
+                     % (build.name, node.system, node.machine))
+    return chosen.release, build, notes, resolution
+
+
+def _index_name(index):
+    return "PyPI" if index == PYPI else "the %s index" % index
+
+
+def _named(matrix, pin, variant):
+    """The build a pin names when no candidate of the matrix is in its range: a nightly,
+    a ROCm or unknown variant, or an error saying what the matrix knows."""
     notes = []
     exact = pin.exact
     if exact:
@@ -114,16 +193,6 @@ def resolve(matrix, pin, cuda=None):
         notes.append("%s is a pre-release: judged by the facts of the %s release; nightly "
                      "wheels come from %s and may differ"
                      % (public, base, INDEX_URL % "nightly/VARIANT"))
-    variant = pin.variant
-    if cuda is not None:
-        try:
-            wanted = versions.variant_for_cuda(cuda)
-        except ValueError as exc:
-            raise UsageError("--cuda: %s" % exc) from None
-        if variant and variant != wanted:
-            raise UsageError("%s asks for +%s but --cuda %s means %s"
-                             % (pin.text, variant, cuda, wanted))
-        variant = wanted
     variant = variant or release.default_variant
     return release, Build(str(public), variant, variant == release.default_variant), notes
 
@@ -139,7 +208,8 @@ def _range(items):
 
 
 def _wheel(release, build, variant, node):
-    numbers = {"python": node.python, "wheel_pythons": list(release.python),
+    pythons = release.python_for(build.torch)
+    numbers = {"python": node.python, "wheel_pythons": list(pythons),
                "variants": [v.name for v in release.variants]}
     if variant is None and build.variant.startswith("rocm"):
         if node.gpus:
@@ -159,19 +229,24 @@ def _wheel(release, build, variant, node):
                             ", ".join(v.name for v in release.variants)), numbers,
                          short="torch %s has no %s build" % (build.torch, build.variant))
     unconfirmed = ("variant exists",) if variant.is_unconfirmed("exists") else ()
-    if node.python not in release.python:
-        return Criterion("wheel", FAIL, "torch %s has wheels for Python %s; this node runs %s"
-                         % (build.torch, ", ".join(release.python), node.python), numbers,
-                         unconfirmed, short="no Python %s wheel of torch %s (%s)"
+    own = release.patch_facts(build.torch)
+    source = own.source if own else ""
+    if own and own.unconfirmed:
+        unconfirmed += ("%s's wheel tags" % build.torch,)
+    if node.python not in pythons:
+        return Criterion("wheel", WARN if own and own.unconfirmed else FAIL,
+                         "torch %s has wheels for Python %s; this node runs %s"
+                         % (build.torch, ", ".join(pythons), node.python), numbers,
+                         unconfirmed, source, short="no Python %s wheel of torch %s (%s)"
                          % (node.python, build.torch,
-                            _range(p for p in release.python if "t" not in p)))
+                            _range(p for p in pythons if "t" not in p)))
     if not node.is_linux_x86_64:
         return Criterion("wheel", UNKNOWN, "the matrix covers Linux x86_64 wheels; this node "
                          "is %s %s" % (node.system, node.machine), numbers, unconfirmed,
                          short="not Linux x86_64: %s %s" % (node.system, node.machine))
-    tag = "cp" + node.python.replace(".", "")
+    abi = resolve_mod.abi_tag(node.python)
     return Criterion("wheel", OK, "%s has a %s wheel (Python %s)"
-                     % (build.name, tag, _range(p for p in release.python if "t" not in p)),
+                     % (build.name, abi, _range(p for p in pythons if "t" not in p)),
                      numbers, unconfirmed)
 
 
@@ -270,17 +345,9 @@ def _gpus(build, variant, node):
                      if missing else "")
 
 
-def _wheel_tag(release, variant):
-    """The manylinux tag of a build's wheels: 'manylinux_2_28', 'manylinux1'."""
-    if variant is not None and variant.glibc and variant.glibc != release.glibc:
-        return "manylinux_%s_%s" % tuple(variant.glibc.split(".")[:2])
-    m = re.search(r"manylinux(1|2010|2014|_\d+_\d+)", release.manylinux or "")
-    return m.group(0) if m else None
-
-
 def _glibc(matrix, release, variant, node):
     floor = release.glibc_for(variant) if variant else release.glibc
-    tag_name = _wheel_tag(release, variant)
+    tag_name = resolve_mod.wheel_platform(release, variant)
     tag = matrix.node.wheel_tag(tag_name) if matrix.node and tag_name else None
     numbers = {"needs": floor, "found": node.glibc, "wheel_tag": tag_name}
     if node.system != "Linux" and "glibc" not in node.given:
@@ -358,6 +425,28 @@ def _gpu_driver(matrix, variant, node):
                                 node.driver, gen.last_branch))
         else:
             parts.append("R%d runs %s (%s: %s)" % (branch, sm, gen.name, _window(gen)))
+    for g in node.gpus:
+        product = matrix.node.product_floor(g.name) if matrix.node else None
+        if product is None or product.product in numbers.setdefault("products", {}):
+            continue
+        numbers["products"][product.product] = product.min_driver
+        if versions.driver_tuple(node.driver) >= versions.driver_tuple(product.min_driver):
+            parts.append("%s needs driver ≥ %s, found %s"
+                         % (product.product, product.min_driver, node.driver))
+            continue
+        if product.unconfirmed:
+            status = WARN if status == OK else status
+            unconfirmed.append("%s driver floor" % product.product)
+        else:
+            status = FAIL
+        sources.append(product.source)
+        parts.append("%s (%s) needs driver ≥ %s (a floor NVIDIA documents for this "
+                     "product, inside R%d), found %s"
+                     % (product.product, _who([x for x in node.gpus if x.name == g.name]),
+                        product.min_driver, versions.driver_tuple(product.min_driver)[0],
+                        node.driver))
+        shorts.append("driver %s < %s for %s"
+                      % (node.driver, product.min_driver, product.product))
     return Criterion("gpu_driver", status, "; ".join(parts), numbers, tuple(unconfirmed),
                      " | ".join(dict.fromkeys(sources)), "; ".join(shorts))
 
@@ -470,12 +559,24 @@ def working_builds(matrix, release, patch, node, exclude=None):
 
 
 def suggest(matrix, node, limit=5):
-    """The newest release series' best working build each, newest first."""
+    """The newest release series' best working build each, newest first. Each build is
+    the patch pip would install from that build's index (``==SERIES.*`` through
+    resolve.py: a 3.13t node gets 2.12.0, whose cp313t wheels 2.12.1 lacks)."""
     out = []
     for release in sorted(matrix.releases, key=lambda r: Version(r.series), reverse=True):
-        found = working_builds(matrix, release, release.newest_patch, node)
-        if found:
-            out.append(found[0])
+        spec = SpecifierSet("==%s.*" % release.series)
+        for v in _candidate_variants(release, cpu_first=not node.gpus):
+            if node.gpus and not v.cuda:
+                continue
+            index = PYPI if v.name == release.default_variant else v.name
+            found = resolve_mod.resolve(matrix, spec, (index,), node)
+            if found is None or found.chosen is None:
+                continue
+            answer = evaluate(matrix, release, Build(found.chosen.patch, v.name,
+                                                     index == PYPI), node)
+            if answer.works:
+                out.append(answer)
+                break
         if len(out) >= limit:
             break
     return out

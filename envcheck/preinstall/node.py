@@ -64,7 +64,8 @@ def parse_gpu(text):
     """'sm_80', 'sm80', '80' or '8.0' → 'sm_80'; UsageError otherwise."""
     m = _SM.match(str(text).strip())
     if not m:
-        raise UsageError("--gpu %r: give a compute capability like sm_80 or 8.0" % text)
+        raise UsageError("--gpu %r: give a compute capability like sm_80 or 8.0, or a GPU "
+                         "name like \"NVIDIA B200\"" % text)
     if m.group(1):
         return "sm_%s%s%s" % (int(m.group(1)), m.group(2), m.group(3).lower())
     return "sm_%d%s" % (int(m.group(4)), m.group(5))
@@ -84,12 +85,11 @@ def _capability(resolve_name):
     return resolve
 
 
-def read(python_version=None, driver=None, gpus=(), nvidia_smi_exe="nvidia-smi",
-         glibc=None, resolve_name=None):
-    """This node with the given overrides; UsageError when nvidia-smi is broken.
-    resolve_name(name) -> "sm_80": the matrix's GPU name table, for drivers whose
-    nvidia-smi cannot report compute capability."""
-    given, notes = [], []
+def host(python_version=None, glibc=None):
+    """This node without its GPUs: Python, OS, arch and glibc, with the overrides. All
+    that pip's choice of a wheel (and a requirement's markers) depends on, read without
+    asking NVML or nvidia-smi."""
+    given = []
     if python_version:
         try:
             python = python_full = versions.python_series(python_version)
@@ -98,15 +98,6 @@ def read(python_version=None, driver=None, gpus=(), nvidia_smi_exe="nvidia-smi",
         given.append("python")
     else:
         python, python_full = _this_python()
-    if driver:
-        try:
-            versions.driver_tuple(driver)
-        except ValueError as exc:
-            raise UsageError("--driver: %s" % exc) from None
-        given.append("driver")
-    node_gpus = tuple(NodeGpu(i, "--gpu", parse_gpu(g)) for i, g in enumerate(gpus))
-    if gpus:
-        given.append("gpus")
     if glibc:
         try:
             versions.driver_tuple(glibc)
@@ -115,6 +106,41 @@ def read(python_version=None, driver=None, gpus=(), nvidia_smi_exe="nvidia-smi",
         except ValueError:
             raise UsageError("--glibc %r: give a glibc version like 2.17" % glibc) from None
         given.append("glibc")
+    return Node(python, python_full, platform.system(), platform.machine(),
+                glibc.strip() if glibc else _glibc(), None, (), tuple(given))
+
+
+def marker_environment(node):
+    """The environment markers of a requirement see on this node (PEP 508 names, for
+    packaging.markers.Marker.evaluate): its Python, OS and arch, not envcheck's own."""
+    series = node.python.rstrip("t")
+    full = node.python_full.rstrip("t")
+    if full.count(".") < 2:
+        full += ".0"  # --python-version 3.13 plans for 3.13.0
+    return {"python_version": series, "python_full_version": full,
+            "implementation_name": "cpython", "implementation_version": full,
+            "platform_python_implementation": "CPython",
+            "sys_platform": node.platform or node.system.lower(),
+            "platform_system": node.system, "platform_machine": node.machine,
+            "os_name": "nt" if node.system == "Windows" else "posix"}
+
+
+def read(python_version=None, driver=None, gpus=(), nvidia_smi_exe="nvidia-smi",
+         glibc=None, resolve_name=None):
+    """This node with the given overrides; UsageError when nvidia-smi is broken.
+    resolve_name(name) -> "sm_80": the matrix's GPU name table, for drivers whose
+    nvidia-smi cannot report compute capability (and for ``--gpu "NVIDIA B200"``)."""
+    base = host(python_version, glibc)
+    given, notes = list(base.given), []
+    if driver:
+        try:
+            versions.driver_tuple(driver)
+        except ValueError as exc:
+            raise UsageError("--driver: %s" % exc) from None
+        given.append("driver")
+    node_gpus = tuple(_given_gpu(i, g, resolve_name) for i, g in enumerate(gpus))
+    if gpus:
+        given.append("gpus")
     if not (driver and gpus):
         try:
             found = discovery.discover(_capability(resolve_name), nvidia_smi_exe)
@@ -141,7 +167,18 @@ def read(python_version=None, driver=None, gpus=(), nvidia_smi_exe="nvidia-smi",
                              "the GPU's name (matrix/gpus.toml)" % found.gpus[0].driver)
         if not driver:
             driver = found.gpus[0].driver if found.gpus else None
-    return Node(python, python_full, platform.system(), platform.machine(),
-                glibc.strip() if glibc else _glibc(), driver, node_gpus, tuple(given),
-                tuple(notes))
+    return dataclasses.replace(base, driver=driver, gpus=node_gpus, given=tuple(given),
+                               notes=tuple(notes))
 
+
+def _given_gpu(index, text, resolve_name):
+    """--gpu sm_80 / 8.0, or a product name as nvidia-smi prints it ("NVIDIA B200"),
+    whose compute capability comes from the matrix's GPU name table."""
+    try:
+        return NodeGpu(index, "--gpu", parse_gpu(text))
+    except UsageError:
+        sm = resolve_name(text) if resolve_name and re.search(r"[A-Za-z]{1,}\s*\d", text) \
+            else None
+        if not sm:
+            raise
+        return NodeGpu(index, str(text).strip(), sm)

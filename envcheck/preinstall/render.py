@@ -93,6 +93,9 @@ def _within(lines, width):
         indent = " " * (len(line) - len(line.lstrip()) + 2)
         at = line.find(PIP)
         head, command = (line[:at].rstrip(), line[at:].strip()) if at >= 0 else (line, "")
+        if "  [" in command:  # '  [6 known issues]' after it: beside the build instead
+            command, tail = command.split("  [", 1)
+            head += "  [" + tail
         if head.strip():
             out += textwrap.wrap(head, width, subsequent_indent=indent,
                                  break_on_hyphens=False, break_long_words=False) or [head]
@@ -183,7 +186,7 @@ def _suggestion_lines(result, width):
         failing = {c for e in s.known_issues for c in e.checks}
         issues = "  [%d known issue%s]" % (len(failing), "" if len(failing) == 1
                                            else "s") if failing else ""
-        out.append("  %-18s%s  %s" % (s.build.name, issues, s.build.pip))
+        out.append("  %-18s %s%s" % (s.build.name, s.build.pip, issues))
         if extra:
             out += textwrap.wrap(extra.strip(), width - 8, initial_indent="      ",
                                  subsequent_indent="      ")
@@ -213,6 +216,7 @@ def to_json(result):
             "python_releases": result.python_releases,
             "cpu_instead": None if result.cpu_instead is None else
             {"build": result.cpu_instead.name, "pip": result.cpu_instead.pip},
+            "resolution": result.resolution.to_dict() if result.resolution else None,
             "matrix": result.matrix_files, "exit_code": int(result.exit_code),
             "seconds": result.seconds}
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -22,7 +22,7 @@ import signal
 import sys
 import uuid
 
-from . import spawn
+from . import interrupts, spawn
 from ..core import lifetime
 
 
@@ -83,10 +83,9 @@ class Workspace:
 
 def _stop(signum, frame):
     # SIGTERM or SIGHUP while the run is planned: unwind, so that the head start is
-    # stopped and its directory removed (the default action would leave the directory).
-    os.write(2, b"envcheck: stopped by %s before any rank started\n"
-             % signal.Signals(signum).name.encode())
-    raise SystemExit(128 + signum)
+    # stopped and its directory removed (the default action would leave the directory);
+    # not from inside an import (see run/interrupts.py).
+    interrupts.handler(signum, frame)
 
 
 class HeadStart:
@@ -124,17 +123,18 @@ class HeadStart:
 
     def close(self):
         """Stop it, unless an attempt took it (which then cleans up after itself)."""
-        self._restore()
-        if self.taken:
-            return
-        self.taken = True
-        if self.zygote is not None:
-            self.zygote.kill()
-        for fd in (self.read_end, self.lifeline):
-            if fd is not None:
-                os.close(fd)
-        if self.workspace is not None:
-            self.workspace.close()
+        with interrupts.held():  # all of it, or a second close would find it taken
+            self._restore()
+            if self.taken:
+                return
+            self.taken = True
+            if self.zygote is not None:
+                self.zygote.kill()
+            for fd in (self.read_end, self.lifeline):
+                if fd is not None:
+                    os.close(fd)
+            if self.workspace is not None:
+                self.workspace.close()
 
     def _restore(self):
         for sig, handler in self._previous.items():
@@ -164,11 +164,15 @@ def begin(args):
     cannot be made is a run planned first, as without one."""
     if not wanted(args):
         return None
-    try:
-        head = HeadStart(sys.executable)
-    except Exception:  # noqa: BLE001 - e.g. no temporary directory: planning says why
-        return None
-    if head.zygote is None:
-        head.close()
-        return None
-    return head
+    # A signal meanwhile is acted on once the caller holds the head start (see
+    # run/interrupts.py): raised between making the run's directory or zygote and
+    # recording it, it would leave them behind.
+    with interrupts.held():
+        try:
+            head = HeadStart(sys.executable)
+        except Exception:  # noqa: BLE001 - e.g. no temporary directory: planning says why
+            return None
+        if head.zygote is None:
+            head.close()
+            return None
+        return head

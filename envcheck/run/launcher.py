@@ -146,10 +146,17 @@ def _abort(per_rank, stacks, world, timeout):
             info[rank]["stderr_tail"] = "no records from rank %d: copy its node's --out " \
                                         "directory here, or use a shared --out" % rank
     waited = None
-    if hangs:
+    # The earliest failure is the root: ranks whose init_process_group failed leave
+    # their peers waiting in theirs until the deadline (a peer host with a wrong
+    # GLOO_SOCKET_IFNAME): those hangs are consequences.
+    failed = [(rec["time"], r) for r in unfinished for rec in per_rank.get(r, [])
+              if rec["t"] == "setup" and rec.get("outcome") == "failed"]
+    for r, h in hangs:
+        info[r]["phase"], info[r]["check"] = _phase_of_hang(h)
+    if failed:
+        kind, rank = "setup_failed", min(failed)[1]
+    elif hangs:
         kind = "hang"
-        for r, h in hangs:
-            info[r]["phase"], info[r]["check"] = _phase_of_hang(h)
         # A rank's watchdog writes its hang record at its deadline (plus a grace when it
         # waits in a collective): the record's time is that deadline. A rank that left
         # no hang record either was torn down first (its SIGTERM stack shows where) or
@@ -167,18 +174,13 @@ def _abort(per_rank, stacks, world, timeout):
             last = max(rec["time"] for recs in per_rank.values() for rec in recs)
             waited = max(0.0, last - replay(per_rank[rank]).started)
     else:
-        failed = [(rec["time"], r) for r in unfinished for rec in per_rank.get(r, [])
-                  if rec["t"] == "setup" and rec.get("outcome") == "failed"]
-        if failed:
-            kind, rank = "setup_failed", min(failed)[1]
-        else:
-            kind = "crash"
-            # Torn-down ranks dumped their stacks on SIGTERM, and a rank whose final
-            # barrier failed reacted to a peer; the one that died did neither.
-            rank = blame.crash_root([blame.Casualty(
-                r, r in stacks or any(x["t"] == "teardown" for x in per_rank.get(r, [])),
-                per_rank[r][-1]["time"] if per_rank.get(r) else float("inf"))
-                for r in unfinished])
+        kind = "crash"
+        # Torn-down ranks dumped their stacks on SIGTERM, and a rank whose final
+        # barrier failed reacted to a peer; the one that died did neither.
+        rank = blame.crash_root([blame.Casualty(
+            r, r in stacks or any(x["t"] == "teardown" for x in per_rank.get(r, [])),
+            per_rank[r][-1]["time"] if per_rank.get(r) else float("inf"))
+            for r in unfinished])
     return Abort(kind, rank, info[rank]["phase"], info, waited_s=waited)
 
 

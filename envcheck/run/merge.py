@@ -45,7 +45,14 @@ def _abort_entry(abort, rank, info, timeout):
     if info.get("stopped"):
         entry["where"] = {"at": None, "waiting_in": None, "stopped": True}
     if kind == "hang":
-        if rank == abort.root_rank:
+        if rank == abort.root_rank and abort.waiting:  # a rank that never started
+            entry["seconds"] = abort.waited_s
+            entry["detail"] = ("rank %d: no progress for %.1f s in %s; %s waited for it at "
+                               "the rendezvous past the timeout (%g s)%s" % (
+                                   rank, abort.waited_s or 0, where, rank_set(abort.waiting),
+                                   abort.limit_s or timeout,
+                                   _location(entry["where"], "; ")))
+        elif rank == abort.root_rank:
             entry["seconds"] = abort.waited_s
             limit = abort.limit_s or timeout
             entry["detail"] = "rank %d: no progress for %.1f s (%s %g s) in %s%s" % (
@@ -77,8 +84,8 @@ def _location(where, lead):
     if not where:
         return ""
     if where.get("stopped"):
-        return ("%sstopped (state T: SIGSTOP, Ctrl-Z or a debugger), so it showed no stack; "
-                "resume it with kill -CONT PID" % lead.replace("it was ", "it is "))
+        return ("%sstopped (state T: SIGSTOP, Ctrl-Z or a debugger), so it showed no stack "
+                "and was killed at once (SIGKILL)" % lead)
     if where.get("waiting_in"):
         return "%swaiting in %s (%s)" % (lead, where["waiting_in"], where["at"])
     return "%sat %s" % (lead, where["at"])

@@ -35,7 +35,7 @@ import socket
 import subprocess
 import time
 
-from . import headstart, spawn
+from . import headstart, interrupts, spawn
 from ..core import blame, lifetime, plan as plan_mod
 from ..core.attempt import Abort, Attempt
 from ..core.outcomes import RankExit
@@ -57,7 +57,9 @@ class Signals:
     """SIGINT / SIGTERM / SIGHUP while ranks run: noted, acted on at a safe point."""
 
     def __init__(self):
-        self.signum = None
+        # One that came before (its exception swallowed, see run/interrupts.py): the run
+        # is interrupted before any rank starts.
+        self.signum = interrupts.noted
         self._previous = {}
 
     def _note(self, signum, frame):
@@ -337,18 +339,27 @@ class _AttemptRun:
         alive = [st for st in self.ranks if st.proc.poll() is None]
         stopped = {st.rank for st in alive if _stopped(st.proc.pid)}
         if stacks and alive:
-            self._collect_stacks(alive)
+            self._collect_stacks([st for st in alive if st.rank not in stopped])
         dumps = {st.rank: _tail(stacks_path(self.dir, st.rank), STACK_BYTES)
                  for st in self.ranks} if stacks else {}
-        waited = limit = deadline = None
+        waited = limit = deadline = waiting = None
         if root is None:
             stuck = [st for st in alive if st.tracker.phase != "done"] or alive
-            root = blame.hang_root([blame.Suspect(
+            suspects = [blame.Suspect(
                 st.rank, blame.waiting_in_distributed(dumps.get(st.rank)),
-                self._deadline(st)) for st in stuck])
+                self._deadline(st), st.tracker.phase) for st in stuck]
+            root = blame.hang_root(suspects)
             waited = t0 - self.ranks[root].tracker.started
-            limit = self._limit(self.ranks[root])
-            deadline = time.time() - (time.monotonic() - self._deadline(self.ranks[root]))
+            # The limit that ran out: the root's own, or, for a rank that never started,
+            # that of the ranks waiting for it at the rendezvous.
+            expired = self.ranks[root]
+            if self._deadline(expired) > t0:
+                waiting = blame.waiting_for(suspects, root) or None
+                expired = min((st for st in stuck if self._deadline(st) <= t0),
+                              key=self._deadline, default=expired)
+            limit = self._limit(expired)
+            deadline = time.time() - (time.monotonic() - self._deadline(expired))
+        self._kill_stopped(st for st in alive if st.rank in stopped)
         self.kill_all()
         for st in self.ranks:
             self._read(st)
@@ -367,7 +378,21 @@ class _AttemptRun:
         } for st in self.ranks}
         return Abort(kind, root, self.ranks[root].tracker.phase, ranks, signum=signum,
                      waited_s=waited, limit_s=limit, stop_s=time.monotonic() - t0,
-                     deadline=deadline)
+                     deadline=deadline, waiting=waiting)
+
+    @staticmethod
+    def _kill_stopped(ranks):
+        """SIGKILL at once, for ranks that are stopped (state T): a stopped process runs no
+        handler, so SIGUSR1 (stacks) and SIGTERM would only wait, pending, through the
+        stack wait and the SIGTERM grace. They are not continued (SIGCONT) for a stack
+        first: whoever stopped the rank (a debugger, job control) meant it not to run, a
+        traced one (state t) would not run anyway, and its stack would only show where it
+        was stopped, not why; the report says it was stopped, which is the cause."""
+        for st in ranks:
+            try:
+                os.killpg(st.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def _collect_stacks(self, alive):
         for st in alive:

@@ -4,7 +4,7 @@ reasons, and the nodes whose driver, GPUs, Python or glibc differ from the major
 
 import collections
 import dataclasses
-from typing import Tuple
+from typing import Optional, Tuple
 
 from ..core.outcomes import ExitCode
 from . import hostlist, inputs
@@ -28,12 +28,22 @@ class Outlier:
 
 
 @dataclasses.dataclass(frozen=True)
+class BuildGroup:
+    """Nodes pip gives the same build for the same requirement (check answers)."""
+
+    build: str  # "2.6.0+cu124"
+    hosts: Tuple[str, ...]
+    held_back: Optional[str]  # why not the newest in range: "glibc 2.17 < 2.28"
+
+
+@dataclasses.dataclass(frozen=True)
 class Summary:
     inputs: Tuple[str, ...]
     records: Tuple[inputs.NodeRecord, ...]
     groups: Tuple[Group, ...]
     outliers: Tuple[Outlier, ...]
     problems: Tuple[inputs.Problem, ...]
+    builds: Tuple[BuildGroup, ...] = ()  # only when one range gave nodes different builds
     # what was used, with a word about it (a host that answered twice): not a problem
     notes: Tuple[inputs.Problem, ...] = ()
 
@@ -112,6 +122,23 @@ def _outliers(records):
     return tuple(out)
 
 
+def _builds(records):
+    """Check answers of one requirement grouped by the build pip gives each node, most
+    nodes first; () when they all get the same build (or asked different things)."""
+    checks = [r for r in records if r.kind == "check" and r.facts.get("requirement")]
+    if not checks or len({r.facts["requirement"] for r in checks}) > 1:
+        return ()
+    found = collections.defaultdict(list)
+    for r in checks:
+        found[(r.facts["asked"], r.facts.get("held_back"))].append(r.host)
+    if len({build for build, _ in found}) < 2:
+        return ()
+    groups = [BuildGroup(build, tuple(sorted(hosts, key=hostlist.natural)), why)
+              for (build, why), hosts in found.items()]
+    groups.sort(key=lambda g: (-len(g.hosts), hostlist.natural(g.hosts[0])))
+    return tuple(groups)
+
+
 def summarize(paths):
     """A Summary of every answer under PATHS (files and directories)."""
     files, problems = inputs.files(paths)
@@ -126,4 +153,4 @@ def summarize(paths):
     records = _one_per_host(records, notes)
     records.sort(key=lambda r: r.host)
     return Summary(tuple(paths), tuple(records), _groups(records), _outliers(records),
-                   tuple(problems), tuple(notes))
+                   tuple(problems), _builds(records), tuple(notes))

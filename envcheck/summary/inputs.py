@@ -114,8 +114,20 @@ def _check(path, d):
     facts = {"driver": node.get("driver"), "gpu_model": _gpu_model(names),
              "gpu_count": len(gpus), "python": _series(node.get("python")),
              "glibc": node.get("glibc"),
-             "asked": answer["build"] if answer else "--suggest"}
+             "asked": answer["build"] if answer else "--suggest",
+             "requirement": d.get("requirement"), "held_back": _held_back(d)}
     return [NodeRecord(host, path, "check", status, reasons, facts, d.get("created"))]
+
+
+def _held_back(d):
+    """Why pip gives this node an older build than the newest in range ("glibc 2.17 <
+    2.28"), from the answer's resolution; None when it gets the newest."""
+    res = d.get("resolution") or {}
+    chosen, newest = res.get("chosen"), res.get("newest_in_range")
+    if not chosen or not newest or chosen == newest:
+        return None
+    return "; ".join(dict.fromkeys(s.get("short", "") for s in res.get("skipped") or ())) \
+        or None
 
 
 def _run(path, d):

@@ -40,6 +40,7 @@ def render(summary, width=80):
     asked = sorted({r.facts.get("asked") for r in summary.records})
     if len(asked) == 1:
         out.append("asked: %s" % asked[0])
+    out += _build_lines(summary, width)
     if total:
         out.append("✓ %d of %s will work" % (len(summary.working), _nodes(total)))
     for g in summary.groups[:MAX_GROUPS]:
@@ -54,10 +55,12 @@ def render(summary, width=80):
                      "%s (--format json lists them)"
                      % (_nodes(sum(len(g.hosts) for g in rest)), len(rest),
                         hostlist.compress([h for g in rest for h in g.hosts])), width)
-    if summary.outliers:
+    # the builds pip gives are said above, with why: not again as outliers
+    outliers = [o for o in summary.outliers if not (summary.builds and o.fact == "asked")]
+    if outliers:
         out += ["", "Differ from the majority:"]
-    for fact in dict.fromkeys(o.fact for o in summary.outliers):
-        values = [o for o in summary.outliers if o.fact == fact]
+    for fact in dict.fromkeys(o.fact for o in outliers):
+        values = [o for o in outliers if o.fact == fact]
         if values[0].majority is None:
             out += _wrap("  %s: no majority, %d values on %s" % (
                 LABEL[fact], len(values), _nodes(sum(len(o.hosts) for o in values))),
@@ -83,6 +86,25 @@ def render(summary, width=80):
     return "\n".join(out) + "\n"
 
 
+def _build_lines(summary, width):
+    """asked: torch>=2.4, as pip resolves it per node: the build each group gets."""
+    if not summary.builds:
+        return []
+    total = sum(len(g.hosts) for g in summary.builds)
+    out = ["asked: %s; pip gives:" % summary.records[0].facts.get("requirement")]
+    for g in summary.builds[:MAX_VALUES]:
+        why = " (newer: %s)" % g.held_back if g.held_back else ""
+        hosts = "" if len(g.hosts) * 2 > total else ": %s" % hostlist.listing(g.hosts)
+        out += _wrap("  %s get %s%s%s" % (_nodes(len(g.hosts)), g.build, why, hosts),
+                     width, "      ")
+    rest = summary.builds[MAX_VALUES:]
+    if rest:
+        out += _wrap("  … %s get %d other builds: %s" % (
+            _nodes(sum(len(g.hosts) for g in rest)), len(rest),
+            hostlist.compress([h for g in rest for h in g.hosts])), width, "      ")
+    return out
+
+
 def to_json(summary, created):
     data = {
         "schema_version": SUMMARY_SCHEMA_VERSION, "kind": "envcheck-summary",
@@ -96,6 +118,8 @@ def to_json(summary, created):
                       "majority": o.majority, "majority_count": o.majority_count}
                      for o in summary.outliers],
         "problems": [{"path": p.path, "error": p.error} for p in summary.problems],
+        "builds": [{"build": g.build, "hosts": list(g.hosts), "held_back": g.held_back}
+                   for g in summary.builds],
         "notes": [{"path": p.path, "note": p.error} for p in summary.notes],
         "nodes_detail": [{"host": r.host, "file": r.path, "kind": r.kind, "status": r.status,
                           "reasons": list(r.reasons), "facts": r.facts}

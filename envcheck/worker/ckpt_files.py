@@ -6,6 +6,7 @@ directories are named ``envcheck-ckpt-HOST-PID-*`` and the next run on that host
 those whose process is gone.
 """
 
+import collections
 import contextlib
 import os
 import pickletools
@@ -38,19 +39,54 @@ def sweep_stale(base):
         base, re.compile(r"^%s%s-(\d+)-" % (re.escape(PREFIX), re.escape(_host()))))
 
 
+class DirProblem(collections.namedtuple("DirProblem", "unshared fail message advice")):
+    """Why DCP cannot be tested across these ranks. ``unshared``: the directory is not
+    shared between the hosts, and training would fail the same way; ``fail`` on the ranks
+    that cannot see rank 0's files (the others skip and point at them). Otherwise
+    nothing to test on: a skip."""
+
+
+SHARED_ADVICE = ("put checkpoints on a directory every host mounts (NFS, Lustre, GPFS, a "
+                 "shared volume) and point DCP at it (checkpoint_id=, TorchTitan's "
+                 "checkpoint.folder); test it here with --checkpoint-dir DIR or %s=DIR"
+                 % SHARED_DIR_ENV)
+
+
+def dir_problem(given, base, blind, hosts, rank):
+    """What the DCP checks must say about this directory on ``rank`` (None: test it)."""
+    names = list(dict.fromkeys(hosts))
+    if len(names) > 1 and not given:
+        return DirProblem(False, False, (
+            "DCP across hosts not tested: the ranks are on %d hosts (%s) and no directory "
+            "every host mounts was given; to test it: --checkpoint-dir DIR or %s=DIR, on "
+            "the filesystem training saves to" % (len(names), ", ".join(names),
+                                                  SHARED_DIR_ENV)), None)
+    if blind:
+        if rank not in blind:
+            return DirProblem(True, False, "DCP not run: ranks on other hosts cannot see "
+                              "%s (see the ranks that failed)" % base, None)
+        return DirProblem(True, True, (
+            "cannot see rank 0's files in %s (made on %s): the directory is not shared "
+            "between %s, so torch.distributed.checkpoint.load fails here as in training "
+            "(no .metadata: rank 0 writes it on %s only)" % (
+                base, hosts[0], " and ".join(names), hosts[0])), SHARED_ADVICE)
+    return None
+
+
 @contextlib.contextmanager
 def shared_dir(ctx):
     """One 0700 directory for all ranks: made by rank 0, its path sent to every rank,
     removed by rank 0 after every rank is done with it.
 
-    Yields ``(path, blind)`` where ``blind`` lists the ranks that cannot see it (ranks on
-    other hosts without a shared filesystem).
+    Yields ``(path, problem)``: a ``DirProblem`` when ranks on other hosts cannot see it
+    (it is not shared) or when no shared directory was given for ranks on several hosts.
     """
     import torch.distributed as dist
 
     from .gather import all_gather_ints, all_gather_strings
 
-    base = os.environ.get(SHARED_DIR_ENV) or tempfile.gettempdir()
+    given = os.environ.get(SHARED_DIR_ENV)
+    base = given or tempfile.gettempdir()
     path, error = "", ""
     if ctx.rank == 0:
         try:
@@ -67,9 +103,10 @@ def shared_dir(ctx):
     if error:
         raise OSError(error)
     seen = all_gather_ints(ctx, [1 if os.path.isdir(path) else 0])
+    hosts = all_gather_strings(ctx, ctx.host)
     blind = [r for r, (ok,) in enumerate(seen) if not ok]
     try:
-        yield path, blind
+        yield path, dir_problem(given, base, blind, hosts, ctx.rank)
     finally:
         dist.barrier()
         if ctx.rank == 0:

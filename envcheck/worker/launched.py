@@ -44,19 +44,17 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 from ..core import catalog, plan as plan_mod, records as records_mod
 from ..core.atomic import write_atomic
 from ..core.errors import UsageError
 from ..core.outcomes import RankExit
-from ..core.phases import PhaseTracker
 from ..core.records import MERGED_RECORDS, records_path, stacks_path
-from . import runtime
+from . import relay, runtime, watcher as watcher_mod
+from .ckpt_files import SHARED_DIR_ENV
 
 POLL_S = 0.05
-BACKSTOP_EXTRA_S = 10.0
 
 
 def expand_tasks_per_node(value):
@@ -143,115 +141,6 @@ def _check_writable(path):
         raise UsageError("cannot write %s" % path)
 
 
-def _in_torch_distributed(thread_id):
-    """Is that thread inside torch.distributed (i.e. most likely waiting for a peer)?"""
-    frame = sys._current_frames().get(thread_id)
-    marker = os.sep + os.path.join("torch", "distributed") + os.sep
-    while frame is not None:
-        if marker in frame.f_code.co_filename:
-            return True
-        frame = frame.f_back
-    return False
-
-
-class Watchdog(threading.Thread):
-    """Bounds every phase of this rank by the plan's timeout; see the module docstring."""
-
-    def __init__(self, rank, host, timeout, startup_timeout, stacks_file):
-        super().__init__(name="envcheck-watchdog", daemon=True)
-        self.rank, self.host, self.timeout = rank, host, timeout
-        self.grace = min(5.0, max(1.0, 0.2 * timeout))
-        self.stacks_file = stacks_file
-        self.records = None
-        self._lock = threading.Lock()
-        self._main = threading.main_thread().ident
-        self.tracker = PhaseTracker()
-        self.limit = startup_timeout
-        self._arm()
-
-    def _arm(self):
-        # The C-level timer fires even if a probe holds the GIL and this thread cannot run.
-        faulthandler.dump_traceback_later(self.limit + self.grace + BACKSTOP_EXTRA_S,
-                                          exit=True, file=self.stacks_file)
-
-    def enter(self, phase, limit=None, check=None):
-        """A phase of launcher mode's own (gather, report), past the tracker's."""
-        with self._lock:
-            self.tracker.enter(phase, check=check)
-            self.limit = self.timeout if limit is None else limit
-        self._arm()
-
-    def observe(self, rec):
-        with self._lock:
-            changed = self.tracker.observe(rec)
-            if changed:
-                self.limit = self.timeout
-        if changed:
-            self._arm()
-
-    def run(self):
-        graced = None
-        while True:
-            time.sleep(POLL_S)
-            with self._lock:
-                t = self.tracker
-                phase, check, started, limit = t.phase, t.check, t.started, self.limit
-            waited = time.monotonic() - started
-            if waited <= limit:
-                graced = None
-                continue
-            in_collective = _in_torch_distributed(self._main)
-            if in_collective and graced != started:
-                graced = started
-                with self._lock:
-                    if self.tracker.started == started:
-                        self.limit = limit + self.grace
-                continue
-            self.fire(phase, check, waited, in_collective)
-
-    def fire(self, phase, check, waited, in_collective):
-        where = phase + ("/%s" % check if check else "")
-        line = ("envcheck: rank %d on %s: no progress for %.1f s in %s (timeout %g s)%s; "
-                "Python stacks follow; exiting with code %d\n" % (
-                    self.rank, self.host, waited, where, self.timeout,
-                    ", waiting inside torch.distributed" if in_collective else "", RankExit.HANG))
-        try:
-            if self.records is not None:
-                self.records.write("hang", phase=phase, check=check,
-                                   waited_s=round(waited, 3), timeout=self.timeout,
-                                   host=self.host, in_collective=in_collective)
-            self.stacks_file.write(line)
-            self.stacks_file.flush()
-            faulthandler.dump_traceback(file=self.stacks_file, all_threads=True)
-            sys.stderr.write(line)
-            sys.stderr.flush()
-            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-        finally:
-            os._exit(RankExit.HANG)
-
-
-class WatchedRecords:
-    """The rank's RecordWriter, seen by the watchdog, safe to write from its thread."""
-
-    def __init__(self, writer, watchdog):
-        self._writer = writer
-        self._watchdog = watchdog
-        self._lock = threading.Lock()
-
-    def write(self, kind, **fields):
-        # Bounded wait: a record about a hang must not wait for the hung thread forever.
-        locked = self._lock.acquire(timeout=1.0)
-        try:
-            self._watchdog.observe(dict(fields, t=kind))
-            self._writer.write(kind, **fields)
-        finally:
-            if locked:
-                self._lock.release()
-
-    def close(self):
-        self._writer.close()
-
-
 def gather_records(ctx, path):
     """Every rank's record file, as bytes, on rank 0 (None elsewhere); tensors only."""
     import torch
@@ -309,33 +198,40 @@ def _report_commands(args, merged):
         yield [found] + tail
 
 
-def render_report(args, merged, chunks):
+def render_report(args, records):
     """Rank 0: build and judge the report with envcheck's CLI, as envcheck run would.
 
-    Its exit code is the report's. Where no envcheck with its dependencies can be found,
-    nothing can judge the outcomes against the matrix here: a failed check may well be a
-    known issue (envcheck run would exit 0), so this exits 0 and says how to get the
-    verdict, rather than failing the job on outcomes nobody judged.
+    Returns its exit code, or None where no envcheck with its dependencies can be found
+    (this interpreter lacks them and none is on PATH).
     """
     sys.stdout.flush()
-    for cmd in _report_commands(args, merged):
+    for cmd in _report_commands(args, records):
         try:
             # stdout is this rank's own: on a terminal the screen is fitted to it and
             # coloured, as envcheck run's is (an envcheck that lacks its dependencies
             # fails on import, before it writes any of it)
-            proc = subprocess.run(cmd, stdout=None, stderr=subprocess.PIPE, text=True,
-                                  timeout=300)
+            proc = watcher_mod.run_helper(cmd, 300, stdout=None)
         except (OSError, subprocess.TimeoutExpired):
             continue
         if not _missing_dependencies(proc.stderr):
             sys.stderr.write(proc.stderr)
+            sys.stdout.flush()
             return proc.returncode
-    failed = _failed_checks(chunks)
     print("envcheck: every rank's records are in %s; this interpreter lacks envcheck's "
           "own dependencies, so build the report where envcheck is installed: "
           "envcheck report --records %s --json report.json (its exit code is the verdict)"
-          "%s" % (merged, merged, "; %d check(s) failed, not yet judged against the "
-                  "matrix" % failed if failed else ""), file=sys.stderr)
+          % (records, records), file=sys.stderr)
+    return None
+
+
+def _unjudged(merged, chunks):
+    """No envcheck to judge a good run's outcomes against the matrix: a failed check may
+    well be a known issue (envcheck run would exit 0), so exit 0 and say how many failed,
+    rather than failing the job on outcomes nobody judged."""
+    failed = _failed_checks(chunks)
+    if failed:
+        print("envcheck: %d check(s) failed, not yet judged against the matrix" % failed,
+              file=sys.stderr)
     return RankExit.OK
 
 
@@ -350,6 +246,15 @@ def agent_line(args, identity, host, probes):
             "rank's records: %s" % (host, ranks, world_size, probes, "" if probes == 1 else "s",
                                     ", writes %s" % " and ".join(written) if written else "",
                                     os.path.abspath(args.out)))
+
+
+def _check_checkpoint_dir(path):
+    if not os.path.isdir(path):
+        raise UsageError("--checkpoint-dir %s: no such directory on %s" % (
+            path, runtime.host_name()))
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError("--checkpoint-dir %s: not writable on %s" % (
+            path, runtime.host_name()))
 
 
 def parse_args(argv):
@@ -371,6 +276,10 @@ def parse_args(argv):
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                    help="per probe, and for setup and the final gather [%(default)s]")
     p.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"))
+    p.add_argument("--checkpoint-dir", metavar="DIR",
+                   help="where the DCP checks write their checkpoints: a directory every "
+                        "host mounts, as training's checkpoints need [$%s, else DCP across "
+                        "hosts is not tested]" % SHARED_DIR_ENV)
     p.add_argument("--startup-timeout", type=float, metavar="SECONDS",
                    help="for importing torch before setup [the larger of --timeout and 120]")
     args = p.parse_args(argv)
@@ -381,70 +290,139 @@ def parse_args(argv):
     return args
 
 
+class Job:
+    """One rank of this launched job, as its watcher and its rank both see it."""
+
+    def __init__(self, args, launcher, identity, entries):
+        self.args = args
+        self.launcher = launcher
+        self.rank, self.local_rank, self.world_size, self.local_world_size = identity
+        self.identity = identity
+        self.out = args.out
+        self.timeout = args.timeout
+        self.startup_timeout = (args.startup_timeout
+                                or plan_mod.startup_timeout(args.timeout))
+        self.plan = plan_mod.rank_plan(args.backend, args.timeout, entries)
+        self.run_id = run_id(os.environ)
+        self.host = runtime.host_name()
+        # How long rank 0 waits, after its own bad end, for the other ranks' last words:
+        # they meet their own deadline at about the same time, plus a grace.
+        self.collect_wait = watcher_mod.grace_for(args.timeout) + 5.0
+
+    @property
+    def one_host(self):
+        """Every rank on this host: their files are all here, no store needed."""
+        return self.local_world_size == self.world_size
+
+    def relay(self, collect):
+        return [] if self.one_host else watcher_mod.run_relay(self, collect)
+
+    def report_after_failure(self, collected, silent, code):
+        """Rank 0 after a bad end: the report of every rank the store reached, or of
+        this host's ranks where it was out of reach. Never exits 0: the job failed."""
+        if self.one_host:
+            source = os.path.abspath(self.out)
+        elif silent is None:
+            source = os.path.abspath(self.out)
+            print("envcheck: rank 0 on %s: the job's store is out of reach, so only this "
+                  "host's ranks are in the report; with every host's --out directory "
+                  "copied into one: envcheck report --records DIR" % self.host,
+                  file=sys.stderr)
+        else:
+            source = collected
+            if silent:
+                print("envcheck: %s sent no last word within %.0f s (the host died, or "
+                      "its link is down): the report shows what they sent before" % (
+                          _ranks_on_hosts(collected, silent), self.collect_wait),
+                      file=sys.stderr)
+        reported = render_report(self.args, source)
+        return reported if reported not in (None, RankExit.OK) else (code or 1)
+
+
+def _ranks_on_hosts(directory, ranks):
+    """'rank(s) 2,3 on node2', from the host each rank's records name."""
+    by_host = {}
+    for r in ranks:
+        host = "an unknown host"
+        try:
+            with open(records_path(directory, r), encoding="utf-8", errors="replace") as f:
+                recs, _ = records_mod.parse(f.read())
+            host = next((x["host"] for x in recs if x.get("host")), host)
+        except OSError:
+            pass
+        by_host.setdefault(host, []).append(r)
+    return "; ".join("rank(s) %s on %s" % (",".join(map(str, rs)), h)
+                     for h, rs in by_host.items())
+
+
+def _rank_main(job):
+    """The rank itself (forked by the watcher): start, setup, probes, teardown, gather."""
+    args, rank = job.args, job.rank
+    # Ranks the launcher tears down leave their stacks: where they were waiting.
+    stacks = open(stacks_path(args.out, rank), "a", encoding="utf-8")
+    faulthandler.register(signal.SIGTERM, file=stacks, all_threads=True, chain=True)
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    t0 = time.time()
+    publisher = []
+
+    def watched(writer):
+        writer.write("launch", launcher=job.launcher, run_id=job.run_id,
+                     world_size=job.world_size, local_world_size=job.local_world_size,
+                     plan=plan_mod.summary(job.plan), python=sys.executable,
+                     python_version=platform.python_version(),
+                     master_port=os.environ.get("MASTER_PORT"), started=t0)
+        pub = relay.Publisher(job.run_id, rank, job.world_size, args.out,
+                              relay.hosts_store(os.environ, rank))
+        pub.start()
+        publisher.append(pub)
+        return writer
+
+    ctx = runtime.run_rank(job.plan, args.out, job.identity, wrap=watched)
+    records = ctx.records
+    records.write("gather_start")
+    chunks = gather_records(ctx, records_path(args.out, rank))
+    code = 0
+    if rank != 0 and job.local_rank == 0:
+        # An agent without rank 0 says what its ranks did, and where the report is.
+        print(agent_line(args, job.identity, ctx.host, len(job.plan.get("probes") or ())),
+              flush=True)
+    if rank == 0:
+        merged = os.path.join(os.path.abspath(args.out), MERGED_RECORDS)
+        write_atomic(merged, b"".join(c if c.endswith(b"\n") or not c else c + b"\n"
+                                       for c in chunks))
+        records.write("report_start")
+        code = render_report(args, merged)
+        if code is None:
+            code = _unjudged(merged, chunks)
+    publisher[0].flush()
+    runtime.finish(records, code)
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:
         launcher = export_identity(os.environ)
         entries = plan_entries(args.probe, args.skip, args.probe_path)
         identity = runtime.read_identity()
+        os.makedirs(args.out, exist_ok=True)  # first: --json may be a file in --out
         if identity[0] == 0:
             for path in (args.json, args.junit):
                 if path:
                     _check_writable(path)
-        os.makedirs(args.out, exist_ok=True)
+        if args.checkpoint_dir:
+            _check_checkpoint_dir(args.checkpoint_dir)
+            os.environ[SHARED_DIR_ENV] = args.checkpoint_dir
     except (UsageError, OSError) as exc:
         print("envcheck: error: %s" % exc, file=sys.stderr)
         sys.exit(RankExit.USAGE)
-    rank = identity[0]
-    plan = plan_mod.rank_plan(args.backend, args.timeout, entries)
-    try:
-        os.remove(records_path(args.out, rank))  # a previous job's, in a reused --out
-    except FileNotFoundError:
-        pass
-    # Append mode: runtime.start truncates this file when it opens it for SIGUSR1, and
-    # whatever this handle writes afterwards lands at the end, not over that.
-    stacks = open(stacks_path(args.out, rank), "a", encoding="utf-8")
-    watchdog = Watchdog(rank, runtime.host_name(), args.timeout,
-                        args.startup_timeout or plan_mod.startup_timeout(args.timeout), stacks)
-    watchdog.start()
-    t0 = time.time()
-
-    def watched(writer):
-        # Ranks the launcher tears down leave their stacks: where they were waiting.
-        faulthandler.register(signal.SIGTERM, file=stacks, all_threads=True, chain=True)
-        records = WatchedRecords(writer, watchdog)
-        watchdog.records = records
-        records.write("launch", launcher=launcher, run_id=run_id(os.environ),
-                      world_size=identity[2], local_world_size=identity[3],
-                      plan=plan_mod.summary(plan), python=sys.executable,
-                      python_version=platform.python_version(),
-                      master_port=os.environ.get("MASTER_PORT"), started=t0)
-        return records
-
-    def peer_died_after_its_last_probe():
-        # That peer is the root cause. Give the launcher time to see its exit first and
-        # tear this rank down, so torchrun's "first observed failure" names the right rank.
-        time.sleep(watchdog.grace)
-        faulthandler.cancel_dump_traceback_later()
-
-    ctx = runtime.run_rank(plan, args.out, identity, wrap=watched,
-                           on_teardown_failed=peer_died_after_its_last_probe)
-    records = ctx.records
-    watchdog.enter("gather", check="gather_records")
-    chunks = gather_records(ctx, records_path(args.out, rank))
-    code = 0
-    if rank != 0 and identity[1] == 0:
-        # An agent without rank 0 says what its ranks did, and where the report is.
-        print(agent_line(args, identity, ctx.host, len(plan.get("probes") or ())),
-              flush=True)
-    if rank == 0:
-        merged = os.path.join(os.path.abspath(args.out), MERGED_RECORDS)
-        write_atomic(merged, b"".join(c if c.endswith(b"\n") or not c else c + b"\n"
-                                       for c in chunks))
-        watchdog.enter("report", limit=300.0)
-        code = render_report(args, merged, chunks)
-    faulthandler.cancel_dump_traceback_later()
-    runtime.finish(records, code)
+    job = Job(args, launcher, identity, entries)
+    for stale in (records_path(args.out, job.rank), stacks_path(args.out, job.rank)):
+        try:
+            os.remove(stale)  # a previous job's, in a reused --out
+        except FileNotFoundError:
+            pass
+    pid = watcher_mod.fork_rank(lambda: _rank_main(job))
+    sys.exit(watcher_mod.Watcher(pid, job).run())
 
 
 if __name__ == "__main__":

@@ -39,7 +39,8 @@ import sys
 import time
 import traceback
 
-PR_SET_PDEATHSIG = 1
+from ..core import lifetime
+
 
 
 def _preload(probes):
@@ -95,19 +96,6 @@ def _child(rank, spec):
             os._exit(code)
 
 
-def _die_with_parent(parent):
-    """SIGKILL when the supervisor dies (Linux); its forked ranks do not inherit this
-    (they have the lifeline)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # it died before the prctl took effect
-        os._exit(1)
-
-
 def _orders():
     """The supervisor's orders on stdin, one JSON object per line, until end of file."""
     for line in sys.stdin:
@@ -119,7 +107,7 @@ def _orders():
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0].isdigit():
-        _die_with_parent(int(argv[0]))
+        lifetime.die_with_parent(int(argv[0]))
     t0 = time.monotonic()
     import torch  # noqa: F401 - the one import of the attempt, timed
 

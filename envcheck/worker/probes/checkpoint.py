@@ -66,7 +66,7 @@ def probe_checkpoint(ctx):
     from ..dcp_api import Dcp, DcpBroken, DcpMissing
 
     subject = _Subject(ctx, torch)
-    with ctx.private_tmpdir(prefix=own_prefix()) as mine, shared_dir(ctx) as (shared, blind):
+    with ctx.private_tmpdir(prefix=own_prefix()) as mine, shared_dir(ctx) as (shared, problem):
         files = []
         _save_load(ctx, subject, mine, files, torch)
         _weights_only(ctx, subject, mine, torch)
@@ -81,21 +81,25 @@ def probe_checkpoint(ctx):
             # It fails the first DCP check (the user's DCP code breaks the same way);
             # the later ones are skipped as for a torch without DCP.
             dcp, dcp_broken, dcp_skip = None, exc, str(exc)
-        if not dcp_skip and blind:
-            dcp_skip = ("rank(s) %s cannot see rank 0's directory %s: DCP needs a directory "
-                        "every rank can reach; set ENVCHECK_CHECKPOINT_DIR to a shared "
-                        "filesystem" % (",".join(map(str, blind)), shared))
+        unshared = None
+        if not dcp_skip and problem:
+            dcp_skip = problem.message
+            unshared = problem if problem.unshared else None
         # Checked before any DCP call: DCP fails on one rank and strands the others.
         gate = (None, []) if dcp_skip else dcp_checks.object_collectives(ctx, dist)
         saved = None
         with ctx.check("dcp_save_load") as c:
             if dcp_broken is not None:
                 raise dcp_broken
+            if unshared is not None and unshared.fail:
+                c.fail(unshared.message, advice=unshared.advice)
             saved = dcp_checks.save_load(ctx, c, subject, dcp, dcp_skip, gate, shared, files,
                                          torch)
         saved = dcp_checks.agreed(ctx, saved)
         # The full reason is on dcp_save_load; the checks after it point there.
-        broken = ("torch.distributed.checkpoint is not usable here: see "
+        broken = ("DCP's directory is not shared between the hosts: see "
+                  "checkpoint.dcp_save_load" if unshared else
+                  "torch.distributed.checkpoint is not usable here: see "
                   "checkpoint.dcp_save_load" if dcp_skip else
                   "DCP does not work here: see checkpoint.dcp_save_load" if gate[1] else None)
         on_model = broken or subject.skip or (

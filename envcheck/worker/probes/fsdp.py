@@ -69,11 +69,9 @@ def probe_fsdp(ctx):
         fsdp, dcp = Fsdp(torch), Dcp(torch)
     except (FsdpMissing, DcpMissing) as exc:
         missing = missing or str(exc)
-    with shared_dir(ctx) as (shared, blind):
-        if not missing and blind:
-            missing = ("rank(s) %s cannot see rank 0's directory %s: DCP needs a directory "
-                       "every rank can reach; set ENVCHECK_CHECKPOINT_DIR to a shared "
-                       "filesystem" % (",".join(map(str, blind)), shared))
+    with shared_dir(ctx) as (shared, problem):
+        # A directory DCP cannot use leaves the train step to test; the rest is DCP.
+        unshared = problem if problem and problem.unshared and not missing else None
         gate = (None, []) if missing else dcp_checks.object_collectives(ctx, dist)
         if not missing and gate[1]:
             missing = ("DCP cannot exchange its plans here: dist.all_gather_object fails on "
@@ -90,7 +88,12 @@ def probe_fsdp(ctx):
         after = missing or (None if trained else
                             "FSDP2 did not take a step here: see fsdp.train_step")
         with ctx.check("save_load") as c:
-            run.save_load(c, after)
+            if unshared and unshared.fail and not after:
+                c.fail(unshared.message, advice=unshared.advice)
+            run.save_load(c, after or (problem.message if problem else None))
+        if problem and not after:
+            after = ("DCP's directory is not shared between the hosts: see fsdp.save_load"
+                     if unshared else problem.message)
         with ctx.check("subgroup") as c:
             run.subgroup(c, after)
         with ctx.check("hsdp") as c:

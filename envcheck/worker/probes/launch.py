@@ -65,31 +65,79 @@ def _env(ctx, c):
     c.detail = "rank %d/%d, local rank %d/%d" % (rank, world, local_rank, local_world)
 
 
+MAPPING_ADVICE = ("every host must run LOCAL_WORLD_SIZE ranks with local ranks "
+                  "0..LOCAL_WORLD_SIZE-1; check the launcher's --nproc-per-node and --nnodes")
+# Open-Sora-Plan's fix for the seed: the device index comes from LOCAL_RANK.
+LOCAL_FROM_GLOBAL_ADVICE = (
+    "take the local rank from the launcher, never from the global rank: local_rank = "
+    "int(os.environ['LOCAL_RANK']) (srun: SLURM_LOCALID), then "
+    "torch.cuda.set_device(local_rank) and device = f'cuda:{local_rank}'; RANK equals "
+    "LOCAL_RANK only on the first node")
+
+
+def _group_rank():
+    value = os.environ.get("GROUP_RANK")
+    return int(value) if value not in (None, "") and value.strip().isdigit() else -1
+
+
 def _rank_mapping(ctx, c):
     from ..gather import all_gather_ints, all_gather_strings
 
-    c.advice = ("every host must run LOCAL_WORLD_SIZE ranks with local ranks "
-                "0..LOCAL_WORLD_SIZE-1; check the launcher's --nproc-per-node "
-                "and --nnodes")
+    c.advice = MAPPING_ADVICE
     hosts = all_gather_strings(ctx, ctx.host)
-    ids = all_gather_ints(ctx, [ctx.rank, ctx.local_rank, ctx.local_world_size])
+    ids = all_gather_ints(ctx, [ctx.rank, ctx.local_rank, ctx.local_world_size,
+                                _group_rank()])
     problems = []
-    if sorted(r for r, _, _ in ids) != list(range(ctx.world_size)):
+    if sorted(i[0] for i in ids) != list(range(ctx.world_size)):
         problems.append("ranks are %s, expected 0..%d"
-                        % (sorted(r for r, _, _ in ids), ctx.world_size - 1))
-    for host in sorted(set(hosts)):
+                        % (sorted(i[0] for i in ids), ctx.world_size - 1))
+    names = list(dict.fromkeys(hosts))
+    groups = {}
+    for host in names:
         on_host = [ids[i] for i, h in enumerate(hosts) if h == host]
-        local = sorted(lr for _, lr, _ in on_host)
-        sizes = sorted(set(lws for _, _, lws in on_host))
+        local = sorted(i[1] for i in on_host)
+        sizes = sorted(set(i[2] for i in on_host))
         if local != list(range(len(on_host))):
-            problems.append("host %s has local ranks %s for %d ranks"
-                            % (host, local, len(on_host)))
+            if host != names[0] and local == sorted(i[0] for i in on_host):
+                # LOCAL_RANK == RANK on a later host: the seed's mistake, at launch
+                problems.append("host %s has LOCAL_RANK = RANK (%s): its local ranks "
+                                "come from the global rank" % (host, local))
+                c.advice = LOCAL_FROM_GLOBAL_ADVICE
+            else:
+                problems.append("host %s has local ranks %s for %d ranks"
+                                % (host, local, len(on_host)))
         if sizes != [len(on_host)]:
             problems.append("host %s runs %d ranks but they were told "
                             "LOCAL_WORLD_SIZE=%s" % (host, len(on_host), sizes))
+        groups[host] = sorted(set(i[3] for i in on_host))
+    problems += _group_problems(groups, names, hosts, ids)
     if problems:
         c.fail("; ".join(problems))
-    c.detail = "%d ranks on %d host(s)" % (ctx.world_size, len(set(hosts)))
+    c.detail = "%d ranks on %d host(s)" % (ctx.world_size, len(names))
+
+
+def _group_problems(groups, names, hosts, ids):
+    """GROUP_RANK (torchrun's node rank; srun's SLURM_NODEID): one per host, a different
+    one on each, and under torchrun RANK = GROUP_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK, as
+    it assigns ranks (srun may deal them out cyclically). Not checked where no launcher
+    set it."""
+    if any(g == [-1] for g in groups.values()):
+        return []
+    problems = ["host %s was told GROUP_RANK=%s" % (h, g) for h, g in groups.items()
+                if len(g) > 1]
+    seen = [g[0] for g in groups.values() if len(g) == 1]
+    if len(set(seen)) != len(seen):
+        problems.append("hosts share a GROUP_RANK: %s" % ", ".join(
+            "%s=%d" % (h, g[0]) for h, g in groups.items()))
+    sizes = set(i[2] for i in ids)
+    if not problems and len(sizes) == 1 and os.environ.get("ENVCHECK_LAUNCHER") == "torchrun":
+        size = sizes.pop()
+        off = ["rank %d on %s" % (r, hosts[n]) for n, (r, lr, _, g) in enumerate(ids)
+               if r != g * size + lr]
+        if off:
+            problems.append("%s: RANK != GROUP_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK"
+                            % ", ".join(off[:4]))
+    return problems
 
 
 def _device(ctx, c):

@@ -1,0 +1,282 @@
+"""Launcher mode's watcher: a process beside each rank that bounds it and reports for it.
+
+torchrun or srun start ``python -m envcheck.worker.launched``; that process forks the
+rank and stays behind as its *watcher*. A thread inside the rank cannot do this job: a
+rank stuck in C++ (gloo's or NCCL's init, a collective) may hold the GIL, and then no
+thread of its own runs (seen on torch 2.13 with gloo: the rendezvous wait ended only at
+faulthandler's last-resort timer). A process of its own always runs. The watcher never
+imports torch.
+
+- **Timeouts.** It follows the rank's record file with the one phase tracker
+  (``core.phases``). Past the plan's timeout in a phase it asks the rank for its stacks
+  (SIGUSR1: faulthandler dumps them from C, GIL or not), and when the rank's main thread
+  waits inside torch.distributed (for a peer) it grants one grace: the peer that is
+  really stuck should be the one that reports. Then it writes the ``hang`` record, kills
+  the rank and exits with ``RankExit.HANG`` (124).
+- **The launcher's teardown** (SIGTERM, SIGINT, SIGHUP): passed on to the rank, which
+  dumps its stacks on SIGTERM (``launched``) and dies; the watcher then does what it does
+  for any bad end, below, before it exits, well inside torch elastic's 30 s grace.
+- **A bad end** (setup failed, a crash, a hang, a teardown): it starts
+  ``envcheck.worker.relay``, which sends what the rank could not (the ``hang`` record,
+  the stacks) to the job's store and, on rank 0, collects every rank's records from it.
+  Rank 0 then prints the judged report, hosts by name; a host without rank 0 prints one
+  line that says where its records are and how to build the report from them.
+- **Stopped ranks** (state T) cannot dump stacks or handle a signal: killed at once.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+
+from ..core import blame, lifetime
+from ..core.outcomes import RankExit
+from ..core.phases import PhaseTracker
+from ..core.records import RecordTail, RecordWriter, records_path, stacks_path
+
+POLL_S = 0.05
+STACKS_WAIT_S = 1.0  # for a rank's faulthandler to finish writing its dump
+TERM_WAIT_S = 2.0  # for a rank told to stop (SIGTERM) before it is killed
+REPORT_LIMIT_S = 300.0
+COLLECTED = "collected"  # rank 0: every rank's files from the store, under --out
+
+
+def grace_for(timeout):
+    return min(5.0, max(1.0, 0.2 * timeout))
+
+
+def _stopped(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
+def _read_from(path, offset):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            f.seek(offset)
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+class Watcher:
+    """One rank's watcher; ``run()`` returns the exit code for the launcher."""
+
+    def __init__(self, pid, job):
+        self.pid = pid
+        self.job = job  # launched.Job: rank, out, timeouts, run id, host, ...
+        self.tail = RecordTail(records_path(job.out, job.rank))
+        self.stacks = stacks_path(job.out, job.rank)
+        self.tracker = PhaseTracker()
+        self.limit = job.startup_timeout
+        self.graced = None
+        self.exit_status = None
+        self.signum = None
+
+    # -- signals: flags only, acted on in the loop -------------------------------------
+    def _on_signal(self, signum, frame):
+        self.signum = self.signum or signum
+
+    def install(self):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_signal)
+
+    # -- the loop ------------------------------------------------------------------------
+    def _reap(self, block=False):
+        if self.exit_status is not None:
+            return True
+        try:
+            pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            self.exit_status = 0
+            return True
+        if pid == 0:
+            return False
+        self.exit_status = status
+        return True
+
+    def _follow(self):
+        for rec in self.tail.poll():
+            if self.tracker.observe(rec):
+                self.limit = self._limit_of(self.tracker.phase)
+                self.graced = None
+
+    def _limit_of(self, phase):
+        return REPORT_LIMIT_S if phase == "report" else self.job.timeout
+
+    def run(self):
+        self.install()
+        while True:
+            self._follow()
+            if self._reap():
+                self._follow()
+                return self._ended()
+            if self.signum is not None:
+                return self._torn_down()
+            waited = time.monotonic() - self.tracker.started
+            if waited > self.limit:
+                verdict = self._deadline(waited)
+                if verdict is not None:
+                    return verdict
+            time.sleep(POLL_S)
+
+    def _deadline(self, waited):
+        """Past the limit: a grace for a rank waiting on a peer, else the hang."""
+        if _stopped(self.pid):
+            return self._hang(waited, in_collective=False, dump="", stopped=True)
+        dump = self._ask_stacks()
+        if self._reap():  # it ended while we asked
+            return None
+        in_collective = blame.waiting_in_distributed(dump)
+        if in_collective and self.graced != self.tracker.started:
+            self.graced = self.tracker.started
+            self.limit += grace_for(self.job.timeout)
+            return None
+        return self._hang(waited, in_collective, dump)
+
+    def _ask_stacks(self):
+        before = _size(self.stacks)
+        try:
+            os.kill(self.pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            return ""
+        deadline = time.monotonic() + STACKS_WAIT_S
+        last = -1
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            size = _size(self.stacks)
+            if size > before and size == last:
+                break  # it stopped growing: the dump is whole
+            last = size
+        return _read_from(self.stacks, before)
+
+    def _hang(self, waited, in_collective, dump, stopped=False):
+        job, t = self.job, self.tracker
+        where = t.phase + ("/%s" % t.check if t.check else "")
+        why = ", stopped (state T): killed at once" if stopped else (
+            ", waiting inside torch.distributed" if in_collective else "")
+        line = ("envcheck: rank %d on %s: no progress for %.1f s in %s (timeout %g s)%s; "
+                "exiting with code %d\n" % (job.rank, job.host, waited, where, job.timeout,
+                                            why, RankExit.HANG))
+        self._kill()
+        writer = RecordWriter(records_path(job.out, job.rank), job.rank)
+        writer.write("hang", phase=t.phase, check=t.check, waited_s=round(waited, 3),
+                     timeout=job.timeout, host=job.host, in_collective=in_collective,
+                     stopped=stopped)
+        writer.close()
+        with open(self.stacks, "a", encoding="utf-8") as f:
+            f.write(line)
+        sys.stderr.write(line + (dump if dump.strip() else ""))
+        sys.stderr.flush()
+        return self._bad_end(RankExit.HANG)
+
+    def _kill(self):
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self._reap(block=True)
+
+    def _torn_down(self):
+        """The launcher stops the job: the rank dumps its stacks on SIGTERM and goes."""
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # finish the report; elastic waits 30 s
+        if _stopped(self.pid):
+            self._kill()
+        else:
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            deadline = time.monotonic() + TERM_WAIT_S
+            while not self._reap() and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+            if self.exit_status is None:
+                self._kill()
+        self._follow()
+        return self._bad_end(128 + self.signum)
+
+    def _ended(self):
+        status = self.exit_status
+        code = os.waitstatus_to_exitcode(status)
+        if self.tracker.phase == "report" or code == RankExit.USAGE or (
+                code == RankExit.OK and self.tracker.phase in ("gather", "done")):
+            return code  # rank 0 reported (its code is the report's), or a good end
+        return self._bad_end(code if code > 0 else 128 - code if code < 0 else 1)
+
+    # -- after a bad end -----------------------------------------------------------------
+    def _bad_end(self, code):
+        job = self.job
+        collect = os.path.join(job.out, COLLECTED) if job.rank == 0 else None
+        silent = job.relay(collect)
+        if job.rank != 0:
+            if job.local_rank == 0:
+                sys.stderr.write(
+                    "envcheck: %s: the job failed (rank %d exited %d); rank 0 prints the "
+                    "report. This host's records: envcheck report --records %s\n" % (
+                        job.host, job.rank, code, os.path.abspath(job.out)))
+            return code
+        return job.report_after_failure(collect, silent, code)
+
+
+def fork_rank(run_rank):
+    """Fork the rank (it runs ``run_rank()`` and never returns); the caller watches it."""
+    parent = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            lifetime.die_with_parent(parent)
+            run_rank()
+        except BaseException:
+            traceback.print_exc()  # the rank's own error, in the launcher's log
+            sys.stderr.flush()
+        finally:
+            os._exit(1)
+    return pid
+
+
+def run_helper(cmd, timeout, stdout=subprocess.PIPE):
+    """A helper process (the relay, the report) out of the launcher's reach: torch
+    elastic signals the whole process group of a rank it tears down, and these must
+    finish the report then. Its own session keeps it out of that group; it still dies
+    with this process (PR_SET_PDEATHSIG) and within ``timeout``. ``stdout=None``: it
+    writes to this process's stdout (the report's screen, fitted to a terminal)."""
+    parent = os.getpid()
+    return subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL, start_new_session=True,
+                          preexec_fn=lambda: lifetime.die_with_parent(parent))
+
+
+def run_relay(job, collect):
+    """``python -m envcheck.worker.relay`` for this rank; the ranks that never said done
+    (rank 0 with ``collect``), or None when the store was out of reach."""
+    cmd = [sys.executable, "-m", "envcheck.worker.relay", "--out", job.out,
+           "--run-id", job.run_id, "--rank", str(job.rank),
+           "--world-size", str(job.world_size), "--wait", str(job.collect_wait)]
+    if collect:
+        cmd += ["--collect", collect]
+    try:
+        proc = run_helper(cmd, job.collect_wait + 60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        # torch's C++ log of every connect retry is noise here: our own line says it
+        ours = [l for l in proc.stderr.splitlines() if l.startswith("envcheck:")]
+        sys.stderr.write("".join(l + "\n" for l in ours[-1:]))
+        return None
+    out = proc.stdout.strip()
+    return [int(r) for r in out.split(",") if r.strip()] if collect else []

@@ -1,0 +1,253 @@
+"""envcheck across real hosts: torchrun's c10d rendezvous between network namespaces.
+
+Each host has its own name, /tmp, /etc/hosts and address (tests/cluster); 2 ranks per
+host, gloo. These run in CI (root); elsewhere they skip with one line.
+"""
+
+import itertools
+import time
+import json
+import os
+import sys
+
+from cluster.jobs import Torchrun
+from conftest import ROOT, checks_by_id, validate_report
+
+_jobs = itertools.count(1)
+
+
+def _report(host, path):
+    with open(host.path(path), encoding="utf-8") as f:
+        return validate_report(json.load(f))
+
+
+def _run(hosts, args, timeout=240, **kw):
+    """torchrun on ``hosts``, 2 ranks each; (results, report path on rank 0's host)."""
+    n = next(_jobs)
+    report = "/tmp/report-%d.json" % n
+    job = Torchrun(hosts, 2, ["--out", "/tmp/out-%d" % n, "--json", report] + list(args),
+                   ROOT, **kw)
+    return job.wait(timeout), report
+
+
+def _where(res):
+    return [(r.host.name, r.code, r.stdout[-3000:], r.stderr[-3000:]) for r in res]
+
+
+DCP = ("dcp_save_load", "dcp_dedup", "reshard_load")
+
+
+def test_two_hosts_with_a_shared_checkpoint_dir_pass_dcp(cluster):
+    hosts = cluster.hosts[:2]
+    res, path = _run(hosts, ["--checkpoint-dir", "/mnt/shared", "-p", "launch",
+                             "-p", "checkpoint"])
+    assert [r.code for r in res] == [0, 0], _where(res)
+    report = _report(hosts[0], path)
+    assert [(r["rank"], r["host"], r["local_rank"]) for r in report["ranks"]] == [
+        (0, "node1", 0), (1, "node1", 1), (2, "node2", 0), (3, "node2", 1)]
+    checks = checks_by_id(report)
+    assert checks["launch.rank_mapping"]["detail"] == "4 ranks on 2 host(s)"
+    for name in DCP:
+        assert checks["checkpoint." + name]["outcome"] == "passed", checks["checkpoint." + name]
+    assert "4 on node1, node2, backend gloo" in res[0].stdout
+    assert os.listdir(cluster.shared) == []  # nothing left in the shared directory
+
+
+def test_a_checkpoint_dir_that_is_not_shared_fails_dcp_and_names_the_host(cluster):
+    hosts = cluster.hosts[:2]
+    for h in hosts:  # the same path on both hosts, each its own /tmp: not shared
+        os.makedirs(h.path("/tmp/ckpt"), exist_ok=True)
+    res, path = _run(hosts, ["--checkpoint-dir", "/tmp/ckpt", "-p", "checkpoint"])
+    assert [r.code for r in res] == [1, 0], _where(res)
+    check = checks_by_id(_report(hosts[0], path))["checkpoint.dcp_save_load"]
+    assert check["outcome"] == "failed" and check["verdict"] == "unexpected"
+    assert check["detail"].startswith(
+        "ranks 2,3 on node2: cannot see rank 0's files in /tmp/ckpt (made on node1): the "
+        "directory is not shared between node1 and node2, so "
+        "torch.distributed.checkpoint.load fails here as in training (no .metadata")
+    assert "--checkpoint-dir DIR" in check["advice"]
+
+
+def test_three_hosts_without_a_checkpoint_dir_say_dcp_across_hosts_was_not_tested(cluster):
+    res, path = _run(cluster.hosts, ["-p", "launch", "-p", "checkpoint"])
+    assert [r.code for r in res] == [0, 0, 0], _where(res)
+    report = _report(cluster.hosts[0], path)
+    assert [(r["rank"], r["host"]) for r in report["ranks"]] == [
+        (0, "node1"), (1, "node1"), (2, "node2"), (3, "node2"), (4, "node3"), (5, "node3")]
+    checks = checks_by_id(report)
+    assert checks["launch.rank_mapping"]["detail"] == "6 ranks on 3 host(s)"
+    check = checks["checkpoint.dcp_save_load"]
+    assert check["outcome"] == "skipped"
+    assert check["detail"].startswith(
+        "DCP across hosts not tested: the ranks are on 3 hosts (node1, node2, node3) and "
+        "no directory every host mounts was given; to test it: --checkpoint-dir DIR")
+
+
+# --- Faults between hosts: each answered within --timeout plus a few seconds, blamed on
+# the right host and rank, one report from rank 0, nothing left on any host. ---
+
+TIMEOUT = 10.0
+# Every rank does collectives for a minute; rank 0 says when they are under way.
+LOOP = '''
+def probe_loop(ctx):
+    """all_reduce in a loop; rank 0 marks when they are under way"""
+    import os, time
+    import torch, torch.distributed as dist
+    with ctx.check("all_reduce"):
+        t = torch.ones(1 << 16)
+        end = time.monotonic() + 60
+        n = 0
+        while time.monotonic() < end:
+            dist.all_reduce(t)
+            n += 1
+            if n == 20 and ctx.rank == 0:
+                open(os.environ["LOOP_MARK"], "w").close()
+'''
+STUCK_ON_NODE2 = '''
+def probe_stuck(ctx):
+    """rank 2 sleeps in its own code; the others wait for it in a barrier"""
+    import time
+    import torch.distributed as dist
+    with ctx.check("wait"):
+        if ctx.rank == 2:
+            time.sleep(600)
+        dist.barrier()
+'''
+
+
+def _probe(cluster, name, source):
+    path = os.path.join(cluster.shared, name)
+    with open(path, "w") as f:
+        f.write(source)
+    return "/mnt/shared/" + name
+
+
+def _wait_for(path, seconds=120):
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, "never appeared: %s" % path
+        time.sleep(0.1)
+
+
+def _fault_job(cluster, probe, per_host_env=None, env=None, hosts=None, rdzv_conf=None):
+    hosts = hosts or cluster.hosts[:2]
+    n = next(_jobs)
+    report = "/tmp/report-%d.json" % n
+    job = Torchrun(hosts, 2, ["--out", "/tmp/out-%d" % n, "--json", report, "-p", "launch",
+                              "-p", probe[0], "--probe-path", probe[1],
+                              "--timeout", str(TIMEOUT)], ROOT, env=env,
+                   per_host_env=per_host_env, rdzv_conf=rdzv_conf)
+    return job, report
+
+
+def test_a_hang_on_one_host_is_blamed_on_its_rank_by_rank_0s_report(cluster):
+    job, path = _fault_job(cluster, ("stuck", _probe(cluster, "stuck.py", STUCK_ON_NODE2)))
+    t0 = time.monotonic()
+    res = job.wait(120)
+    took = time.monotonic() - t0
+    assert [r.code for r in res] == [1, 1], _where(res)  # torchrun: 1 when a rank failed
+    report = _report(cluster.hosts[0], path)
+    check = checks_by_id(report)["stuck.wait"]
+    assert check["outcome"] == "hang" and check["root_rank"] == 2, check
+    assert check["detail"].startswith("rank 2 on node2: no progress for"), check["detail"]
+    assert "rank 2 on node2" in res[0].stdout
+    assert took < TIMEOUT + 30, took  # the import of torch, the deadline, the report
+
+
+def test_a_host_whose_ranks_fail_at_setup_is_named_in_rank_0s_report(cluster):
+    job, path = _fault_job(cluster, ("loop", _probe(cluster, "loop.py", LOOP)),
+                           per_host_env={"node2": {"GLOO_SOCKET_IFNAME": "eth9"}},
+                           env={"LOOP_MARK": "/tmp/never"})
+    res = job.wait(120)
+    assert [r.code for r in res] == [1, 1], _where(res)
+    report = _report(cluster.hosts[0], path)
+    check = checks_by_id(report)["setup.init_process_group"]
+    assert check["outcome"] == "failed" and check["root_rank"] == 2, check
+    assert check["detail"].startswith("ranks 2,3 on node2: "), check["detail"]
+    assert "eth9" in check["detail"]
+    assert "ranks 2,3 on node2" in res[0].stdout
+    assert "envcheck report --records" in res[1].stderr  # node2 says where its records are
+
+
+def test_a_host_killed_mid_collective_is_named_in_rank_0s_report(cluster):
+    mark = os.path.join(cluster.shared, "loop-started")
+    job, path = _fault_job(cluster, ("loop", _probe(cluster, "loop.py", LOOP)),
+                           env={"LOOP_MARK": "/mnt/shared/loop-started"})
+    _wait_for(mark)
+    cluster.hosts[1].kill_all()  # node2 dies: its agent, its ranks, everything
+    t0 = time.monotonic()
+    res = job.wait(120)
+    took = time.monotonic() - t0
+    os.remove(mark)
+    assert res[0].code == 1, _where(res)
+    assert res[1].code == -9
+    report = _report(cluster.hosts[0], path)
+    check = checks_by_id(report)["loop.all_reduce"]
+    assert check["outcome"] == "crash" and check["root_rank"] in (2, 3), check
+    assert "on node2" in check["detail"], check["detail"]
+    assert took < TIMEOUT + 30, took
+
+
+def test_a_link_cut_mid_collective_ends_every_host_within_the_timeout(cluster):
+    mark = os.path.join(cluster.shared, "loop-started")
+    job, path = _fault_job(cluster, ("loop", _probe(cluster, "loop.py", LOOP)),
+                           env={"LOOP_MARK": "/mnt/shared/loop-started"})
+    _wait_for(mark)
+    cluster.hosts[1].link(False)
+    t0 = time.monotonic()
+    res = job.wait(120)
+    took = time.monotonic() - t0
+    os.remove(mark)
+    assert res[0].code == 1 and res[1].code != 0, _where(res)
+    report = _report(cluster.hosts[0], path)
+    check = checks_by_id(report)["loop.all_reduce"]
+    assert check["outcome"] == "hang", check
+    assert "node2" in res[0].stderr  # rank 0 says which ranks went silent
+    assert took < TIMEOUT + 30, took
+
+
+def test_a_host_20_s_late_to_start_simply_succeeds(cluster):
+    hosts = cluster.hosts[:2]
+    n = next(_jobs)
+    job = Torchrun(hosts, 2, ["--out", "/tmp/out-%d" % n, "-p", "launch",
+                              "--timeout", str(TIMEOUT)], ROOT, start=False)
+    job.start(hosts[0])
+    time.sleep(20)
+    job.start(hosts[1])
+    res = job.wait(120)
+    assert [r.code for r in res] == [0, 0], _where(res)
+
+
+# --- Rank mapping (seed 004): what only differs from the second host on ---
+
+def test_rank_local_rank_and_group_rank_agree_on_three_hosts(cluster):
+    res, path = _run(cluster.hosts, ["-p", "launch"])
+    assert [r.code for r in res] == [0, 0, 0], _where(res)
+    checks = checks_by_id(_report(cluster.hosts[0], path))
+    assert checks["launch.rank_mapping"]["outcome"] == "passed"
+    assert checks["launch.env"]["outcome"] == "passed"
+
+
+def test_local_rank_taken_from_the_global_rank_is_caught_on_the_second_host(cluster):
+    # The seed's mistake made at launch: a wrapper that exports LOCAL_RANK=$RANK. Right
+    # on node1 (ranks 0,1), wrong on node2 (ranks 2,3).
+    script = _probe(cluster, "local-from-global.sh",
+                    'LOCAL_RANK=$RANK exec "%s" -m envcheck.worker.launched "$@"\n'
+                    % sys.executable)
+    hosts = cluster.hosts[:2]
+    n = next(_jobs)
+    report = "/tmp/report-%d.json" % n
+    job = Torchrun(hosts, 2, ["--out", "/tmp/out-%d" % n, "--json", report, "-p", "launch"],
+                   ROOT, program=["sh", script])
+    res = job.wait(240)
+    assert [r.code for r in res] == [1, 0], _where(res)
+    checks = checks_by_id(_report(hosts[0], report))
+    mapping = checks["launch.rank_mapping"]
+    assert mapping["outcome"] == "failed"
+    assert "host node2 has LOCAL_RANK = RANK ([2, 3]): its local ranks come from the " \
+           "global rank" in mapping["detail"], mapping["detail"]
+    assert mapping["advice"].startswith(
+        "take the local rank from the launcher, never from the global rank: local_rank = "
+        "int(os.environ['LOCAL_RANK'])")
+    env = checks["launch.env"]
+    assert env["outcome"] == "failed" and env["detail"].startswith("ranks 2,3 on node2: ")
