@@ -204,16 +204,23 @@ def render_report(args, records):
     Returns its exit code, or None where no envcheck with its dependencies can be found
     (this interpreter lacks them and none is on PATH).
     """
+    try:
+        terminal = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
     sys.stdout.flush()
     for cmd in _report_commands(args, records):
         try:
-            # stdout is this rank's own: on a terminal the screen is fitted to it and
-            # coloured, as envcheck run's is (an envcheck that lacks its dependencies
-            # fails on import, before it writes any of it)
-            proc = watcher_mod.run_helper(cmd, 300, stdout=None)
+            # On a terminal the helper writes to it itself, so that its screen is fitted
+            # to it and coloured, as envcheck run's is (an envcheck that lacks its
+            # dependencies fails on import, before it writes any of it).
+            proc = watcher_mod.run_helper(cmd, 300, stdout=None if terminal
+                                          else subprocess.PIPE)
         except (OSError, subprocess.TimeoutExpired):
             continue
         if not _missing_dependencies(proc.stderr):
+            if not terminal:
+                sys.stdout.write(proc.stdout)
             sys.stderr.write(proc.stderr)
             sys.stdout.flush()
             return proc.returncode
