@@ -97,7 +97,9 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=F
             except OSError as exc:  # a full disk, a file size limit: the run still happened
                 failed.append("cannot write %s: %s" % (path, exc.strerror or exc))
     if fmt == "json":
-        screen = text
+        from .core.text import json_screen
+
+        screen = json_screen(text)
     else:
         from .core.text import printable
 
@@ -111,18 +113,10 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=F
             width = terminal_width()
             screen = render_table(shown, width=width, strict=strict, paint=_painter(no_color),
                                   verbose=verbose, probes_shown=probes_shown and bool(width))
-    # Undecodable bytes a rank passed on show escaped, as in the JSON report.
-    screen = report_mod.jsonable(screen)
-    try:
-        try:
-            sys.stdout.write(screen)
-        except UnicodeEncodeError:  # a terminal that cannot show some text: escape it
-            sys.stdout.write(screen.encode("ascii", "backslashreplace").decode("ascii"))
-        sys.stdout.flush()
-    except OSError:
-        # The terminal is gone (closed: SIGHUP) or the pipe was cut: the report files
-        # are written, and the exit code still says what happened.
-        pass
+    # Undecodable bytes a rank passed on show escaped, as in the JSON report. The
+    # terminal gone (closed: SIGHUP) or the pipe cut: the report files are written, and
+    # the exit code still says what happened.
+    write_screen(report_mod.jsonable(screen))
     if failed:
         raise UsageError("; ".join(failed))
 
@@ -141,6 +135,42 @@ def _screen_sized(value):
     if isinstance(value, list):
         return [_screen_sized(v) for v in value]
     return value
+
+
+# Where stdout cannot encode envcheck's glyphs (a latin-1 or ASCII locale, a pipe with
+# PYTHONIOENCODING=ascii): the ASCII that says the same; anything else is escaped.
+ASCII_GLYPHS = str.maketrans({"✓": "+", "✗": "x", "…": "...", "–": "-", "—": "-",
+                              "→": "->", "≥": ">=", "·": "*", "×": "x", "⚠": "!",
+                              "ℹ": "i", "⧗": "~", "⏳": "~", "⏭": ">>", "✅": "+",
+                              "❌": "x", "🚫": "-", "💥": "!", "\ufe0f": ""})
+
+
+def write_screen(text, stream=None):
+    """Write what envcheck prints to stdout. Any encoding: glyphs it cannot show become
+    ASCII. A reader that went away (a closed pipe: ``| head``, a closed terminal) is not
+    an answer: the caller's exit code still says what the answer was."""
+    stream = stream or sys.stdout
+    try:
+        try:
+            stream.write(text)
+        except UnicodeEncodeError:
+            encoding = getattr(stream, "encoding", None) or "ascii"
+            plain = text.translate(ASCII_GLYPHS)
+            stream.write(plain.encode(encoding, "backslashreplace").decode(encoding))
+        stream.flush()
+    except (OSError, ValueError):  # BrokenPipeError, EIO on a hung-up terminal, closed
+        _silence_stdout()
+
+
+def _silence_stdout():
+    """stdout is gone: point fd 1 at /dev/null, so that the flush at exit (Python's
+    own) cannot fail and turn the answer's exit code into 120."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    except OSError:
+        pass
 
 
 def _renderers(fmt, junit_path):
@@ -206,6 +236,7 @@ def run(
     verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
 ):
     """Run the probes on this machine and report what works."""
+    from .explain.diagnose import diagnose
     from .matrix import frameworks, load as matrix_load, verdicts
     from .report import model as report_mod
     from .run import command as runner
@@ -239,8 +270,9 @@ def run(
                   strict=strict) as progress:
         report = runner.execute(plan, on_event=progress, while_starting=load_matrix,
                                 head=_head)
-    verdicts.apply(report, matrix[0] if matrix else matrix_load.load(
-        tuple(matrix_dir), tuple(probe_path)))
+    judged_by = matrix[0] if matrix else matrix_load.load(tuple(matrix_dir), tuple(probe_path))
+    verdicts.apply(report, judged_by)
+    diagnose(report, judged_by)
     frameworks.advise(report)
     _emit(report, fmt, json_path, junit_path, strict=strict, no_color=no_color,
           verbose=verbose, probes_shown=progress.tty)
@@ -282,14 +314,28 @@ def report(
         saved = build(records)
     else:
         saved = report_mod.load(path)
-    # A saved report keeps the verdicts it was rendered with, unless --matrix asks for
-    # a new judgement (or it was never judged: records, reports from before the matrix).
-    if matrix_dir or saved.matrix is None:
-        verdicts.apply(saved, matrix_load.load(tuple(matrix_dir)))
-        frameworks.advise(saved)
-    _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color,
-          verbose=verbose)
-    raise typer.Exit(int(runner.exit_code(saved, strict)))
+    try:
+        # A saved report keeps the verdicts it was rendered with, unless --matrix asks
+        # for a new judgement (or it was never judged: records, reports from before the
+        # matrix).
+        if matrix_dir or saved.matrix is None:
+            from .explain.diagnose import diagnose
+
+            judged_by = matrix_load.load(tuple(matrix_dir))
+            verdicts.apply(saved, judged_by)
+            diagnose(saved, judged_by)
+            frameworks.advise(saved)
+        _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color,
+              verbose=verbose)
+        code = runner.exit_code(saved, strict)
+    except UsageError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        # A file from anywhere: a field deep inside of a type no envcheck writes.
+        raise UsageError("%s is not an envcheck report this envcheck can show: a field is "
+                         "malformed (%s: %s)" % (path or records, type(exc).__name__, exc)) \
+            from None
+    raise typer.Exit(int(code))
 
 
 @app.command()
@@ -304,6 +350,7 @@ def probes(
     from tabulate import tabulate
 
     from .core.catalog import RUN, SETUP, SETUP_CHECKS, all_probes, opt_in
+    from .core.text import printable
 
     specs = all_probes(tuple(probe_path))
     if checks:
@@ -311,7 +358,7 @@ def probes(
         for s in specs:
             names = s.checks if s.checks is not None else ("(any: CHECKS not declared)",)
             lines += ["%s.%s" % (s.name, c) for c in names + (RUN,)]
-        print("\n".join(lines))
+        write_screen(printable("\n".join(lines) + "\n"))
         return
     rows = [(s.name, ("built-in, opt-in (-p %s)" % s.name if opt_in(s) else "built-in")
              if s.builtin else (s.path or s.module), s.summary) for s in specs]
@@ -321,8 +368,8 @@ def probes(
         used = max(len("probe"), *(len(r[0]) for r in rows)) + \
             max(len("from"), *(len(r[1]) for r in rows)) + 4
         summary_width = max(20, width - used)
-    print(tabulate(rows, headers=["probe", "from", "what it proves"],
-                   maxcolwidths=[None, None, summary_width]))
+    write_screen(printable(tabulate(rows, headers=["probe", "from", "what it proves"],
+                                    maxcolwidths=[None, None, summary_width]) + "\n"))
 
 
 @app.command()
@@ -398,15 +445,17 @@ def check(
             write_atomic(json_path, data)
         except OSError as exc:
             raise UsageError("cannot write %s: %s" % (json_path, exc.strerror or exc)) from None
+    from .core.text import json_screen, printable
+
     if fmt == "json":
-        sys.stdout.write(data)
+        write_screen(json_screen(data))
     else:
         from .report import paint, vocabulary
 
-        text = paint.lead_glyphs(render_check.render(result, width=terminal_width(),
-                                                     verbose=verbose),
-                                 _painter(no_color), vocabulary.CHECK_STYLES)
-        sys.stdout.write(redact.text(text))
+        # GPU names and nvidia-smi's own words are shown escaped, before envcheck's colour.
+        text = printable(redact.text(render_check.render(result, width=terminal_width(),
+                                                         verbose=verbose)))
+        write_screen(paint.lead_glyphs(text, _painter(no_color), vocabulary.CHECK_STYLES))
     raise typer.Exit(int(result.exit_code))
 
 
@@ -464,9 +513,61 @@ def summary(
             write_atomic(json_path, data)
         except OSError as exc:
             raise UsageError("cannot write %s: %s" % (json_path, exc.strerror or exc)) from None
-    sys.stdout.write(data if fmt == "json" else
-                     render_summary.render(result, width=terminal_width() or 80))
+    from .core.text import json_screen, printable
+
+    # Host names and reasons come from files anyone could have written.
+    write_screen(json_screen(data) if fmt == "json" else
+                 printable(render_summary.render(result, width=terminal_width() or 80)))
     raise typer.Exit(int(result.exit_code) if result.records else int(ExitCode.USAGE))
+
+
+@app.command()
+def explain(
+    logs: List[str] = typer.Argument(None, metavar="LOG",
+                                     help="The job's log files (plain or gzipped, any size, "
+                                          "ranks interleaved); '-' or none: stdin."),
+    fmt: str = typer.Option("text", "--format", metavar="text|json",
+                            help="What to print: text or json."),
+    matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
+):
+    """Why did this distributed job fail? The cause, the fix and the source, from its log.
+
+    Reads the log as it comes (torchrun's [rank3]:, srun's 3:, [default0]: prefixes,
+    colour codes and all), matches it against the failure signatures of the matrix and
+    prints each distinct cause once: the ranks and hosts it appeared on, the first line
+    that shows it, the fix (in Lightning's, Accelerate's or DeepSpeed's words when the log
+    shows one of them) and the public source. It also judges the versions the job printed
+    (torch, NCCL, CUDA, driver) against the matrix. Example:
+
+    \b
+      $ torchrun --standalone --nproc-per-node 4 --tee 3 train.py > job.log 2>&1
+      $ envcheck explain job.log
+      envcheck explain: 1 cause found in job.log (160 lines)
+      ✗ something that holds a process group was pickled or deep-copied (...)
+        ranks 0–3 · 4 lines, first at job.log:40
+        > [default1]:[rank1]: TypeError: cannot pickle 'torch._C._distributed_c10d.ProcessGroup' object
+        fix: do not deepcopy a model that stores a process group (...)
+        source: https://github.com/pytorch/pytorch/issues/73825 (open); ...
+
+    Exit codes: 0 a known cause was found; 1 nothing recognised (it then says what to
+    collect next); 2 bad input.
+    """
+    from .explain import command as explain_command, render as explain_render
+
+    if fmt not in ("text", "json"):
+        raise UsageError("--format %r: choose text or json" % fmt)
+    if not logs:
+        try:
+            interactive = sys.stdin.isatty()
+        except (AttributeError, ValueError):
+            interactive = False
+        if interactive:
+            raise UsageError("give the job's log (envcheck explain job.log), or pipe it in "
+                             "(... 2>&1 | envcheck explain)")
+    result = explain_command.explain(list(logs or []), tuple(matrix_dir))
+    sys.stdout.write(explain_render.to_json(result) if fmt == "json"
+                     else explain_render.render(result))
+    raise typer.Exit(int(result.exit_code))
 
 
 @app.command("matrix")
@@ -490,13 +591,15 @@ def matrix_cmd(
     """Show the version matrix: releases, CUDA drivers, and expected outcomes per check."""
     from .matrix import command as matrix_command
 
-    _page(matrix_command.run(torch, cuda, check_id, validate, tuple(matrix_dir),
-                             tuple(probe_path)), enabled=not no_pager)
+    from .core.text import printable
+
+    _page(printable(matrix_command.run(torch, cuda, check_id, validate, tuple(matrix_dir),
+                                       tuple(probe_path))), enabled=not no_pager)
 
 
 def _page(text, enabled=True):
     """``text`` through a pager ($PAGER, else less) where it would not fit the terminal,
-    as git does; pipes, files and a dumb terminal get it as it is."""
+    as git does; pipes, files and a dumb terminal get it as it is (write_screen)."""
     import shlex
     import shutil
     import subprocess
@@ -508,7 +611,7 @@ def _page(text, enabled=True):
     rows = shutil.get_terminal_size().lines
     if not (enabled and interactive and os.environ.get("TERM") != "dumb"
             and text.count("\n") >= rows):
-        sys.stdout.write(text)
+        write_screen(text)
         return
     pager = os.environ.get("PAGER") or "less"
     env = dict(os.environ)
@@ -517,7 +620,7 @@ def _page(text, enabled=True):
     try:
         subprocess.run(shlex.split(pager), input=text, text=True, env=env, check=False)
     except (OSError, ValueError):  # no such pager: the text as it is
-        sys.stdout.write(text)
+        write_screen(text)
 
 
 class _AsGiven:
@@ -565,7 +668,10 @@ def entry(argv=None, head=False):
     ``head``: the head start ``__main__`` began already (None: it began none)."""
     global _head
     if head is False:
+        from .core.limits import ensure_std_fds
         from .run import headstart
+
+        ensure_std_fds()
 
         head = headstart.begin(sys.argv[1:] if argv is None else argv)
     _head = head
@@ -577,7 +683,22 @@ def entry(argv=None, head=False):
             _head = None
 
 
+def _fail(message, code=ExitCode.USAGE):
+    """One line on stderr, then exit: the message may quote a file, a path or a tool's
+    words, so it is redacted and shown escaped."""
+    from .core import redact
+    from .core.text import printable
+
+    try:
+        print("envcheck: error: %s" % printable(redact.text(str(message))), file=sys.stderr)
+    except (OSError, ValueError):  # stderr gone too: the exit code is all there is
+        pass
+    sys.exit(code)
+
+
 def _entry(argv):
+    from .core.limits import os_error_line
+
     command = typer.main.get_command(app)
     _fast_plain_options(command)
     try:
@@ -587,11 +708,8 @@ def _entry(argv):
             raise UsageError("the current directory no longer exists (deleted or unmounted): "
                              "cd to one that does and run envcheck again") from None
         code = command.main(args=argv, prog_name="envcheck", standalone_mode=False)
-    except UsageError as exc:
-        from .core import redact  # the bad input may carry a credential (a URL pin)
-
-        print("envcheck: error: %s" % redact.text(str(exc)), file=sys.stderr)
-        sys.exit(ExitCode.USAGE)
+    except UsageError as exc:  # the bad input may carry a credential (a URL pin)
+        _fail(exc)
     except click_exc.NoArgsIsHelpError as exc:
         print(exc.ctx.get_help())
         sys.exit(0)
@@ -610,7 +728,14 @@ def _entry(argv):
         print("envcheck: interrupted", file=sys.stderr)
         sys.exit(ExitCode.INTERRUPTED)
     except BrokenPipeError:
+        _silence_stdout()
         sys.exit(0)
+    except RecursionError:
+        _fail("an input is nested too deeply to read (a chain of includes, or JSON nested "
+              "thousands deep)")
+    except OSError as exc:
+        # The environment, not the input: a process or open-file limit, a full disk.
+        _fail(os_error_line(exc))
     except ModuleNotFoundError as exc:
         # an install without one of envcheck's dependencies: the single-file build
         # (dev/build_zipapp.py) leaves pydantic out, which only number options need

@@ -27,7 +27,7 @@ def cpu_report(tmp_path_factory):
 def test_nccl_checks_skip_with_reason_on_a_cpu_wheel(cpu_report):
     checks = checks_by_id(cpu_report)
     torch_version = cpu_report["environment"]["torch"]
-    for name in ("version", "init", "collectives"):
+    for name in ("version", "p2p", "init", "collectives"):
         c = checks["nccl." + name]
         assert c["outcome"] == "skipped", c
         assert c["detail"] == "torch %s is a CPU build (torch.version.cuda is None): no NCCL" \

@@ -219,3 +219,18 @@ def test_a_rank_meets_rank_0s_store_the_moment_it_listens():
                 assert _await_listener(port, 60) is True
             finally:
                 timer.join()
+
+
+def test_a_device_index_taken_from_the_global_rank_gets_the_seeds_fix():
+    # launch.device runs on GPUs only; its judgement is this function (seed 004).
+    from envcheck.worker.probes.launch import LOCAL_FROM_GLOBAL_ADVICE, device_problem
+
+    assert device_problem(2, 0, 2, 0, 0) is None
+    assert device_problem(2, 0, 2, 2, 2) == (
+        "rank 2 (local rank 0) uses cuda:2, expected cuda:0: its device index is the "
+        "global rank", LOCAL_FROM_GLOBAL_ADVICE)
+    # on the first host RANK == LOCAL_RANK: the same mistake is invisible there
+    assert device_problem(1, 1, 2, 1, 1) is None
+    assert device_problem(1, 0, 2, 0, 1) == (
+        "rank 1 (local rank 0) uses cuda:1, expected cuda:0",
+        "call torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) in every rank")

@@ -508,8 +508,8 @@ def test_the_rank_that_never_started_is_blamed_not_the_rank_waiting_for_it(tmp_p
 def test_startup_timeout_must_be_positive():
     res = run_cli("run", "--startup-timeout", "0")
     assert (res.code, res.stderr) == (
-        2, "envcheck: error: --startup-timeout 0: must be a positive number of seconds, at "
-           "most 86400 (a day)\n")
+        2, "envcheck: error: --startup-timeout 0: must be at least 1 s (less is a hang "
+           "before anything starts) and at most 86400 (a day)\n")
 
 
 def test_a_rank_that_runs_out_of_memory_while_starting_says_so(tmp_path):

@@ -7,7 +7,7 @@ peer failed are consequences. What "stuck after a peer" means differs by kind:
   store) is waiting for a peer; a rank stuck anywhere else (a sleep, a loop, I/O, a
   deadlock in user code) is the cause. Among equals, the one whose deadline came first.
   The local supervisor tells "waiting" from the Python stack it collected; launcher mode
-  from the watchdog's own look at its main thread (``in_collective`` in a ``hang``
+  from the watcher's look at its stack dump (``in_collective`` in a ``hang``
   record). The rendezvous waits for every rank: while a rank is still starting (phase
   ``startup``: its interpreter, or ``import torch``), the ranks in ``setup`` are waiting
   for it, whatever their stacks show, and the rank that never started is the cause.

@@ -23,6 +23,7 @@ import importlib.util
 import os
 from typing import Optional, Tuple
 
+from . import limits
 from .errors import UsageError
 
 BUILTIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -136,10 +137,15 @@ def world_size_rule(rule, where="FOLLOW_UPS"):
                      "(N is the main run's world size)" % (where, rule))
 
 
+def _source(path):
+    """A probe file's text: a regular file, read without blocking (a FIFO is a
+    ValueError, not a hang)."""
+    return limits.read_input(path, 16 << 20).decode("utf-8")
+
+
 def follow_ups_in_file(path):
     """{probe name: follow-ups} a file declares (ValueError when malformed)."""
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), filename=path)
+    tree = ast.parse(_source(path), filename=path)
     return _follow_ups(tree, path, probes_in_file(path))
 
 
@@ -157,8 +163,7 @@ def probes_in_file(path):
 
     ValueError (or SyntaxError, OSError) when the file or its CHECKS is malformed.
     """
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), filename=path)
+    tree = ast.parse(_source(path), filename=path)
     found = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
@@ -200,8 +205,10 @@ def builtin_probes():
 
 
 def _file_probes(path):
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise UsageError("--probe-path %s: no such file" % path)
+    if not os.path.isfile(path):
+        raise UsageError("--probe-path %s: not a regular file" % path)
     try:
         found = probes_in_file(path)
         follow = follow_ups_in_file(path)

@@ -31,35 +31,119 @@ LIFELINE = "ENVCHECK_LIFELINE_FD"
 WORKDIR = "ENVCHECK_WORKDIR"
 
 
-def marked(run_id, exclude=()):
-    """PIDs of live processes whose environment carries this run's marker."""
-    needle = ("%s=%s" % (MARKER, run_id)).encode()
-    found = []
+def _pids():
     try:
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+        return [int(p) for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
-        return found
-    for pid in pids:
-        if pid in exclude:
-            continue
-        try:
-            with open("/proc/%d/environ" % pid, "rb") as f:
-                if needle in f.read().split(b"\0"):
-                    found.append(pid)
-        except OSError:  # gone, or another user's: not ours either way
-            continue
+        return []
+
+
+def carries(pid, name, value):
+    """Does the process's environment hold ``name=value``? (Its environment as it was
+    started: a zombie's reads empty, another user's cannot be read: not ours.)"""
+    needle = ("%s=%s" % (name, value)).encode()
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            return needle in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def marked(run_id, exclude=(), name=MARKER):
+    """PIDs of live processes whose environment carries this run's marker (or another
+    variable ``name`` with the value ``run_id``)."""
+    return [pid for pid in _pids() if pid not in exclude and carries(pid, name, run_id)]
+
+
+def signal_proven(pid, sig, proof):
+    """Send ``sig`` to ``pid`` only if ``proof(pid)`` holds for that very process:
+    a pidfd pins the process first (Linux 5.3), so a PID reused between the proof and
+    the signal is not signalled. True when sent."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    except (AttributeError, OSError):  # no pidfd here: the proof right before the kill
+        fd = None
+    try:
+        if not proof(pid):
+            return False
+        if fd is None:
+            os.kill(pid, sig)
+        else:
+            signal.pidfd_send_signal(fd, sig)
+        return True
+    except OSError:
+        return False
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def kill_marked(run_id, exclude=(), name=MARKER):
+    """SIGKILL every process of the run (but ``exclude``); returns how many. Each is
+    proven to carry the marker at the moment it is signalled."""
+    pids = marked(run_id, set(exclude) | {os.getpid()}, name)
+    return sum(signal_proven(pid, signal.SIGKILL, lambda p: carries(p, name, run_id))
+               for pid in pids)
+
+
+def parent_of(pid):
+    """The PID of the process's parent, or None (gone)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def descends_from(pid, root):
+    """Is ``pid`` a child, grandchild ... of ``root``? Read now, link by link."""
+    seen = set()
+    while pid not in (None, 0, 1) and pid not in seen:
+        seen.add(pid)
+        pid = parent_of(pid)
+        if pid == root:
+            return True
+    return False
+
+
+def descendants(root=None, exclude=()):
+    """The processes below ``root`` (this process), but those in ``exclude`` and below."""
+    root = os.getpid() if root is None else root
+    children = {}
+    for pid in _pids():
+        children.setdefault(parent_of(pid), []).append(pid)
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in exclude and child not in found:
+                found.append(child)
+                todo.append(child)
     return found
 
 
-def kill_marked(run_id, exclude=()):
-    """SIGKILL every process of the run (but ``exclude``); returns how many."""
-    pids = marked(run_id, set(exclude) | {os.getpid()})
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    return len(pids)
+def kill_descendants(exclude=(), rounds=5):
+    """SIGKILL every process below this one (but ``exclude`` and theirs): as the run's
+    subreaper, this process inherits whatever a rank left behind, a daemon that changed
+    its session and cleared its environment included. Each is proven a descendant at the
+    moment it is signalled. Returns how many."""
+    me, killed = os.getpid(), 0
+    for _ in range(rounds):  # a killed parent's children come to this process: again
+        pids = [p for p in descendants(me, exclude) if not is_zombie(p)]
+        if not pids:
+            break
+        killed += sum(signal_proven(pid, signal.SIGKILL, lambda p: descends_from(p, me))
+                      for pid in pids)
+    return killed
+
+
+def is_zombie(pid):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 def hold_lifeline(environ=os.environ):
@@ -129,30 +213,37 @@ def sweep_run_dirs(base):
     return sweep_dead(base, re.compile(r"^%s(\d+)-" % re.escape(RUN_DIR_PREFIX)))
 
 
-def sweep_dead(base, pattern):
-    """Remove the directories in ``base`` named by ``pattern`` (its group 1 is the PID
-    of the process that made one) that are this user's and whose process is gone."""
+def left_by_dead(base, pattern):
+    """The paths in ``base`` named by ``pattern`` (its group 1 is the PID of the process
+    that made one) that are this user's and whose process is gone."""
     try:
         names = os.listdir(base)
     except OSError:
         return []
-    removed = []
+    found = []
     for name in names:
         m = pattern.match(name)
         path = os.path.join(base, name)
         if not m or int(m.group(1)) == os.getpid():
             continue
         try:
-            if os.stat(path).st_uid != os.getuid() or _alive(int(m.group(1))):
+            if os.stat(path).st_uid != os.getuid() or alive(int(m.group(1))):
                 continue
         except OSError:
             continue
+        found.append(path)
+    return found
+
+
+def sweep_dead(base, pattern):
+    """Remove the directories ``left_by_dead``."""
+    removed = left_by_dead(base, pattern)
+    for path in removed:
         shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
     return removed
 
 
-def _alive(pid):
+def alive(pid):
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

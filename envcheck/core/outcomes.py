@@ -68,7 +68,7 @@ class RankExit(enum.IntEnum):
     USAGE = 2  # launcher mode: bad arguments or launcher environment
     SETUP_FAILED = 3  # init_process_group failed; the reason is in the records
     TEARDOWN_FAILED = 4  # the final barrier failed: a peer died after its last probe
-    HANG = 124  # launcher mode: the rank's watchdog saw no progress (as timeout(1))
+    HANG = 124  # launcher mode: the rank's watcher saw no progress (as timeout(1))
 
 
 def exit_code(checks, interrupted=None, strict=False):

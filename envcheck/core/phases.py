@@ -8,7 +8,7 @@ final barrier), ``done`` (``bye``). Launcher mode adds ``gather`` (``gather_star
 builds the report.
 
 Every phase is bounded by the plan's timeout (``startup`` by the startup timeout): the
-local supervisor, launcher mode's per-rank watchdog and the report built from launcher
+local supervisor, launcher mode's per-rank watcher and the report built from launcher
 records all follow a rank with this one tracker.
 """
 

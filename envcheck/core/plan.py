@@ -12,6 +12,9 @@ from . import catalog
 DEFAULT_TIMEOUT = 60.0
 # Past a day a timeout is a typo (or inf): datetime.timedelta and the OS wait would take it.
 MAX_TIMEOUT = 86400
+# Below a second no phase can be timed: the watch loop, a rank's start, a process group's
+# rendezvous take that long; 0.001 would be a hang declared before anything began.
+MIN_TIMEOUT = 1.0
 BACKENDS = ("auto", "gloo", "nccl")
 
 

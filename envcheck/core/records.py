@@ -10,7 +10,7 @@ types, in the order a rank writes them:
 - ``setup_start`` / ``setup``: init_process_group, with outcome, seconds and error.
 - ``probe_start`` / ``check_start`` / ``check`` / ``probe_end``: one probe at a time.
 - ``teardown_start`` / ``teardown``: the final barrier (``teardown`` only when it failed).
-- ``hang``: (launcher mode only) the rank's watchdog saw no progress past the timeout.
+- ``hang``: (launcher mode only) the rank's watcher saw no progress past the timeout.
 - ``bye``: the rank finished its plan.
 
 Both drivers read these with the same functions: the local supervisor while the ranks
@@ -36,19 +36,41 @@ def stacks_path(out_dir, rank):
 
 
 class RecordWriter:
+    """Writes a rank's records, each as one ``write``. A record that cannot be written
+    (the disk full: a probe's checkpoint filled it) is kept and written before the next
+    one, once there is room again (the probe's files removed): a check that failed for
+    want of space is reported as such, not lost. A line cut short by the full disk is
+    ended first, and read back as torn."""
+
     def __init__(self, path, rank):
-        self._f = open(path, "a", encoding="utf-8", buffering=1)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._rank = rank
+        self._pending = []
+        self._cut = False  # a write may have left part of a line
 
     def write(self, kind, **fields):
         fields["t"] = kind
         fields["rank"] = self._rank
         fields["time"] = time.time()
-        self._f.write(json.dumps(fields, default=repr) + "\n")
-        self._f.flush()
+        self._pending.append((json.dumps(fields, default=repr) + "\n").encode("utf-8"))
+        data = (b"\n" if self._cut else b"") + b"".join(self._pending)
+        try:
+            while data:
+                data = data[os.write(self._fd, data):]
+        except OSError as exc:
+            self._cut = True
+            if len(self._pending) > 1000:  # never room again: give up on the oldest
+                del self._pending[0]
+            try:  # stderr may be on the full disk too
+                os.write(2, ("envcheck: cannot write a record (%s); it is kept for later\n"
+                             % (exc.strerror or exc)).encode("utf-8", "replace"))
+            except OSError:
+                pass
+            return
+        self._pending, self._cut = [], False
 
     def close(self):
-        self._f.close()
+        os.close(self._fd)
 
 
 def parse_line(line):

@@ -69,20 +69,31 @@ def parse_rank_numbers(text):
     return out
 
 
-# Control characters a rank's output can carry (a colour escape from a library's
-# logging, a bell, a NUL): on a screen they would restyle or garble it, so screens show
-# text without them. Newlines and tabs stay; the JSON report keeps everything.
-_CONTROL = "".join(chr(c) for c in list(range(0x00, 0x09)) + list(range(0x0b, 0x20))
-                   + [0x7f])
-_NO_CONTROL = str.maketrans("", "", _CONTROL)
+# Control characters in text envcheck did not write itself (a rank's error, a host name
+# in an answer file, a GPU name from nvidia-smi, a path): on a terminal ESC and CSI start
+# sequences that restyle it, move the cursor, clear the screen or set the window title
+# (OSC), so screens show every C0 control (but newline and tab), DEL and every C1 control
+# (8-bit CSI 0x9b, OSC 0x9d ...) escaped, as ``\x1b``. The JSON report keeps the raw text
+# (JSON escapes it: see ``json_screen``).
+_CONTROL = [c for c in range(0x00, 0x20) if c not in (0x09, 0x0a)] + list(range(0x7f, 0xa0))
+_ESCAPED = {c: "\\x%02x" % c for c in _CONTROL}
+_C1_JSON = {c: "\\u%04x" % c for c in range(0x7f, 0xa0)}
 
 
 def printable(value):
-    """``value`` (strings in dicts and lists too) without control characters."""
+    """``value`` (strings in dicts and lists too) with its control characters shown
+    escaped: the one sanitiser for anything envcheck did not write and a screen shows."""
     if isinstance(value, str):
-        return value.translate(_NO_CONTROL)
+        return value.translate(_ESCAPED)
     if isinstance(value, dict):
         return {printable(k): printable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [printable(v) for v in value]
     return value
+
+
+def json_screen(text):
+    """JSON text (``ensure_ascii=False``) as a screen may show it: JSON escapes C0
+    controls itself; DEL and the C1 controls are escaped here too (``\\u009b``), the
+    same value for a JSON reader."""
+    return text.translate(_C1_JSON)

@@ -173,9 +173,10 @@ def run(torch=None, cuda=None, check=None, validate=False, matrix_dirs=(), probe
     matrix = matrix_load.load(matrix_dirs, probe_paths)
     files = ["  %s%s" % (f.path, "" if f.builtin else "  (--matrix)") for f in matrix.files]
     if validate:
-        return ("matrix OK: %d releases, %d CUDA toolkits, %d expectations from %d files\n%s\n"
+        return ("matrix OK: %d releases, %d CUDA toolkits, %d expectations, %d failure "
+                "signatures from %d files\n%s\n"
                 % (len(matrix.releases), len(matrix.toolkits), len(matrix.expectations),
-                   len(matrix.files), "\n".join(files)))
+                   len(matrix.signatures), len(matrix.files), "\n".join(files)))
     version, variant = _filters(torch, cuda)
     if version is not None and matrix.release(version) is None:
         raise UsageError("--torch %s: the matrix knows releases %s" % (

@@ -9,17 +9,23 @@ from ..core.frameworks import FRAMEWORKS
 from ..core.outcomes import Outcome
 
 
+def phrase(variants, present, how):
+    """['with Lightning 2.5.1 (installed here): …', ...]: the advice ``variants``
+    ({framework: advice}) has for each framework in ``present`` ({framework: version or
+    ""}), in FRAMEWORKS order; ``how`` says how envcheck knows it is there."""
+    out = []
+    for key, framework in FRAMEWORKS.items():
+        if key in present and variants.get(key):
+            version = " %s" % present[key] if present[key] else ""
+            out.append("with %s%s (%s): %s" % (framework.name, version, how, variants[key]))
+    return out
+
+
 def lines(check, environment):
     """['With Lightning (installed here): DDPStrategy(timeout=…)', ...]."""
     variants = (check.expectation or {}).get("framework_advice") or {}
     installed = (environment or {}).get("frameworks") or {}
-    out = []
-    for key, framework in FRAMEWORKS.items():
-        if key in installed and variants.get(key):
-            version = " %s" % installed[key] if installed[key] else ""
-            out.append("with %s%s (installed here): %s" % (framework.name, version,
-                                                            variants[key]))
-    return out
+    return phrase(variants, installed, "installed here")
 
 
 def advise(report):

@@ -12,10 +12,10 @@ import re
 
 from packaging.version import Version
 
-from ..core import catalog
+from ..core import catalog, limits
 from . import versions
 from ..core.errors import UsageError
-from . import facts
+from . import facts, signatures as sig_mod
 from .model import (BACKENDS, BAD_OUTCOMES, OUTCOMES, PLATFORMS, Expectation, Matrix, MatrixFile,
                      Observation, PatchFacts, Release, Target, Toolkit, Variant, Where)
 
@@ -25,7 +25,7 @@ except ImportError:  # Python < 3.11
     import tomli as tomllib
 
 BUILTIN_DIR = os.path.join(os.path.dirname(__file__), "data")
-KINDS = ("release", "cuda", "expectation") + facts.KINDS
+KINDS = ("release", "cuda", "expectation", "signature") + facts.KINDS
 TOP_KEYS = set(KINDS) | {"about"}
 
 _ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
@@ -430,13 +430,11 @@ def _expectation(errors, where, e, directory, probes):
 
 def _read(errors, f):
     try:
-        with open(f.path, "rb") as fh:
-            raw = fh.read()
-        text = raw.decode("utf-8")
+        text = limits.read_input(f.path).decode("utf-8")
         return tomllib.loads(text), _lines(text)
     except tomllib.TOMLDecodeError as exc:
         errors.append("%s: malformed TOML: %s" % (f.path, exc))
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, limits.InputError) as exc:
         errors.append("%s: cannot read it: %s" % (f.path, exc))
     return None, None
 
@@ -446,7 +444,7 @@ def load(extra_dirs=(), probe_paths=()):
     files = matrix_files(extra_dirs)
     probes = catalog.known_checks(probe_paths)
     errors = _Errors()
-    releases, toolkits, expectations = [], [], []
+    releases, toolkits, expectations, signatures = [], [], [], []
     node_facts = {k: [] for k in facts.KINDS}
     for f in files.values():
         data, lines = _read(errors, f)
@@ -472,6 +470,9 @@ def load(extra_dirs=(), probe_paths=()):
                     built, into = _toolkit(errors, where, entry), toolkits
                 elif kind in node_facts:
                     built, into = facts.parse(errors, where, kind, entry), node_facts[kind]
+                elif kind == "signature":
+                    built = sig_mod.parse(errors, where, entry, probes, _framework_advice)
+                    into = signatures
                 else:
                     built = _expectation(errors, where, entry, os.path.dirname(f.path),
                                          probes)
@@ -480,13 +481,16 @@ def load(extra_dirs=(), probe_paths=()):
                     into.append(built)
     _cross_check(errors, releases, toolkits, expectations)
     facts.cross_check(errors, node_facts)
+    signatures = sig_mod.resolve(errors, signatures, expectations, builtin=(
+        lambda: load((), probe_paths).expectations) if extra_dirs else None)
     if errors:
         raise MatrixError(errors)
     releases.sort(key=lambda r: Version(r.series))
     toolkits.sort(key=lambda t: Version(t.version))
     return Matrix(tuple(releases), tuple(toolkits), tuple(expectations),
                   tuple(files.values()),
-                  facts.NodeFacts(*(tuple(node_facts[k]) for k in facts.KINDS)))
+                  facts.NodeFacts(*(tuple(node_facts[k]) for k in facts.KINDS)),
+                  tuple(signatures))
 
 
 def _duplicates(errors, items, key, label):

@@ -319,6 +319,8 @@ class Matrix:
     files: Tuple[MatrixFile, ...]
     # GPU generations' driver windows, cuDNN floors, wheel tags, GPU names (facts.py)
     node: object = None
+    # how known failures read in a job's log (signatures.py), in file order
+    signatures: tuple = ()
 
     def release(self, version):
         """The release a torch version belongs to (by major.minor), or None."""

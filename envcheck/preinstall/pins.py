@@ -22,6 +22,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from ..matrix import versions
+from ..core import limits
 from ..core.errors import UsageError
 
 _INDEX = re.compile(r"download\.pytorch\.org/whl/(?:(?:nightly|test)/)?(cpu|cu\d{3}|rocm[\d.]+)")
@@ -137,8 +138,7 @@ def _spec_from_url(url, label):
 
 def _logical_lines(path):
     # utf-8-sig: a file saved by an editor that writes a BOM must not hide its first line.
-    with open(path, encoding="utf-8-sig") as f:
-        raw = f.read().splitlines()
+    raw = limits.read_input(path, 16 << 20).decode("utf-8-sig").splitlines()
     buf, start = "", None
     for n, line in enumerate(raw, 1):
         if start is None:
@@ -189,7 +189,7 @@ def _open(path, depth, constraint, via, seen):
         lines = list(_logical_lines(path))
     except FileNotFoundError:
         raise UsageError("%s: no such file" % label) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, limits.InputError) as exc:
         raise UsageError("%s: cannot read it (%s)" % (label, exc)) from None
     return _Frame(path, iter(lines), depth, constraint)
 

@@ -10,6 +10,7 @@ import json
 import math
 import os
 
+from ..core import limits
 from ..core.errors import UsageError
 from ..core.outcomes import Outcome
 
@@ -30,6 +31,9 @@ class CheckResult:
     ranks: dict = dataclasses.field(default_factory=dict)  # "rank" -> per-rank detail
     verdict: str = None  # set by the matrix (envcheck.verdicts)
     expectation: dict = None  # the matrix entry the verdict came from
+    # a failure no expectation explains, matched against the matrix's failure
+    # signatures (explain.diagnose): {signature, cause, advice, sources, line, ...}
+    diagnosis: dict = None
 
     @property
     def id(self):
@@ -60,7 +64,8 @@ _TOP_TYPES = {"envcheck_version": str, "created": str, "plan": dict, "environmen
               "ranks": list, "checks": list, "attempts": list, "matrix": dict,
               "interrupted": str}
 _CHECK_TYPES = {"probe": str, "check": str, "detail": str, "advice": str, "error": dict,
-                "ranks": dict, "verdict": str, "expectation": dict, "root_rank": int}
+                "ranks": dict, "verdict": str, "expectation": dict, "root_rank": int,
+                "diagnosis": dict}
 
 
 @dataclasses.dataclass
@@ -175,8 +180,9 @@ def check_writable(path):
 
 def load(path):
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(limits.read_input(path).decode("utf-8"))
+    except limits.InputError as exc:
+        raise UsageError("%s: %s" % (path, exc)) from None
     except FileNotFoundError:
         raise UsageError("%s: no such file" % path) from None
     except IsADirectoryError:
@@ -190,5 +196,5 @@ def load(path):
         raise UsageError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
     try:
         return Report.from_dict(data)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise UsageError("%s is not an envcheck report: %s" % (path, exc)) from None

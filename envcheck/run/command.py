@@ -5,7 +5,7 @@ import datetime
 import time
 
 from .. import __version__
-from ..core import catalog, plan as plan_mod
+from ..core import catalog, limits, plan as plan_mod
 from ..core.errors import UsageError
 from ..core import outcomes
 from ..preinstall import discovery, nvidia_smi
@@ -74,9 +74,13 @@ def make_plan(opts):
     if opts.master_port is not None and not 1 <= opts.master_port <= 65535:
         raise UsageError("--master-port %d: not a TCP port (1-65535)" % opts.master_port)
     for flag, value in (("--timeout", opts.timeout), ("--startup-timeout", opts.startup_timeout)):
-        if value is not None and not 0 < value <= plan_mod.MAX_TIMEOUT:
-            raise UsageError("%s %g: must be a positive number of seconds, at most %d (a day)"
-                             % (flag, value, plan_mod.MAX_TIMEOUT))
+        if value is not None and not plan_mod.MIN_TIMEOUT <= value <= plan_mod.MAX_TIMEOUT:
+            raise UsageError("%s %g: must be at least %g s (less is a hang before anything "
+                             "starts) and at most %d (a day)"
+                             % (flag, value, plan_mod.MIN_TIMEOUT, plan_mod.MAX_TIMEOUT))
+    too_few = limits.check_open_files()
+    if too_few:
+        raise UsageError(too_few)
     notes = []
     try:
         gpus = discovery.discover().gpus  # NVML, else nvidia-smi (R470 included)
@@ -87,6 +91,9 @@ def make_plan(opts):
         raise UsageError("--backend nccl needs NVIDIA GPUs, and nvidia-smi shows none here; "
                          "use --backend gloo (or auto)")
     nproc = opts.nproc or (len(gpus) if gpus else 2)
+    too_few = limits.check_processes(nproc)
+    if too_few:
+        raise UsageError(too_few)
     specs = catalog.select(catalog.all_probes(opts.probe_paths), opts.probes, opts.skip)
     options = {}
     if opts.model:

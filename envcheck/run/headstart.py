@@ -50,9 +50,12 @@ class Workspace:
         os.makedirs(os.path.join(self.dir, "tmp"))
         self.shim = make_shim(self.dir)
         self.id = uuid.uuid4().hex
-        # Ranks forked by a zygote need this process as their subreaper (run/spawn.py).
-        self.forking = spawn.wanted() and spawn.forkable(interpreter) \
-            and spawn.set_subreaper(True)
+        # This process is the subreaper of everything the run starts: ranks forked by a
+        # zygote become its children (run/spawn.py), and whatever a rank leaves behind
+        # (a daemon in a session of its own, its environment cleared) comes to it, to be
+        # killed with the attempt (core/lifetime.kill_descendants).
+        self.reaping = spawn.set_subreaper(True)
+        self.forking = self.reaping and spawn.wanted() and spawn.forkable(interpreter)
         self._attempts = 0
 
     def attempt_dir(self):
@@ -76,7 +79,9 @@ class Workspace:
 
     def close(self, exclude=()):
         lifetime.kill_marked(self.id, exclude)
-        if self.forking:
+        if self.reaping:
+            lifetime.kill_descendants(exclude)
+            spawn.reap_orphans(set(exclude))
             spawn.set_subreaper(False)
         shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -18,9 +18,26 @@ from ..core.errors import UsageError
 _PROBE = (
     "import importlib.util, json, platform, sys\n"
     "spec = importlib.util.find_spec('torch')\n"
-    "print(json.dumps({'python': platform.python_version(), 'executable': sys.executable,"
-    " 'torch': spec.origin if spec else None}))\n"
-)
+    "print('\\n%s' + json.dumps({'python': platform.python_version(),"
+    " 'executable': sys.executable, 'torch': spec.origin if spec else None}))\n"
+) % "envcheck-interpreter: "
+_ANSWER = "envcheck-interpreter: "
+
+
+def _answer(stdout):
+    """The probe's answer among whatever a wrapper printed around it (a banner, a module
+    system's notice): the last line it marked, parsed strictly; None if there is none."""
+    for line in reversed(stdout.splitlines()):
+        if not line.startswith(_ANSWER):
+            continue
+        try:
+            info = json.loads(line[len(_ANSWER):])
+        except ValueError:
+            return None
+        ok = isinstance(info, dict) and isinstance(info.get("python"), str) \
+            and isinstance(info.get("torch"), (str, type(None)))
+        return info if ok else None
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,11 +91,10 @@ def resolve(python=None):
                               timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError("--python %s: cannot run it (%s)" % (path, exc)) from None
-    try:
-        info = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
+    info = _answer(proc.stdout)
+    if info is None:
         raise UsageError("%s does not behave like a Python 3 interpreter (exit %d)"
-                         % (path, proc.returncode)) from None
+                         % (path, proc.returncode))
     if not info["torch"]:
         raise UsageError("torch is not installed for %s (Python %s); %s"
                          % (path, info["python"], install_hint(path, info["python"])))

@@ -11,10 +11,11 @@ replaying them as one supervisor *attempt* and handing that to ``merge``:
 
 The supervisor is not there to watch, so the abort is read from what the ranks left,
 and the root cause chosen by the same rule (``core.blame``): a ``hang`` record from a
-rank's watchdog (a rank that was *not* waiting inside torch.distributed, else the first
+rank's watcher (a rank that was *not* waiting inside torch.distributed, else the first
 to report); else a rank without ``bye`` that left no SIGTERM stack dump — it died on its
-own, while the others were torn down by the launcher. Lines that are not whole records
-(a rank killed mid-write; in ``records.jsonl`` such a line can sit in the middle) are
+own, while the others were torn down by the launcher; when every rank left one, the
+launcher terminated them all (``interrupted``, "terminated by the launcher"). Lines that
+are not whole records (a rank killed mid-write; in ``records.jsonl`` such a line can sit in the middle) are
 skipped and counted in a note.
 """
 
@@ -22,6 +23,7 @@ import datetime
 import glob
 import os
 import re
+import signal
 
 from .. import __version__
 from ..core import blame, records as records_mod
@@ -157,10 +159,10 @@ def _abort(per_rank, stacks, world, timeout):
         kind, rank = "setup_failed", min(failed)[1]
     elif hangs:
         kind = "hang"
-        # A rank's watchdog writes its hang record at its deadline (plus a grace when it
+        # A rank's watcher writes its hang record at its deadline (plus a grace when it
         # waits in a collective): the record's time is that deadline. A rank that left
         # no hang record either was torn down first (its SIGTERM stack shows where) or
-        # could not run its watchdog at all (stopped, or killed): a suspect too.
+        # left nothing at all (stopped, or killed): a suspect too.
         suspects = [blame.Suspect(r, h.get("in_collective"), h["time"]) for r, h in hangs]
         reported = {r for r, _ in hangs}
         for r in unfinished:
@@ -174,6 +176,11 @@ def _abort(per_rank, stacks, world, timeout):
             last = max(rec["time"] for recs in per_rank.values() for rec in recs)
             waited = max(0.0, last - replay(per_rank[rank]).started)
     else:
+        if all(r in stacks for r in unfinished):
+            # Every rank left the stack dump of a SIGTERM: none died on its own, the
+            # launcher terminated them all (torchrun itself got SIGTERM, scancel ...).
+            return Abort("interrupted", min(unfinished), info[min(unfinished)]["phase"],
+                         info, signum=signal.SIGTERM)
         kind = "crash"
         # Torn-down ranks dumped their stacks on SIGTERM, and a rank whose final
         # barrier failed reacted to a peer; the one that died did neither.
@@ -228,5 +235,7 @@ def build(path):
     return Report(envcheck_version=__version__,
                   created=created.isoformat(timespec="seconds"), plan=plan,
                   environment=env, ranks=ranks, checks=checks,
-                  duration_s=round(max(times) - start, 3), interrupted=None,
+                  duration_s=round(max(times) - start, 3),
+                  interrupted=merge.abort_signal(abort) if abort and
+                  abort.kind == "interrupted" else None,
                   attempts=merge.attempts_summary([attempt]))

@@ -70,7 +70,9 @@ def _abort_entry(abort, rank, info, timeout):
             entry["detail"] = "stopped by %s while in %s after rank %d crashed" % (
                 who, where, abort.root_rank)
     elif kind == "interrupted":
-        entry["detail"] = "interrupted (%s) while in %s" % (abort_signal(abort), where)
+        entry["detail"] = ("terminated by %s (%s) while in %s" % (who, abort_signal(abort), where)
+                           if info.get("stopped_by") else
+                           "interrupted (%s) while in %s" % (abort_signal(abort), where))
         entry["interrupted"] = True
     else:  # setup_failed: ranks still waiting for the one whose setup failed
         entry["detail"] = "stopped by %s after rank %d failed to set up" % (
@@ -303,7 +305,10 @@ def _not_run_reason(attempts):
     if last is None:
         return "not run"
     if last.kind == "interrupted":
-        return "not run: envcheck was interrupted (%s)" % abort_signal(last)
+        who = next((i.get("stopped_by") for i in last.ranks.values() if i.get("stopped_by")),
+                   None)
+        return ("not run: the ranks were terminated by %s (%s)" % (who, abort_signal(last))
+                if who else "not run: envcheck was interrupted (%s)" % abort_signal(last))
     if last.phase == "startup":
         return "not run: the ranks did not start (see setup.import_torch)"
     return "not run: the process group could not be set up (see setup.init_process_group)"

@@ -124,8 +124,11 @@ class Progress:
             self._say("probe %s" % rec["probe"])
 
     def _say(self, text):
-        self.stream.write("envcheck: %s\n" % text)
-        self.stream.flush()
+        try:
+            self.stream.write("envcheck: %s\n" % text)
+            self.stream.flush()
+        except (OSError, ValueError):  # stderr's reader went away: the run goes on
+            self.enabled = False
 
     # -- the live view -------------------------------------------------------------------
 

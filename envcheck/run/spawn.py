@@ -23,11 +23,21 @@ rule the zygote out).
 import ctypes
 import json
 import os
+import re
 import signal
 import subprocess
 import time
+import uuid
+
+from ..core import lifetime
+from ..core.text import printable, shorten
 
 PR_SET_CHILD_SUBREAPER = 36
+# Every process a zygote forks carries its own id (a fork keeps the environment it was
+# started with): what it forked can be found, and proven its, even when the zygote died
+# before it said the PID.
+ZYGOTE_ID = "ENVCHECK_ZYGOTE_ID"
+_FORKED = re.compile(rb"^(\d{1,4}) (\d{1,10})$")
 
 
 def wanted(environ=os.environ):
@@ -88,13 +98,16 @@ class Zygote:
         self.nproc = None  # known at go()
         self.started = time.time()  # when it began importing torch (the report's timing)
         self.stderr_path = os.path.join(out_dir, "stderr-zygote.txt")
+        self.id = uuid.uuid4().hex
         with open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
-                [interpreter, "-m", "envcheck.worker.zygote", str(os.getpid())], env=env,
+                [interpreter, "-m", "envcheck.worker.zygote", str(os.getpid())],
+                env=dict(env, **{ZYGOTE_ID: self.id}),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
                 start_new_session=True, pass_fds=pass_fds)
         os.set_blocking(self.proc.stdout.fileno(), False)
         self.pids = {}
+        self.faults = []  # lines on its stdout that are not its protocol: reported, not acted on
         self.ready = False  # torch imported: it forks at once when told to go
         self._pending = b""
 
@@ -136,12 +149,38 @@ class Zygote:
             chunk = b""
         lines = (self._pending + chunk).split(b"\n")
         self._pending = lines.pop()
+        if len(self._pending) > 4096:  # no line of the protocol is that long
+            lines.append(self._pending)
+            self._pending = b""
         for line in lines:
-            parts = line.split()
-            if parts == [b"ready"]:
-                self.ready = True
-            elif len(parts) == 2 and all(p.isdigit() for p in parts):
-                self.pids[int(parts[0])] = int(parts[1])
+            self._line(line.rstrip(b"\r"))
+
+    def _line(self, line):
+        """One line of the zygote's stdout, parsed strictly: ``ready``, or ``RANK PID``
+        for a rank of this attempt not yet reported, whose PID is proven a process the
+        zygote forked. Anything else (a library printing on import, a line shaped like
+        the protocol naming another process) is a fault to report, never a PID to kill."""
+        if line == b"ready":
+            self.ready = True
+            return
+        m = _FORKED.match(line)
+        if m and self.nproc is not None:
+            rank, pid = int(m.group(1)), int(m.group(2))
+            if rank < self.nproc and rank not in self.pids and self._forked_here(pid):
+                self.pids[rank] = pid
+                return
+        if line.strip() and len(self.faults) < 5:
+            self.faults.append("the zygote printed a line that is not its protocol, "
+                               "ignored: %s" % shorten(printable(
+                                   line.decode("utf-8", "replace")), 120))
+
+    def _forked_here(self, pid):
+        """Is ``pid`` a process this zygote forked? Its parent is the zygote (or, once
+        the zygote exited, this process, its subreaper) and it carries the zygote's id
+        (a rank dead already has no environment to read: a zombie of those parents is
+        theirs to reap, no other's)."""
+        return pid > 1 and lifetime.parent_of(pid) in (self.proc.pid, os.getpid()) \
+            and (lifetime.carries(pid, ZYGOTE_ID, self.id) or lifetime.is_zombie(pid))
 
     def poll(self):
         """None while it works; the ranks once it forked all and exited; False when it
@@ -160,10 +199,11 @@ class Zygote:
 
     def kill(self):
         """Stop it wherever it is (importing torch, forking): it and what it forked."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        if self.proc.returncode is None:  # not reaped: its PID and group are still its own
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         self.proc.wait()
         self._read()
         for pipe in (self.proc.stdin, self.proc.stdout):
@@ -175,13 +215,18 @@ class Zygote:
         self._kill_forked()
 
     def _kill_forked(self):
+        """Kill whatever it forked, reported or not (it may have died between a fork and
+        the line naming it): every process carrying its id, proven so as it is
+        signalled, and wait until none is left, so that no rank of this fork can join
+        the attempt started instead."""
+        lifetime.kill_marked(self.id, name=ZYGOTE_ID)
+        deadline = time.monotonic() + 5.0
+        while lifetime.marked(self.id, name=ZYGOTE_ID) and time.monotonic() < deadline:
+            time.sleep(0.01)
+            lifetime.kill_marked(self.id, name=ZYGOTE_ID)
         for pid in self.pids.values():
             try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                os.waitpid(pid, 0)
+                os.waitpid(pid, os.WNOHANG)  # proven ours when read: a child by now
             except ChildProcessError:
                 pass
         self.pids = {}

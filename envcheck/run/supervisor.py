@@ -35,7 +35,7 @@ import socket
 import subprocess
 import time
 
-from . import headstart, interrupts, spawn
+from . import containment, headstart, interrupts, spawn
 from ..core import blame, lifetime, plan as plan_mod
 from ..core.attempt import Abort, Attempt
 from ..core.outcomes import RankExit
@@ -132,6 +132,18 @@ def _stopped(pid):
     return data[data.rfind(")") + 2:data.rfind(")") + 3] in ("T", "t")
 
 
+def _signal_group(proc, sig):
+    """``sig`` to a rank's process group, while its leader is not reaped: until then the
+    PID, and so the group, cannot be another's. After, what is left of the group is
+    found as the run's (``kill_all``)."""
+    if proc.returncode is not None:
+        return
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _signal_name(code):
     if code is not None and code < 0:
         try:
@@ -163,6 +175,8 @@ class _AttemptRun:
         self.prepared = None  # Unix time its zygote began importing torch
         self.on_slow = None  # called once when a rank may be hanging (see _slow)
         self.spare_pids = set()  # the next attempt's zygote, waiting: not this one's to kill
+        self.faults = []  # what the zygote printed that is not its protocol: for the notes
+        self.cgroup = None  # run/containment.py: where the machine offers one
 
     def start(self, go=True, head=None):
         """Start the ranks; ``go=False`` (a zygote only) holds them until ``adopt``.
@@ -179,6 +193,9 @@ class _AttemptRun:
         else:
             self._read_end, self.lifeline = os.pipe()
         self._base = self.workspace.env(self._read_end)
+        self.cgroup = containment.make()
+        if self.zygote is not None:
+            self._contain(self.zygote.proc.pid)
         self.launched = time.monotonic()
         self.started = time.time()
         self.prepared = self.zygote.started if self.zygote is not None else self.started
@@ -187,12 +204,18 @@ class _AttemptRun:
             if self.zygote is None:
                 self.zygote = spawn.Zygote(self.interpreter, self._base, self.dir,
                                            (self._read_end,))
+                self._contain(self.zygote.proc.pid)
             if go:
                 self._go()
             else:
                 self.zygote.preload(self.plan["probes"])
         else:
             self._start_each()
+
+    def _contain(self, pid):
+        """Into the attempt's cgroup, before it starts anything (it imports torch first)."""
+        if self.cgroup is not None:
+            self.cgroup.add(pid)
 
     def _go(self):
         self.zygote.go(self.nproc, self._argv, self.plan["probes"], self.dir,
@@ -242,6 +265,7 @@ class _AttemptRun:
             finally:
                 out.close()
                 err.close()
+            self._contain(proc.pid)
             self.ranks.append(RankState(rank, proc, self.dir, time.monotonic()))
         self._ranks_started()
 
@@ -259,14 +283,33 @@ class _AttemptRun:
             ranks = False
         if ranks is None:
             return True
-        self.zygote = None
+        self._drop_zygote()
         if ranks is False:
-            self._start_each()
+            self._restart_without_zygote()
             return False
         self.ranks = [RankState(rank, proc, self.dir, self.launched)
                       for rank, proc in enumerate(ranks)]
         self._ranks_started()
         return False
+
+    def _drop_zygote(self):
+        self.faults += self.zygote.faults
+        self.zygote = None
+
+    def _restart_without_zygote(self):
+        """The zygote failed, perhaps after forking some ranks (all killed by now, see
+        ``Zygote._kill_forked``): start each rank anew, on a fresh rendezvous port, so
+        that nothing of the failed fork can meet the new ranks, and on fresh files, so
+        that nothing a killed fork wrote is read as theirs."""
+        for rank in range(self.nproc):
+            for path in (records_path(self.dir, rank), stacks_path(self.dir, rank)):
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+        self.port = free_port()
+        self._attempt_env["MASTER_PORT"] = str(self.port)
+        self._start_each()
 
     def _read(self, st):
         for rec in st.tail.poll():
@@ -425,28 +468,34 @@ class _AttemptRun:
     def kill_all(self):
         if self.zygote is not None:
             self.zygote.kill()
-            self.zygote = None
+            self._drop_zygote()
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for st in self.ranks:
-                try:
-                    os.killpg(st.proc.pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                _signal_group(st.proc, sig)
             deadline = time.monotonic() + (TERM_GRACE_S if sig == signal.SIGTERM else 5.0)
-            # After SIGTERM the leaders may be gone; SIGKILL still reaches any child
-            # left in a rank's group.
+            # After SIGTERM the leaders may be gone (reaped: their groups no longer
+            # signalled); what is left of a group is found below (cgroup, marker,
+            # subreaper).
             while time.monotonic() < deadline:
                 if all(st.proc.poll() is not None for st in self.ranks):
                     break
                 time.sleep(POLL_S)
-        # What left the ranks' process groups (setsid) still carries the run's marker.
+        # What left the ranks' process groups (setsid) is still in the attempt's cgroup,
+        # and carries the run's marker; what also cleared its environment is still
+        # below this process, its subreaper.
+        if self.cgroup is not None:
+            self.cgroup.kill()
         lifetime.kill_marked(self.workspace.id, exclude=self.spare_pids)
-        if self.use_zygote:
+        lifetime.kill_descendants(exclude=self.spare_pids)
+        if self.workspace.reaping:
             spawn.reap_orphans({st.proc.pid for st in self.ranks} | self.spare_pids)
 
     def close(self):
         """The attempt is over: no rank may outlive it, and its lifeline goes."""
         self.kill_all()
+        if self.cgroup is not None:
+            self.cgroup.close()
+            self.cgroup = None
         if self._read_end is not None:
             os.close(self._read_end)
             self._read_end = None
@@ -544,6 +593,7 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
                 attempt = run.attempt(time.monotonic() - t0)
                 attempt.abort = abort
                 run.close()  # children a rank left behind, even after a clean bye
+                notes += run.faults
                 run = None
                 if abort and abort.kind == "setup_failed" and port_tries < PORT_RETRIES \
                         and _is_port_collision(attempt.setup_error()):

@@ -7,6 +7,7 @@ import json
 import os
 from typing import Optional, Tuple
 
+from ..core import limits
 from ..preinstall.render import CHECK_SCHEMA_VERSION
 
 FACTS = ("driver", "gpu_model", "gpu_count", "python", "glibc", "asked")
@@ -17,6 +18,8 @@ def _series(python):
     where the series does."""
     if not python:
         return None
+    if not isinstance(python, str):
+        raise TypeError("python %r is not a version" % (python,))
     parts = str(python).split(".")
     return ".".join(parts[:2])
 WORKS, FAILS, UNKNOWN = "works", "fails", "unknown"
@@ -40,7 +43,8 @@ class Problem:
 
 
 def files(paths):
-    """(json files to read, problems): a directory gives its *.json files."""
+    """(json files to read, problems): a directory gives its *.json files (what is not
+    a regular file among them is skipped with a problem line when read)."""
     out, problems = [], []
     for p in paths:
         if os.path.isdir(p):
@@ -59,8 +63,9 @@ def files(paths):
 def read(path):
     """[NodeRecord] from one file, or a Problem."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(limits.read_input(path).decode("utf-8"))
+    except limits.InputError as exc:
+        return Problem(path, "%s: skipped" % exc)
     except OSError as exc:
         return Problem(path, "cannot read it: %s" % (exc.strerror or exc))
     except UnicodeDecodeError:
@@ -73,13 +78,32 @@ def read(path):
         return Problem(path, "not an envcheck check answer or run report")
     try:
         if data.get("kind") == "envcheck-check":
-            return _check(path, data)
+            return _checked(_check(path, data))
         if "checks" in data and "environment" in data and "schema_version" in data:
-            return _run(path, data)
+            return _checked(_run(path, data))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return Problem(path, "an envcheck file with a field missing or malformed (%s: %s)"
                        % (type(exc).__name__, exc))
     return Problem(path, "not an envcheck check answer or run report")
+
+
+def _checked(got):
+    """The records of one file, each field of the type the summary groups and sorts by
+    (a host name that is a list, a driver that is an object: TypeError, a Problem)."""
+    if isinstance(got, Problem):
+        return got
+    for r in got:
+        if not isinstance(r.host, str) or not r.host:
+            raise TypeError("host %r is not a name" % (r.host,))
+        if r.created is not None and not isinstance(r.created, str):
+            raise TypeError("created %r is not a time" % (r.created,))
+        for name, value in r.facts.items():
+            if value is not None and not isinstance(value, (str, int, float)):
+                raise TypeError("%s %r is not a value" % (name, value))
+        for reason in r.reasons:
+            if not isinstance(reason, str):
+                raise TypeError("a reason %r is not text" % (reason,))
+    return got
 
 
 def _gpu_model(names):

@@ -30,7 +30,7 @@ import tempfile
 import time
 import traceback
 
-from .diagnose import advice_for
+from .diagnose import advice_for, out_of_space
 
 
 # What stops a rank rather than fails a check: Ctrl-C / SIGTERM (the drivers turn those
@@ -114,6 +114,9 @@ class _CheckScope:
             if not fields["detail"]:
                 # MemoryError() and friends carry no message: their type is the story.
                 fields["detail"] = _first_line(message) or fields["error"]["type"]
+            full = None if isinstance(exc, CheckFailed) else out_of_space(message)
+            if full:  # the space's fault, whatever words torch found for it
+                fields["detail"] = "out of space (%s): %s" % (full, fields["detail"])
         else:
             # KeyboardInterrupt / SystemExit: let the rank stop; the supervisor reports it.
             return False

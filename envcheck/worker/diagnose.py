@@ -73,6 +73,40 @@ def extension_advice():
                 " and ".join(found) or "a torch extension", torch_version, release, where))
 
 
+# Less free than this where a probe writes, and a failure there is the space's fault:
+# torch does not always say ENOSPC (a short write of torch.save is "unexpected pos").
+FULL_BYTES = 1 << 20
+_NO_SPACE = ("No space left on device", "Disk quota exceeded")
+
+
+def _free(path):
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def out_of_space(text):
+    """Where the probe writes is full (or the error says so): 'TMPDIR=/x has 0 MiB
+    free', else None."""
+    where = []
+    for name in ("TMPDIR", "ENVCHECK_CHECKPOINT_DIR"):
+        path = os.environ.get(name)
+        free = _free(path) if path else None
+        if free is not None and (free < FULL_BYTES or any(n in text for n in _NO_SPACE)):
+            where.append("%s=%s has %d MiB free" % (name, path, free >> 20))
+    if not where and any(n in text for n in _NO_SPACE):
+        where.append("no space left on device")
+    return "; ".join(where) or None
+
+
+def space_advice(where):
+    return ("the filesystem is full, not the code under test: %s; free space there, or "
+            "point TMPDIR (and ENVCHECK_CHECKPOINT_DIR for DCP) at a filesystem with room"
+            % where)
+
+
 _KNOWN = (
     ("Numpy is not available", numpy_advice),
     ("operator torchvision::", extension_advice),
@@ -106,6 +140,9 @@ _ENVIRONMENT = ("Numpy is not available", "_ARRAY_API not found", "No module nam
 
 def advice_for(exc, environment_only=False):
     text = "%s: %s" % (type(exc).__name__, exc)
+    full = out_of_space(text)
+    if full:
+        return space_advice(full)
     for needle, advice in _KNOWN:
         if needle in text and (not environment_only or needle in _ENVIRONMENT):
             return advice() if callable(advice) else advice

@@ -13,25 +13,23 @@ MASTER_PORT exported by the user — then runs the same ``runtime`` as a rank th
 
 What the supervisor does for ``envcheck run`` happens here instead:
 
-- **Timeouts.** A watchdog thread follows the rank's records. Past the plan's timeout in
-  one phase (setup, a probe, between probes, teardown, the final gather) it writes a
-  ``hang`` record, dumps every thread's Python stack to ``DIR/stacks-rank{RANK}.txt`` and
-  to stderr, and exits with code 124, so that the launcher tears the job down. A rank
-  blocked inside torch.distributed (waiting for a peer) waits a short grace first: the
-  peer that is really stuck should be the one that reports. Ranks torn down by the
-  launcher (SIGTERM) dump their stacks to their stacks file on the way out. As a backstop
-  for a hang that holds the GIL, faulthandler's own timer dumps stacks and exits 1.
+- **Timeouts.** This process forks the rank and stays beside it as its watcher
+  (``watcher.py``): a process, so that a rank stuck in C++ holding the GIL is still timed
+  out, its stacks kept (SIGUSR1), a ``hang`` record written, and the rank killed (exit
+  124), so that the launcher tears the job down.
 - **One report.** After the last probe, rank 0 gathers every rank's records through the
   process group (tensors only: all_gather_object needs numpy in some torch builds) and
-  writes them, all ranks, to ``DIR/records.jsonl``. This side may import only the stdlib
-  and torch, so the report itself is built where envcheck is installed:
-  ``envcheck report --records DIR/records.jsonl`` (or ``--records DIR`` after a hang,
-  when no rank could gather: then each rank's own files are read). Rank 0 runs that for
-  you when this interpreter has envcheck's dependencies; its exit code is rank 0's.
+  writes them, all ranks, to ``DIR/records.jsonl``. When the job fails instead, every
+  rank's records reach rank 0 through the launcher's store (``relay.py``): each rank
+  sends them there as it writes them, and its watcher sends its last words. This side may
+  import only the stdlib and torch, so the report itself is built where envcheck is
+  installed: ``envcheck report --records ...``. Rank 0 runs that for you when this
+  interpreter (or an ``envcheck`` on PATH) has envcheck's dependencies; its exit code is
+  rank 0's.
 
 Records this mode adds to ``records.py``'s: ``launch`` (every rank, first: launcher,
-world size, the plan) and ``hang`` (the watchdog: phase, check, waited_s, timeout,
-in_collective).
+world size, the plan), ``gather_start`` / ``report_start`` (after ``bye``) and ``hang``
+(the watcher: phase, check, waited_s, timeout, in_collective, stopped).
 """
 
 import argparse
@@ -337,6 +335,7 @@ class Job:
                   file=sys.stderr)
         else:
             source = collected
+            _prefer_local(self.out, collected)
             if silent:
                 print("envcheck: %s sent no last word within %.0f s (the host died, or "
                       "its link is down): the report shows what they sent before" % (
@@ -344,6 +343,22 @@ class Job:
                       file=sys.stderr)
         reported = render_report(self.args, source)
         return reported if reported not in (None, RankExit.OK) else (code or 1)
+
+
+def _prefer_local(out, collected):
+    """This host's ranks' own files where they hold more than the store got: a local
+    rank's watcher writes its hang record and stacks here first, and its relay may not
+    have sent them yet."""
+    for name in os.listdir(out):
+        if not name.startswith(("records-rank", "stacks-rank")):
+            continue
+        mine, theirs = os.path.join(out, name), os.path.join(collected, name)
+        try:
+            if not os.path.exists(theirs) or \
+                    os.path.getsize(mine) > os.path.getsize(theirs):
+                shutil.copyfile(mine, theirs)
+        except OSError:
+            continue
 
 
 def _ranks_on_hosts(directory, ranks):
@@ -379,7 +394,7 @@ def _rank_main(job):
                      python_version=platform.python_version(),
                      master_port=os.environ.get("MASTER_PORT"), started=t0)
         pub = relay.Publisher(job.run_id, rank, job.world_size, args.out,
-                              relay.hosts_store(os.environ, rank))
+                              relay.hosts_store(os.environ, rank), job.timeout)
         pub.start()
         publisher.append(pub)
         return writer

@@ -80,8 +80,11 @@ def publish_file(store, keys, rank, path):
 class Publisher(threading.Thread):
     """Sends this rank's record file to the store as it grows (see the module doc)."""
 
-    def __init__(self, run_id, rank, world_size, out_dir, host_store):
+    def __init__(self, run_id, rank, world_size, out_dir, host_store, connect_s):
         super().__init__(name="envcheck-relay", daemon=True)
+        # As long as the rendezvous may wait: under srun the store is rank 0's, and
+        # rank 0 may still be importing torch when this rank is ready.
+        self.connect_s = max(CONNECT_S, connect_s)
         self.keys = prefix(run_id)
         self.rank, self.world_size, self.host_store = rank, world_size, host_store
         self.path = records_path(out_dir, rank)
@@ -89,7 +92,7 @@ class Publisher(threading.Thread):
 
     def run(self):
         try:
-            store = connect(self.rank, self.world_size, CONNECT_S, self.host_store)
+            store = connect(self.rank, self.world_size, self.connect_s, self.host_store)
             while not self._halt.wait(PERIOD_S):
                 publish_file(store, self.keys, self.rank, self.path)
             publish_file(store, self.keys, self.rank, self.path)

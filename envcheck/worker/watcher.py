@@ -227,6 +227,15 @@ class Watcher:
                     "envcheck: %s: the job failed (rank %d exited %d); rank 0 prints the "
                     "report. This host's records: envcheck report --records %s\n" % (
                         job.host, job.rank, code, os.path.abspath(job.out)))
+                if silent is None and job.launcher == "torchrun":
+                    # Seen with torch 2.13: the agent's monitor loop blocks on the
+                    # rendezvous store (num_nodes_waiting) and never sees its ranks end.
+                    sys.stderr.write(
+                        "envcheck: %s cannot reach the job's store at %s:%s: torchrun's "
+                        "agent here (pid %d) waits for its rendezvous until it can, "
+                        "however long; stop it (Ctrl-C, or kill %d)\n" % (
+                            job.host, os.environ.get("MASTER_ADDR"),
+                            os.environ.get("MASTER_PORT"), os.getppid(), os.getppid()))
             return code
         return job.report_after_failure(collect, silent, code)
 

@@ -15,8 +15,8 @@ namespaces hold, then the namespaces, links and bridge), whatever happened.
         c.hosts[1].run(["hostname"])           # -> node2
         c.hosts[1].popen([...])                # a process on node2
 
-A contributor can start one by hand: ``python -m tests.cluster up 3`` (see
-docs/cluster-tests.md). Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN), ``ip`` (iproute2),
+A contributor can start one by hand: ``python -m tests.cluster 3``, or with SLURM
+``python -m tests.cluster.slurm 3`` (see docs/cluster-tests.md). Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN), ``ip`` (iproute2),
 ``unshare`` and ``nsenter`` (util-linux).
 """
 
@@ -153,7 +153,22 @@ class Host:
                 pass
 
 
-class Cluster:
+class Started:
+    """``with X() as x``: ``start()``, and ``stop()`` whatever happens, half-started too."""
+
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class Cluster(Started):
     """``n`` hosts on one bridge; see the module docstring."""
 
     def __init__(self, n, base=None, prefix=None, keep=()):
@@ -167,17 +182,6 @@ class Cluster:
         self.keep = [p for p in dict.fromkeys((here, sys.prefix, self.cwd) + tuple(keep))
                      if os.path.realpath(p).startswith("/tmp/")]
         self.hosts = [Host(self, i) for i in range(n)]
-
-    def __enter__(self):
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
     def start(self):
         os.makedirs(self.shared, exist_ok=True)

@@ -63,10 +63,10 @@ class Torchrun:
         env = dict(self.env, **self.per_host_env.get(host.name, {}))
         self.agents[host.name] = host.popen(self.cmd, env=env)
 
-    def wait(self, timeout):
+    def wait(self, timeout, hosts=None):
         """Every agent's exit code and output, in host order; kills what overstays."""
         results = []
-        for h in self.hosts:
+        for h in hosts or self.hosts:
             p = self.agents[h.name]
             try:
                 out, err = p.communicate(timeout=timeout)

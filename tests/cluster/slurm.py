@@ -31,6 +31,8 @@ import signal
 import subprocess
 import time
 
+from . import Started
+
 NEEDED = ("munged", "slurmctld", "slurmd", "srun", "sinfo", "scontrol")
 CTLD_PORT = 6817   # each cluster has its own network namespaces: no other SLURM can
 SLURMD_PORT = 6818  # be listening on these there
@@ -100,7 +102,7 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
 
-class Slurm:
+class Slurm(Started):
     """The cluster's SLURM; see the module docstring."""
 
     def __init__(self, cluster, directory, extra_conf=""):
@@ -147,18 +149,7 @@ class Slurm:
         names = ["munged", "slurmctld"] + [h.name for h in self.cluster.hosts]
         return "\n".join("--- %s ---\n%s" % (n, self.log(n)[-tail:]) for n in names)
 
-    # --- start and stop -------------------------------------------------------------
-
-    def __enter__(self):
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
+    # --- start and stop (``with``: see cluster.Started) --------------------------------
 
     def write_conf(self):
         hosts = self.cluster.hosts

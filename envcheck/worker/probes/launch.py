@@ -145,12 +145,26 @@ def _device(ctx, c):
 
     if ctx.device.type != "cuda":
         c.skip("ranks run on CPU (backend %s): no device to map" % ctx.backend)
-    c.advice = "call torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) in every rank"
     current = torch.cuda.current_device()
-    if ctx.device.index != ctx.local_rank or current != ctx.local_rank:
-        c.fail("rank %d (local rank %d) uses cuda:%d, expected cuda:%d"
-               % (ctx.rank, ctx.local_rank, current, ctx.local_rank))
+    problem = device_problem(ctx.rank, ctx.local_rank, ctx.local_world_size,
+                             ctx.device.index, current)
+    if problem:
+        c.fail(*problem)
     c.detail = "rank %d on cuda:%d" % (ctx.rank, current)
+
+
+def device_problem(rank, local_rank, local_world_size, index, current):
+    """(message, advice) when a rank is not on cuda:LOCAL_RANK, else None. A device that
+    is the global rank on a later host is the seed's mistake (Open-Sora-Plan): the device
+    index was taken from RANK."""
+    if index == local_rank and current == local_rank:
+        return None
+    message = "rank %d (local rank %d) uses cuda:%d, expected cuda:%d" % (
+        rank, local_rank, current, local_rank)
+    if current == rank and rank >= local_world_size:
+        return (message + ": its device index is the global rank",
+                LOCAL_FROM_GLOBAL_ADVICE)
+    return message, "call torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) in every rank"
 
 
 def _unique_device(ctx, c):

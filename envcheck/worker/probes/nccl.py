@@ -6,6 +6,11 @@ NCCL_* variable left over from another cluster. Checks:
 
 - ``version``: the NCCL this torch bundles, the same on every rank;
 - ``env``: the NCCL_* variables set for each rank (reported, never judged);
+- ``p2p``: each rank copies a buffer from its GPU to every other GPU of its host and
+  back: whether the pair has peer-to-peer access, whether the data arrives intact. A
+  copy that hangs is the PCIe ACS / IOMMU symptom that hangs NCCL's P2P transport
+  (NVIDIA/nccl#631, #2079; ``envcheck explain``'s ``nccl.p2p_hang``); the probe's
+  timeout turns it into a hang with the rank's stack. GPU only: unverified on hardware;
 - ``init``: a fresh NCCL communicator over all ranks, one per GPU, timed;
 - ``collectives``: all_reduce (fp32, bf16, 16 MiB), broadcast, all_gather,
   reduce_scatter and a send/recv ring give exactly the predicted values;
@@ -41,6 +46,7 @@ from ..environment import nccl_version_string
 CHECKS = (
     "version",
     "env",
+    "p2p",
     "init",
     "collectives",
     "bandwidth",
@@ -138,6 +144,8 @@ def probe_nccl(ctx):
         _version(ctx, c, torch, no_nccl)
     with ctx.check("env") as c:
         _env(ctx, c, no_nccl)
+    with ctx.check("p2p") as c:
+        _p2p(ctx, c, torch, no_nccl)
     comm = {}
     with ctx.check("init") as c:
         _init(ctx, c, torch, dist, no_nccl, comm)
@@ -173,6 +181,48 @@ def _version(ctx, c, torch, no_nccl):
                                                  torch.version.cuda)
     if no_nccl:
         c.detail += "; not run here: %s" % no_nccl
+
+
+P2P_BYTES = 16 << 20
+
+
+def _p2p(ctx, c, torch, no_nccl):
+    """This rank's GPU against every other GPU of the host: peer access, and a copy there
+    and back that must arrive intact."""
+    if not getattr(torch.version, "cuda", None) or not torch.cuda.is_available():
+        c.skip(no_nccl or "no CUDA device visible to rank %d" % ctx.rank)
+    count = torch.cuda.device_count()
+    if count < 2:
+        c.skip("%d CUDA device visible to rank %d (CUDA_VISIBLE_DEVICES=%s): P2P needs 2 "
+               "GPUs in one process's view" % (count, ctx.rank,
+                                                os.environ.get("CUDA_VISIBLE_DEVICES", "unset")))
+    c.advice = ("copies between the GPUs of this host go wrong: PCIe ACS or the IOMMU "
+                "break peer-to-peer (disable ACS on the PCIe switches, or boot with "
+                "iommu=pt; update the driver); NCCL_P2P_DISABLE=1 works around it")
+    mine = ctx.local_rank % count
+    src = torch.arange(P2P_BYTES // 4, dtype=torch.float32, device="cuda:%d" % mine)
+    pairs, bad = {}, []
+    for other in range(count):
+        if other == mine:
+            continue
+        peer = torch.cuda.can_device_access_peer(mine, other)
+        there = src.to("cuda:%d" % other)
+        back = there.to("cuda:%d" % mine)
+        torch.cuda.synchronize(mine)
+        torch.cuda.synchronize(other)
+        intact = bool(torch.equal(back, src))
+        pairs["%d-%d" % (mine, other)] = {"p2p": peer, "intact": intact}
+        if not intact:
+            bad.append(other)
+    c.data = {"pairs": pairs}
+    direct = [int(k.split("-")[1]) for k, v in pairs.items() if v["p2p"]]
+    c.detail = "GPU %d with %s: %s" % (
+        mine, ", ".join(str(o) for o in range(count) if o != mine),
+        "peer-to-peer with %s" % ", ".join(map(str, direct)) if direct
+        else "no peer-to-peer (copies go through the host)")
+    if bad:
+        c.fail("a %d MiB copy from GPU %d to GPU %s and back came back different"
+               % (P2P_BYTES >> 20, mine, ", ".join(map(str, bad))))
 
 
 def _env(ctx, c, no_nccl):

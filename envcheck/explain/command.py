@@ -1,0 +1,88 @@
+"""``envcheck explain`` as a library call: logs in, an ``Explanation`` out (never prints).
+
+Exit codes: 0 a known cause was found (a signature, or a version the matrix says cannot
+work); 1 nothing recognised (the explanation then says what to collect next); 2 bad
+input (``UsageError``: a path that is not a readable file, an unreadable stream).
+"""
+
+import dataclasses
+import gzip
+import os
+import sys
+
+from ..core.errors import UsageError
+from ..core.outcomes import ExitCode
+from ..matrix import load as matrix_load
+from . import facts as facts_mod, line as line_mod, match, read
+
+# What to collect when nothing is recognised: the log that names most causes.
+NEXT_STEPS = (
+    "rerun with NCCL_DEBUG=INFO (NCCL's own WARN lines name most NCCL failures, and its "
+    "INFO lines the transport it chose) and TORCH_DISTRIBUTED_DEBUG=DETAIL (torch checks "
+    "that the ranks call the same collectives)",
+    "keep every rank's output: torchrun --tee 3 (or --log-dir), srun --label, so that "
+    "each line says its rank",
+    "run 'envcheck run' on a node of the job (and under your launcher, see docs/multinode.md): "
+    "it starts real ranks and checks launch, NCCL, serialization and checkpoints",
+    "run 'envcheck check' for the torch you install, on each node: driver, GPU arch, "
+    "Python and glibc, before installing",
+)
+
+
+@dataclasses.dataclass
+class Explanation:
+    inputs: list  # [{"name", "lines", "bytes"}]
+    findings: list  # [match.Finding]: the causes
+    consequences: list  # [match.Finding]: symptoms of the causes
+    facts: object  # facts.Facts
+    judgements: list  # [facts.Judgement]
+    frameworks: list  # keys of core.frameworks.FRAMEWORKS seen in the log
+
+    @property
+    def exit_code(self):
+        if self.findings or any(j.verdict == "problem" for j in self.judgements):
+            return ExitCode.OK
+        return ExitCode.FAILED
+
+
+def _open(path):
+    """(name, binary stream) for a path or '-' (stdin); UsageError when unreadable."""
+    if path == "-":
+        return "<stdin>", sys.stdin.buffer
+    if os.path.isdir(path):
+        raise UsageError("%s is a directory: give the log files in it" % path)
+    try:
+        stream = open(path, "rb")
+    except OSError as exc:
+        raise UsageError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
+    if stream.peek(2)[:2] == b"\x1f\x8b":  # a gzipped log, read as it decompresses
+        stream = gzip.GzipFile(fileobj=stream, mode="rb")
+    return path, stream
+
+
+def explain(paths, matrix_dirs=(), matrix=None):
+    """Read every log in ``paths`` ('-' is stdin) and explain them together (with
+    ``matrix``, or the one loaded from the built-in files and ``matrix_dirs``)."""
+    matrix = matrix or matrix_load.load(tuple(matrix_dirs))
+    opened = [_open(p) for p in (paths or ["-"])]
+    matcher = match.Matcher(matrix.signatures)
+    facts = facts_mod.Facts()
+    inputs, frameworks = [], []
+    for name, stream in opened:
+        scan = read.Scan(stream)
+        try:
+            for hit in scan:
+                ln = line_mod.parse(hit.number, hit.data, hit.before)
+                matcher.feed(ln, name)
+                facts.feed(ln, name)
+                frameworks += [k for k in hit.frameworks if k not in frameworks]
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise UsageError("cannot read %s: %s" % (name, getattr(exc, "strerror", None)
+                                                      or exc)) from None
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
+        inputs.append({"name": name, "lines": scan.lines, "bytes": scan.bytes})
+    findings, consequences = matcher.results()
+    return Explanation(inputs, findings, consequences, facts,
+                       facts_mod.judge(facts, matrix), frameworks)

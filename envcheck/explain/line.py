@@ -1,0 +1,103 @@
+"""One log line made comparable: text, and the rank and host it came from.
+
+Bytes are decoded as UTF-8 with invalid sequences replaced, colour codes and carriage
+returns are dropped, and the prefixes launchers put before a rank's output are read off
+(repeatedly: ``10.0.0.5: [rank3]: ...`` has two):
+
+| prefix | who writes it | gives |
+|---|---|---|
+| ``[rank3]:`` | torchrun (torch >= 2.2, each rank's stderr) | rank 3 |
+| ``[default3]:`` | torchrun ``--tee`` (role ``default``, local rank 3) | rank 3, unless a ``[rankN]:`` follows (the local rank: on one host, the rank) |
+| ``3: `` | ``srun --label`` | rank 3 |
+| ``[1,3]<stdout>:`` | ``mpirun --tag-output`` | rank 3 |
+| ``node-7: `` / ``10.0.0.5: `` | pdsh (DeepSpeed's multi-node launcher) | host |
+| ``host:pid:tid [0] NCCL ...`` | NCCL itself (kept in the text) | host |
+| ``[Rank 3]`` / ``[PG 0 Rank 3]`` | torch's NCCL watchdog (kept in the text) | rank 3 |
+
+A line torchrun's failure summary prints (``traceback : Signal 6 ...``) has no prefix;
+its ``rank : 1 (local_rank: 1)`` and ``host : ...`` lines just before it give them.
+"""
+
+import dataclasses
+import re
+from typing import Optional
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_PREFIXES = (
+    (re.compile(r"\[(?:rank|Rank )(\d+)\]:\s?"), "rank"),
+    (re.compile(r"\[[A-Za-z_]+?(\d+)\]:\s?"), "local"),  # torchrun --tee: [default3]:
+    (re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:\s?"), "rank"),
+    (re.compile(r"\s*(\d{1,6}): "), "rank"),
+    (re.compile(r"((?:\d{1,3}\.){3}\d{1,3}): "), "host"),
+    (re.compile(r"([A-Za-z][\w-]*\d[\w-]*): "), "host"),
+    (re.compile(r"\[\d{4}-\d\d-\d\d[ T][\d:.,]+\]\s*"), None),  # NCCL_DEBUG timestamps
+    (re.compile(r"\(\w+ pid=\d+\)\s*"), None),  # Ray actors
+)
+_NCCL_HOST = re.compile(r"^([A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] ")
+_WATCHDOG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
+_SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\b")
+_SUMMARY_HOST = re.compile(r"^\s*host\s*:\s*(\S+)")
+
+
+@dataclasses.dataclass
+class Line:
+    number: int  # 1-based, in its file
+    text: str  # without prefixes: what signatures are matched against
+    shown: str  # as the log has it, colour codes and CR removed
+    rank: Optional[int] = None
+    host: Optional[str] = None
+
+
+def clean(data):
+    """Bytes of one line as text: UTF-8 (invalid bytes replaced), no colour codes, no CR
+    (of a line redrawn with CR, its last state)."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        parts = [p for p in text.split("\r") if p.strip()]
+        text = parts[-1] if parts else ""
+    return text
+
+
+def parse(number, data, before=()):
+    """A ``Line`` from the bytes of a log line and the lines before it."""
+    shown = clean(data)
+    text, rank, host, local = shown, None, None, None
+    changed = True
+    while changed:
+        changed = False
+        for pattern, kind in _PREFIXES:
+            m = pattern.match(text)
+            if m and m.end() < len(text):
+                if kind == "rank" and rank is None:
+                    rank = int(m.group(1))
+                elif kind == "local" and local is None:
+                    local = int(m.group(1))
+                elif kind == "host" and host is None:
+                    host = m.group(1)
+                text = text[m.end():]
+                changed = True
+                break
+    if rank is None:
+        rank = local
+    m = _NCCL_HOST.match(text)
+    if m and host is None:
+        host = m.group(1)
+    if rank is None:
+        m = _WATCHDOG_RANK.search(text)
+        if m:
+            rank = int(m.group(1))
+    if rank is None and before:
+        # torchrun's summary: "rank : 1 (local_rank: 1)" a few lines up, in this entry
+        for raw in reversed(before):
+            prev = clean(raw)
+            m = _SUMMARY_RANK.match(prev)
+            if m:
+                rank = int(m.group(1))
+            m = _SUMMARY_HOST.match(prev)
+            if m and host is None:
+                host = m.group(1)
+            if prev.strip().startswith("[") or rank is not None and host is not None:
+                break  # the start of this entry ("[0]:"), or all found
+    return Line(number, text.strip(), shown.rstrip(), rank, host)

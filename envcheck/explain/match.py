@@ -1,0 +1,117 @@
+"""Log lines against the matrix's failure signatures, into findings: one per cause.
+
+A line is matched by the first signature (in matrix file order) one of whose patterns
+it holds. The same cause on many ranks, or repeated for hours, is one finding: its
+ranks and hosts, how many lines showed it, and the first of them.
+
+Three kinds of signature behave differently:
+
+- ``symptom``: usually the consequence of another failure (a watchdog timeout, a peer
+  that exited, torchrun's summary). With a cause found they are its consequences (the
+  root cause is the earliest real failure); alone, the most specific of them, in matrix
+  order (NCCL's timeout before torchrun's summary of the abort it caused), is the
+  finding, and the others its consequences.
+- ``differ``: fires when its pattern's first group differs between ranks or hosts
+  (NCCL versions); the same value everywhere is no finding.
+- ``needs``: fires only when one of the signatures it names fired too (P2P transport
+  lines are normal; with a collective timeout they are the likely cause).
+"""
+
+import dataclasses
+import re
+from typing import Optional
+
+
+@dataclasses.dataclass
+class Finding:
+    signature: object  # matrix.signatures.Signature
+    file: str
+    line: object  # explain.line.Line: the first that shows it
+    ranks: set = dataclasses.field(default_factory=set)
+    hosts: set = dataclasses.field(default_factory=set)
+    count: int = 0
+    values: Optional[dict] = None  # differ: {value: first "file:line"}
+
+    @property
+    def where(self):
+        return "%s:%d" % (self.file, self.line.number)
+
+    def add(self, line):
+        self.count += 1
+        if line.rank is not None:
+            self.ranks.add(line.rank)
+        if line.host:
+            self.hosts.add(line.host)
+
+
+class Matcher:
+    def __init__(self, signatures):
+        self.rank = {s.id: i for i, s in enumerate(signatures)}
+        self.plain = [s for s in signatures if not s.differ]
+        self.differ = [s for s in signatures if s.differ]
+        # One search tells most lines apart from every signature at once (None: try each;
+        # a team's pattern with a global flag such as (?i) cannot be joined to others).
+        try:
+            self.any = re.compile("|".join("(?:%s)" % p.pattern for s in self.plain
+                                           for p in s.patterns)) if self.plain else None
+        except re.error:
+            self.any = None
+        self.found = {}  # signature id -> Finding
+        self.order = []  # ids in the order first seen
+        self.values = {}  # differ signature id -> {who: (value, file, line)}
+
+    def feed(self, line, file):
+        if self.any is None or self.any.search(line.text):
+            for s in self.plain:
+                if s.search(line.text):
+                    self._record(s, line, file)
+                    break
+        for s in self.differ:
+            m = s.search(line.text)
+            if m:
+                who = ("host", line.host) if line.host else ("rank", line.rank)
+                if who[1] is None:
+                    who = ("line", "%s:%d" % (file, line.number))
+                self.values.setdefault(s.id, {}).setdefault(who, (m.group(1), file, line))
+
+    def _record(self, s, line, file):
+        f = self.found.get(s.id)
+        if f is None:
+            f = self.found[s.id] = Finding(s, file, line)
+            self.order.append(s.id)
+        f.add(line)
+
+    def _differences(self):
+        out = []
+        for s in self.differ:
+            seen = self.values.get(s.id, {})
+            distinct = {v for v, _, _ in seen.values()}
+            if len(distinct) < 2:
+                continue
+            first = {}
+            for value, file, line in seen.values():
+                first.setdefault(value, (file, line))
+            # The line shown is the first that disagrees with the first value seen.
+            file, line = list(first.values())[1]
+            f = Finding(s, file, line, count=len(seen))
+            for _, _, ln in seen.values():
+                f.add(ln)
+            f.count = len(seen)
+            f.values = {v: "%s:%d" % (fl, ln.number) for v, (fl, ln) in first.items()}
+            out.append(f)
+        return out
+
+    def results(self):
+        """(findings, consequences): root causes in the order seen, and the symptoms;
+        with no root cause, the most specific symptom and the others."""
+        fired = set(self.found)
+        found = [self.found[i] for i in self.order
+                 if not self.found[i].signature.needs
+                 or fired & set(self.found[i].signature.needs)]
+        found += self._differences()
+        causes = [f for f in found if not f.signature.symptom]
+        symptoms = [f for f in found if f.signature.symptom]
+        symptoms.sort(key=lambda f: self.rank[f.signature.id])
+        if causes:
+            return causes, symptoms
+        return symptoms[:1], symptoms[1:]

@@ -1,0 +1,147 @@
+"""Read a log of any size as raw bytes and hand on only the lines worth matching.
+
+A training log is mostly progress lines. Decoding and splitting every line in Python
+would take minutes for 2 GB; instead each chunk is searched, as bytes, for the words a
+signature or a version fact can start from (``signatures.SCAN_WORDS``, and the paths
+that show a training framework). Only the lines around a hit are cut out, with a few
+lines before them (the context a launcher's summary keeps the rank in). Memory stays at
+one chunk plus one unfinished line, whatever the size of the log, and a line is never
+longer than ``MAX_LINE`` (a progress bar redrawn with CR for hours is one "line").
+"""
+
+import re
+
+from ..matrix.signatures import SCAN_WORDS
+
+CHUNK = 8 << 20
+MAX_LINE = 16 << 10  # bytes kept around a hit in a longer line
+CONTEXT = 6  # lines kept before a hit
+
+# Paths in a traceback that show which training framework ran the job (keys of
+# core.frameworks.FRAMEWORKS).
+FRAMEWORK_MARKS = {"lightning": (b"/lightning/", b"/pytorch_lightning/", b"/lightning_fabric/"),
+                   "accelerate": (b"/accelerate/",), "deepspeed": (b"/deepspeed/",)}
+
+# The framework shows in the traceback around an error: looked for in the bytes around a
+# hit (FRAMEWORK_WINDOW before and after, each byte once, not around NCCL's own INFO
+# lines, which can fill a log), until one is found; not in every line.
+FRAMEWORK_WINDOW = 64 << 10
+
+SCAN = re.compile(b"|".join(re.escape(w.encode()) for w in SCAN_WORDS))
+
+
+class Hit:
+    """One line worth matching: its number (1-based), its bytes, the lines before it,
+    and the frameworks (keys of FRAMEWORK_MARKS) whose files the traceback above shows."""
+
+    __slots__ = ("number", "data", "before", "frameworks")
+
+    def __init__(self, number, data, before, frameworks=()):
+        self.number = number
+        self.data = data
+        self.before = before
+        self.frameworks = frameworks
+
+
+def _frameworks(window):
+    return tuple(k for k, marks in FRAMEWORK_MARKS.items() if any(m in window for m in marks))
+
+
+def _context(buf, start):
+    """Up to CONTEXT lines ending just before ``start`` (bytes, oldest first)."""
+    lo = start
+    for _ in range(CONTEXT):
+        if lo == 0:
+            break
+        lo = buf.rfind(b"\n", 0, lo - 1) + 1
+    lo = max(lo, start - MAX_LINE)
+    return buf[lo:start].split(b"\n")[:-1]
+
+
+def _hits(buf, first_number, size, begin=0):
+    """The hits in ``buf[begin:size]``, whole lines; returns (hits, the next line's
+    number)."""
+    out = []
+    pos = begin
+    number = first_number
+    counted = begin  # newlines counted up to here
+    search = SCAN.search
+    looked = 0  # the bytes before this were searched for frameworks already
+    while True:
+        m = search(buf, pos, size)
+        if m is None:
+            break
+        at = m.start()
+        start = buf.rfind(b"\n", 0, at) + 1
+        end = buf.find(b"\n", at, size)
+        if end < 0:
+            end = size
+        number += buf.count(b"\n", counted, start)
+        counted = start
+        data = buf[start:end]
+        if len(data) > MAX_LINE:
+            rel = at - start
+            lo = data.rfind(b"\r", 0, rel) + 1
+            hi = data.find(b"\r", rel)
+            hi = len(data) if hi < 0 else hi
+            lo, hi = max(lo, rel - MAX_LINE // 2), min(hi, rel + MAX_LINE // 2)
+            data = data[lo:hi]
+        frameworks = ()
+        if looked is not None and end > looked and b"NCCL INFO" not in data:
+            until = min(size, end + FRAMEWORK_WINDOW)
+            frameworks = _frameworks(buf[max(looked, start - FRAMEWORK_WINDOW):until])
+            looked = None if frameworks else until
+        out.append(Hit(number, data, _context(buf, start), frameworks))
+        pos = end + 1
+    return out, number + buf.count(b"\n", counted, size)
+
+
+class Scan:
+    """Iterate over the ``Hit``s of a binary stream, in order; afterwards ``lines`` and
+    ``bytes`` say how much was read."""
+
+    def __init__(self, stream, chunk=CHUNK):
+        self.stream = stream
+        self.chunk = chunk
+        self.lines = 0
+        self.bytes = 0
+
+    def __iter__(self):
+        # Each chunk is searched where it lies; only the line cut in two at its end is
+        # carried over, and joined to the head of the next chunk on its own.
+        carry = b""
+        number = 1
+        while True:
+            block = self.stream.read(self.chunk)
+            if not block:
+                break
+            self.bytes += len(block)
+            begin = 0
+            if carry:
+                nl = block.find(b"\n")
+                if nl < 0:
+                    carry += block
+                    if len(carry) > 4 * MAX_LINE:  # a line with no end in sight
+                        hits, number = _hits(carry, number, len(carry))
+                        yield from hits
+                        carry = b""
+                    continue
+                head = carry + block[:nl + 1]
+                hits, number = _hits(head, number, len(head))
+                yield from hits
+                begin = nl + 1
+            cut = block.rfind(b"\n", begin)
+            if cut < 0:
+                carry = block[begin:]
+                if len(carry) > 4 * MAX_LINE:
+                    hits, number = _hits(carry, number, len(carry))
+                    yield from hits
+                    carry = b""
+                continue
+            hits, number = _hits(block, number, cut + 1, begin)
+            yield from hits
+            carry = block[cut + 1:]
+        if carry:
+            hits, number = _hits(carry + b"\n", number, len(carry) + 1)
+            yield from hits
+        self.lines = number - 1

@@ -1,0 +1,121 @@
+"""An ``Explanation`` as text (a screen) or JSON (``schema/explain.schema.json``).
+
+Whatever the log held, what is shown passes through ``core.redact`` (a token in a
+command line, a password in a URL) and, on a screen, loses control characters.
+"""
+
+import json
+
+from .. import __version__
+from ..core import redact
+from ..core.frameworks import FRAMEWORKS
+from ..core.text import printable, rank_set, shorten
+from ..matrix.frameworks import phrase
+from .command import NEXT_STEPS
+
+SCHEMA_VERSION = 1
+LINE_LIMIT = 240
+
+
+def _who(f):
+    parts = []
+    if f.ranks:
+        parts.append(rank_set(f.ranks))
+    if f.hosts:
+        hosts = sorted(f.hosts)
+        parts.append("host%s %s%s" % ("s" if len(hosts) > 1 else "", ", ".join(hosts[:5]),
+                                      " and %d more" % (len(hosts) - 5) if len(hosts) > 5
+                                      else ""))
+    return parts
+
+
+def _framework_advice(f, frameworks):
+    variants = dict(f.signature.framework_advice)
+    return phrase(variants, {k: "" for k in frameworks}, "seen in the log")
+
+
+def finding_dict(f, frameworks):
+    s = f.signature
+    variants = dict(s.framework_advice)
+    return {"id": s.id, "cause": s.cause, "advice": s.advice,
+            "framework_advice": [{"framework": k, "advice": variants[k]}
+                                 for k in FRAMEWORKS if k in frameworks and k in variants],
+            "sources": [s.source], "line": shorten(f.line.shown, 2000), "file": f.file,
+            "line_number": f.line.number, "ranks": sorted(f.ranks),
+            "hosts": sorted(f.hosts), "count": f.count, "symptom": s.symptom,
+            "gpu_only": s.gpu, "caught_by": list(s.caught_by), "values": f.values}
+
+
+def to_dict(x):
+    nothing = not x.findings and x.exit_code != 0
+    return redact.deep({
+        "schema_version": SCHEMA_VERSION, "envcheck_version": __version__,
+        "inputs": x.inputs,
+        "findings": [finding_dict(f, x.frameworks) for f in x.findings],
+        "consequences": [finding_dict(f, x.frameworks) for f in x.consequences],
+        "facts": x.facts.to_list(),
+        "judgements": [j.to_dict() for j in x.judgements],
+        "frameworks": list(x.frameworks),
+        "next_steps": list(NEXT_STEPS) if nothing else [],
+    })
+
+
+def to_json(x):
+    return json.dumps(to_dict(x), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _inputs(x):
+    names = ", ".join(i["name"] for i in x.inputs)
+    lines = sum(i["lines"] for i in x.inputs)
+    return "%s (%s line%s)" % (names, "{:,}".format(lines), "" if lines == 1 else "s")
+
+
+def _finding(f, frameworks):
+    s = f.signature
+    out = ["✗ %s" % s.cause]
+    who = _who(f) + ["%d line%s, first at %s" % (f.count, "" if f.count == 1 else "s",
+                                                  f.where)]
+    out.append("  " + " · ".join(who))
+    out.append("  > %s" % shorten(f.line.shown, LINE_LIMIT))
+    if f.values:
+        out.append("  values: %s" % ", ".join("%s (%s)" % kv for kv in f.values.items()))
+    out.append("  fix: %s" % s.advice)
+    out += ["  %s" % line for line in _framework_advice(f, frameworks)]
+    out.append("  source: %s" % s.source)
+    if s.caught_by:
+        out.append("  caught before the job by: %s%s" % (
+            ", ".join(s.caught_by),
+            " (GPU only: matched on real texts, unverified on hardware here)" if s.gpu else ""))
+    return out
+
+
+def render(x):
+    out = []
+    if x.findings:
+        n = len(x.findings)
+        out.append("envcheck explain: %d cause%s found in %s" % (n, "" if n == 1 else "s",
+                                                                _inputs(x)))
+        for f in x.findings:
+            out += [""] + _finding(f, x.frameworks)
+        if x.consequences:
+            out += ["", "also seen, usually consequences of the above:"]
+            for f in x.consequences:
+                out.append("  - %s (%s; %s)" % (f.signature.cause, f.signature.id,
+                                                " · ".join(_who(f) + ["first at %s" % f.where])))
+    else:
+        out.append("envcheck explain: no known cause in %s" % _inputs(x))
+    facts = x.facts.to_list()
+    if facts or x.judgements:
+        out += ["", "versions in the log:"]
+        for fact in facts:
+            where = rank_set(fact["ranks"]) if fact["ranks"] else ", ".join(fact["hosts"])
+            out.append("  %s %s (%s%s)" % (fact["label"], fact["value"], fact["line"],
+                                           ", " + where if where else ""))
+        for j in x.judgements:
+            out.append("  %s %s" % ({"ok": "✓", "note": "!", "problem": "✗"}[j.verdict], j.text))
+    if x.frameworks:
+        out += ["", "framework seen in the log: %s" % ", ".join(
+            FRAMEWORKS[k].name for k in x.frameworks)]
+    if not x.findings and x.exit_code != 0:
+        out += ["", "collect next:"] + ["  - %s" % step for step in NEXT_STEPS]
+    return printable(redact.text("\n".join(out) + "\n"))

@@ -1,0 +1,203 @@
+"""Failure signatures: how a known failure reads in a job's log, with its cause, fix and
+public source (``[[signature]]`` in the matrix, ``data/signatures/*.toml``).
+
+``envcheck explain`` matches them against a failed job's log; ``envcheck run`` matches
+them against its own failing checks (``explain.diagnose``). The advice is written once:
+either here (``advice``) or, for a failure a probe reproduces, taken from that check's
+expected failure (``advice_from = "serialization.pickle_default_group"``), so that the
+run and the explanation never say two different things.
+
+The log scan looks only at lines that hold one of ``SCAN_WORDS`` (a C-speed search over
+the raw bytes, which is what makes a 2 GB log take seconds): every pattern must contain
+one of them literally, and validation says so when one does not.
+"""
+
+import dataclasses
+import re
+from typing import Optional, Tuple
+
+from ..core import catalog
+
+# The words a line must hold to be looked at (case-sensitive; chosen to start with
+# letters that are rare in a training log's progress lines, which keeps the scan fast).
+SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "Driver",
+              "THCudaCheck", "Exception", "Failed", "SIG", "Weights", "DDP", "NumPy", "Numpy",
+              "Duplicate",
+              "Bootstrap", "AF_INET", "Cannot", "Expected", "PyTorch", "Python version",
+              "WARN", "Watchdog")
+# caught_by may name the pre-install command instead of a check of envcheck run
+PREINSTALL = "envcheck check"
+
+SIGNATURE_KEYS = {"id", "cause", "match", "advice", "advice_from", "framework_advice",
+                  "source", "caught_by", "gpu", "symptom", "differ", "needs", "note"}
+
+_ID = re.compile(r"^[a-z0-9_-]+\.[a-z0-9_.-]+$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    id: str  # "nccl.shm_full"
+    cause: str  # one line: what went wrong
+    patterns: Tuple[re.Pattern, ...]  # any of them, searched in one line of the log
+    source: str  # the public source: an issue, a PR, the library's own code
+    where: object  # model.Where
+    advice: Optional[str] = None  # resolved: its own, or its advice_from check's
+    advice_from: Optional[str] = None  # the check whose expected failure holds the advice
+    framework_advice: Tuple[Tuple[str, str], ...] = ()
+    caught_by: Tuple[str, ...] = ()  # the envcheck run checks that would have caught it
+    gpu: bool = False  # seen on GPUs only: matched on real texts, unverified on hardware
+    symptom: bool = False  # usually the consequence of another failure (a timeout...)
+    differ: bool = False  # fires when the pattern's first group differs between ranks
+    needs: Tuple[str, ...] = ()  # fires only where one of these signatures fired too
+    note: str = ""
+
+    def search(self, text):
+        """The first match of any pattern in ``text``, or None."""
+        for p in self.patterns:
+            m = p.search(text)
+            if m:
+                return m
+        return None
+
+    def to_dict(self):
+        d = {"id": self.id, "cause": self.cause, "advice": self.advice,
+             "sources": [self.source], "file": self.where.file, "entry": self.where.index,
+             "caught_by": list(self.caught_by), "gpu_only": self.gpu,
+             "symptom": self.symptom}
+        if self.framework_advice:
+            d["framework_advice"] = dict(self.framework_advice)
+        if self.advice_from:
+            d["advice_from"] = self.advice_from
+        return d
+
+
+def _strings(value):
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ValueError("expected a string or a non-empty list of strings, got %r" % (value,))
+
+
+def _optional_strings(errors, where, label, e, key):
+    """``e[key]`` as a tuple of strings; () when absent or after recording the error."""
+    if key not in e:
+        return ()
+    try:
+        return _strings(e[key])
+    except ValueError as exc:
+        errors.add(where, "%s: %s: %s" % (label, key, exc))
+        return ()
+
+
+def parse(errors, where, e, probes, framework_advice):
+    """One ``[[signature]]`` table, validated; None when it cannot be built.
+    ``framework_advice``: load's parser of that table (shared with expectations)."""
+    for key in sorted(set(e) - SIGNATURE_KEYS):
+        errors.add(where, "unknown key %r (allowed: %s)" % (key, ", ".join(sorted(SIGNATURE_KEYS))))
+    sid = e.get("id")
+    if not isinstance(sid, str) or not _ID.match(sid):
+        errors.add(where, "id must be a dotted lower-case name like \"nccl.shm_full\", got %r"
+                   % (sid,))
+        return None
+    label = "signature %s" % sid
+    for key in ("cause", "source"):
+        if not isinstance(e.get(key), str) or not e[key].strip():
+            errors.add(where, "%s: %s is required (a non-empty string)" % (label, key))
+    try:
+        sources = _strings(e.get("match"))
+    except ValueError as exc:
+        errors.add(where, "%s: match: %s" % (label, exc))
+        return None
+    patterns = []
+    for source in sources:
+        try:
+            pattern = re.compile(source)
+        except re.error as exc:
+            errors.add(where, "%s: match %r is not a regular expression: %s"
+                       % (label, source, exc))
+            continue
+        if not any(word in source for word in SCAN_WORDS):
+            errors.add(where, "%s: match %r holds none of the words the log scan looks "
+                       "for (%s): its lines would never be read"
+                       % (label, source, ", ".join(SCAN_WORDS)))
+        if e.get("differ") and pattern.groups < 1:
+            errors.add(where, "%s: differ = true needs a group in match %r (the value "
+                       "that must be the same on every rank)" % (label, source))
+        patterns.append(pattern)
+    advice, advice_from = e.get("advice"), e.get("advice_from")
+    if (advice is None) == (advice_from is None):
+        errors.add(where, "%s: give advice or advice_from (a check whose expected failure "
+                   "holds the advice), one of them" % label)
+    if advice_from is not None:
+        reason = catalog.unknown_reason(advice_from, probes) if isinstance(
+            advice_from, str) else "advice_from must be a check id"
+        if reason:
+            errors.add(where, "%s: advice_from: %s" % (label, reason))
+        if "framework_advice" in e:
+            errors.add(where, "%s: framework_advice comes with advice_from's expectation; "
+                       "write it there" % label)
+    caught_by = _optional_strings(errors, where, label, e, "caught_by")
+    for check in caught_by:
+        reason = None if check == PREINSTALL else catalog.unknown_reason(check, probes)
+        if reason:
+            errors.add(where, "%s: caught_by: %s" % (label, reason))
+    flags = {}
+    for key in ("gpu", "symptom", "differ"):
+        value = e.get(key, False)
+        if not isinstance(value, bool):
+            errors.add(where, "%s: %s must be true or false, got %r" % (label, key, value))
+            value = False
+        flags[key] = value
+    needs = _optional_strings(errors, where, label, e, "needs")
+    fw = framework_advice(errors, where, e) if advice is not None else ()
+    if not patterns:
+        return None
+    return Signature(sid, e.get("cause") or "", tuple(patterns), e.get("source") or "",
+                     where, advice, advice_from, fw, caught_by, needs=needs,
+                     note=e.get("note", ""), **flags)
+
+
+def resolve(errors, signatures, expectations, builtin=None):
+    """The signatures with ``advice_from`` filled in from that check's expected failure
+    (duplicate ids and unresolvable references are errors). ``builtin``: a function that
+    gives the built-in expectations, for a ``--matrix`` file that replaced the one holding
+    the expected failure (a team whose build passes that check keeps the advice for the
+    failure in other people's logs)."""
+    seen = {}
+    out = []
+    fallback = []
+    ids = {s.id for s in signatures}
+    for s in signatures:
+        for other in s.needs:
+            if other not in ids or other == s.id:
+                errors.add(s.where, "signature %s: needs %r: no other signature has that id"
+                           % (s.id, other))
+        if s.id in seen:
+            errors.add(s.where, "signature %s is already defined at %s" % (s.id, seen[s.id]))
+        seen.setdefault(s.id, s.where)
+        if s.advice_from is None:
+            out.append(s)
+            continue
+        failing = _failing(expectations, s.advice_from)
+        if not failing and builtin is not None:
+            if not fallback:
+                fallback.append(builtin())
+            failing = _failing(fallback[0], s.advice_from)
+        texts = {(e.advice, e.framework_advice) for e in failing}
+        if not failing:
+            errors.add(s.where, "signature %s: advice_from %s: no expected failure of that "
+                       "check has advice" % (s.id, s.advice_from))
+            continue
+        if len(texts) > 1:
+            errors.add(s.where, "signature %s: advice_from %s: its expected failures give "
+                       "%d different advices; write the advice here" % (
+                           s.id, s.advice_from, len(texts)))
+            continue
+        e = failing[0]
+        out.append(dataclasses.replace(s, advice=e.advice, framework_advice=e.framework_advice))
+    return out
+
+
+def _failing(expectations, check):
+    return [e for e in expectations if check in e.checks and e.expects_failure and e.advice]

@@ -1,0 +1,48 @@
+"""explain.line: one log line's text, rank and host, whatever the launcher wrote."""
+
+import pytest
+
+from envcheck.explain import line
+
+CASES = [
+    # (line as the log has it, text, rank, host)
+    (b"[rank3]: TypeError: boom", "TypeError: boom", 3, None),
+    (b"[default2]:[rank5]: TypeError: boom", "TypeError: boom", 5, None),
+    (b"[default2]:RuntimeError: boom", "RuntimeError: boom", 2, None),
+    (b"  7: RuntimeError: boom", "RuntimeError: boom", 7, None),
+    (b"[1,4]<stdout>:node-3:29882:30400 [0] init.cc:497 NCCL WARN x",
+     "node-3:29882:30400 [0] init.cc:497 NCCL WARN x", 4, "node-3"),
+    (b"10.10.23.10: so-ucloud-10:1307367:1307586 [0] NCCL WARN y",
+     "so-ucloud-10:1307367:1307586 [0] NCCL WARN y", None, "10.10.23.10"),
+    (b"[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog caught collective",
+     "[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog caught collective", 1, None),
+    (b"(Worker pid=12) [rank1]:[E918 23:18:00.3 ProcessGroupNCCL.cpp:632] [Rank 1] W",
+     "[E918 23:18:00.3 ProcessGroupNCCL.cpp:632] [Rank 1] W", 1, None),
+    (b"\x1b[31mRuntimeError\x1b[0m: CUDA error\r\n", "RuntimeError: CUDA error", None, None),
+    (b"RuntimeError: caf\xe9 \xff broken", "RuntimeError: caf\ufffd \ufffd broken", None, None),
+    (b"  2%|##  | 3/100 [00:01<00:30]\r 5%|###  | 5/100\rRuntimeError: late",
+     "RuntimeError: late", None, None),
+    (b"12:00:01 RuntimeError: not a rank", "12:00:01 RuntimeError: not a rank", None, None),
+    (b"RuntimeError: no host", "RuntimeError: no host", None, None),
+]
+
+
+@pytest.mark.parametrize("data,text,rank,host", CASES)
+def test_prefixes_are_read_off(data, text, rank, host):
+    ln = line.parse(5, data)
+    assert (ln.text, ln.rank, ln.host) == (text, rank, host)
+    assert ln.number == 5
+
+
+def test_torchrun_summary_gives_rank_and_host_from_the_lines_before():
+    before = [b"[1]:", b"  time      : 2023-06-14_22:36:10", b"  host      : node-1",
+              b"  rank      : 1 (local_rank: 1)", b"  exitcode  : -6 (pid: 2385923)",
+              b"  error_file: <N/A>"]
+    ln = line.parse(9, b"  traceback : Signal 6 (SIGABRT) received by PID 2385923", before)
+    assert (ln.rank, ln.host) == (1, "node-1")
+
+
+def test_summary_lookback_stops_at_the_entry_start():
+    before = [b"  rank      : 1 (local_rank: 1)", b"[2]:", b"  time      : x"]
+    ln = line.parse(9, b"  traceback : Signal 6 (SIGABRT) received by PID 3", before)
+    assert ln.rank is None

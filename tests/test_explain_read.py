@@ -1,0 +1,94 @@
+"""explain.read: a log of any size, as the lines worth matching (with their numbers)."""
+
+import gzip
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+
+from envcheck.explain import command, read
+
+from conftest import ROOT
+
+
+def _hits(data, chunk=64):
+    scan = read.Scan(io.BytesIO(data), chunk=chunk)
+    hits = [(h.number, h.data) for h in scan]
+    return hits, scan
+
+
+def test_only_lines_with_a_scan_word_are_kept_with_their_numbers():
+    data = b"step 1 loss 2.0\nRuntimeError: boom\nstep 2\nNCCL WARN x\n"
+    hits, scan = _hits(data)
+    assert hits == [(2, b"RuntimeError: boom"), (4, b"NCCL WARN x")]
+    assert (scan.lines, scan.bytes) == (4, len(data))
+
+
+def test_chunk_boundaries_do_not_split_lines_or_shift_numbers():
+    lines = [b"progress %d of a long training run" % i for i in range(300)]
+    lines[123] = b"[rank2]: RuntimeError: CUDA error: out of memory"
+    lines[299] = b"NCCL WARN last line, no newline"
+    data = b"\n".join(lines)
+    for chunk in (7, 64, 1000, 1 << 20):
+        hits, scan = _hits(data, chunk)
+        assert hits == [(124, lines[123]), (300, lines[299])]
+        assert scan.lines == 300
+
+
+def test_a_line_without_end_is_cut_around_the_hit():
+    data = b"x" * (read.MAX_LINE * 10) + b"RuntimeError: deep inside" + b"y" * (read.MAX_LINE * 10)
+    hits, _ = _hits(data, chunk=4096)
+    assert len(hits) == 1
+    assert b"RuntimeError: deep inside" in hits[0][1]
+    assert len(hits[0][1]) <= read.MAX_LINE + 64
+
+
+def test_context_lines_come_with_a_hit():
+    data = b"a\nb\nc\nd\ne\nf\ng\nSIGABRT here\n"
+    scan = read.Scan(io.BytesIO(data))
+    (hit,) = list(scan)
+    assert hit.before == [b"b", b"c", b"d", b"e", b"f", b"g"]
+
+
+def test_gzipped_log_is_read_as_it_decompresses(tmp_path):
+    path = tmp_path / "job.log.gz"
+    with gzip.open(path, "wb") as f:
+        f.write(b"ok\n[rank1]: RuntimeError: CUDA error: no kernel image is available for "
+                b"execution on the device\n")
+    result = command.explain([str(path)])
+    assert [f.signature.id for f in result.findings] == ["cuda.no_kernel_image"]
+    assert result.findings[0].ranks == {1}
+
+
+# The peak of this process's own memory: VmHWM (ru_maxrss would carry over the peak of
+# the process that forked it, here pytest's, across exec).
+MEMORY = r"""
+import sys
+from envcheck.explain import command
+result = command.explain([sys.argv[1]])
+with open("/proc/self/status") as f:
+    peak = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+print(peak, len(result.findings), result.inputs[0]["lines"])
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmHWM in /proc")
+def test_memory_stays_flat_on_a_log_larger_than_it(tmp_path):
+    # 160 MB of progress lines with one error near the end: the peak memory of the
+    # process stays far below the log's size (figures for 2 GB: bench/explain.md).
+    line = b"[rank3]: step 123 loss=2.3456 lr=3.0e-4 grad_norm=0.98 tokens/s=123456\n"
+    block = line * 20000
+    path = tmp_path / "big.log"
+    with open(path, "wb") as f:
+        for _ in range(112):
+            f.write(block)
+        f.write(b"[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n")
+    size = os.path.getsize(path)
+    proc = subprocess.run([sys.executable, "-c", MEMORY, str(path)], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    peak_kib, found, lines = (int(x) for x in proc.stdout.split())
+    assert (found, lines) == (1, 112 * 20000 + 1)
+    assert peak_kib * 1024 < size / 2

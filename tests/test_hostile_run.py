@@ -1,0 +1,377 @@
+"""envcheck run in a broken or hostile environment (issue 28): never a wrong kill, nothing
+left behind, a zygote that may die at any instant, closed standard streams, resource
+limits. Every fault is real: real stray output on the zygote's stdout, a real SIGKILL of
+the zygote right after its first fork, a real daemon, real closed fds, real ulimits."""
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, checks_by_id, load_report
+
+# Runs only in the zygote (python -m envcheck.worker.zygote), from a sitecustomize on the
+# PYTHONPATH envcheck passes on: before torch is imported, like a noisy library would.
+IN_ZYGOTE = '''
+import os
+with open("/proc/self/cmdline", "rb") as _f:
+    _ZYGOTE = b"envcheck.worker.zygote" in _f.read()
+'''
+
+
+def _envcheck(args, tmp_path, site=None, env=None, preexec_fn=None, timeout=300, **kw):
+    full_env = dict(os.environ)
+    full_env.pop("SLURM_PROCID", None)
+    if site is not None:
+        (tmp_path / "site").mkdir(exist_ok=True)
+        (tmp_path / "site" / "sitecustomize.py").write_text(IN_ZYGOTE + site)
+        full_env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(tmp_path / "site"), os.environ.get("PYTHONPATH")) if p)
+    full_env.update(env or {})
+    kw.setdefault("stdin", subprocess.DEVNULL)
+    return subprocess.run([sys.executable, "-m", "envcheck", *args], capture_output=True,
+                          text=True, timeout=timeout, env=full_env, cwd=ROOT,
+                          preexec_fn=preexec_fn, **kw)
+
+
+def _alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def test_a_stray_line_shaped_like_a_fork_report_kills_nothing(tmp_path):
+    """The zygote's stdout says 'RANK PID' for a process envcheck never started (a decoy
+    in its own session): the decoy survives, the run passes, and the line is a note.
+    (Before: envcheck SIGKILLed the decoy's process group.)"""
+    decoy = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    try:
+        report = tmp_path / "r.json"
+        site = ("if _ZYGOTE:\n    os.write(1, b'7 %d\\n0 %d\\n1 1\\nnoise from a library\\n')\n"
+                % (decoy.pid, decoy.pid))
+        proc = _envcheck(["run", "-p", "collectives", "-q", "--json", str(report)],
+                         tmp_path, site=site)
+        assert _alive(decoy.pid), "envcheck killed a process it did not start"
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        data = load_report(report)
+        assert checks_by_id(data)["collectives.all_reduce"]["outcome"] == "passed"
+        notes = " ".join(data["plan"]["notes"])
+        assert "not its protocol" in notes and "noise from a library" in notes
+    finally:
+        decoy.kill()
+        decoy.wait()
+
+
+def test_a_zygote_killed_right_after_its_first_fork_leaves_no_rank_to_join(tmp_path):
+    """SIGKILL of the zygote between forking rank 0 and saying its PID: that rank is
+    killed with the failed fork, the attempt starts its ranks anew on a fresh port, and
+    no note says a port was taken. (Before: the leftover rank 0 met the fresh ranks at
+    the same rendezvous.)"""
+    report = tmp_path / "r.json"
+    site = ("if _ZYGOTE:\n"
+            "    import signal\n"
+            "    _fork = os.fork\n"
+            "    def _dying_fork():\n"
+            "        pid = _fork()\n"
+            "        if pid:\n"
+            "            os.kill(os.getpid(), signal.SIGKILL)\n"
+            "        return pid\n"
+            "    os.fork = _dying_fork\n")
+    proc = _envcheck(["run", "-p", "collectives", "-q", "--timeout", "30", "--json",
+                      str(report)], tmp_path, site=site)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = load_report(report)
+    assert not [n for n in data["plan"]["notes"] if "taken" in n], data["plan"]["notes"]
+    assert len(data["attempts"]) == 1
+    # Every rank of the report was started anew. (Before: rank 0 was the leftover of the
+    # failed fork, "forked", joined by a fresh rank 1, while the fresh rank 0 waited for
+    # a rendezvous of its own until the timeout, a hang no check reported.)
+    starts = [phases[0] for phases in data["attempts"][0]["timing"]["ranks"].values()]
+    assert [s["forked"] for s in starts] == [False, False], starts
+    assert {c["outcome"] for c in data["checks"] if c["id"].startswith("collectives.")} \
+        == {"passed"}
+
+
+DAEMON = '''
+CHECKS = ("spawn",)
+
+
+def probe_daemon(ctx):
+    """rank 0 leaves a daemon: double fork, setsid, environment cleared"""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    with ctx.check("spawn"):
+        if ctx.rank == 0:
+            pidfile = os.environ["DAEMON_PIDFILE"]
+            code = ("import os\\n"
+                    "if os.fork(): os._exit(0)\\n"
+                    "os.setsid()\\n"
+                    "if os.fork(): os._exit(0)\\n"
+                    "open(%r + '.tmp', 'w').write(str(os.getpid()))\\n"
+                    "os.rename(%r + '.tmp', %r)\\n"
+                    "os.execve('/bin/sleep', ['sleep', '600'], {})\\n"
+                    % (pidfile, pidfile, pidfile))
+            subprocess.run([sys.executable, "-c", code], env={}, check=True)
+            while not os.path.exists(pidfile):
+                time.sleep(0.01)
+'''
+
+
+@pytest.mark.parametrize("cgroup", ["1", "0"])
+def test_a_daemon_in_its_own_session_without_the_marker_ends_with_the_run(tmp_path, cgroup):
+    """A probe's daemon that calls setsid and clears its environment (no marker left)
+    is killed with the attempt: by the attempt's cgroup where there is one, else found
+    below envcheck, its subreaper (ENVCHECK_CGROUP=0 rules the cgroup out)."""
+    probes = tmp_path / "daemon.py"
+    probes.write_text(DAEMON)
+    pidfile = tmp_path / "daemon.pid"
+    proc = _envcheck(["run", "--probe-path", str(probes), "-p", "daemon", "-q"], tmp_path,
+                     env={"DAEMON_PIDFILE": str(pidfile), "ENVCHECK_CGROUP": cgroup})
+    pid = int(pidfile.read_text())
+    try:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(pid), "the daemon outlived envcheck"
+    finally:
+        if _alive(pid):
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                if f.read().startswith(b"sleep\0600"):
+                    os.kill(pid, signal.SIGKILL)
+
+
+CGROUP = '''
+CHECKS = ("where",)
+
+
+def probe_cgroup(ctx):
+    """the rank's cgroup v2 path"""
+    with ctx.check("where") as c:
+        with open("/proc/self/cgroup") as f:
+            c.detail = [l[3:].strip() for l in f if l.startswith("0::")][0]
+'''
+
+
+def test_ranks_run_in_a_cgroup_of_their_attempt_where_the_machine_offers_one(tmp_path):
+    from envcheck.run import containment
+
+    group = containment.make()
+    if group is None:
+        pytest.skip("no writable cgroup v2 hierarchy here: the subreaper contains runs")
+    group.close()
+    probes = tmp_path / "cgroup.py"
+    probes.write_text(CGROUP)
+    report = tmp_path / "r.json"
+    proc = _envcheck(["run", "--probe-path", str(probes), "-p", "cgroup", "-q", "--json",
+                      str(report)], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    where = checks_by_id(load_report(report))["cgroup.where"]["detail"]
+    assert os.path.basename(where).startswith("envcheck-"), where
+    assert not os.path.exists(os.path.join(containment._mount(), where.lstrip("/")))
+
+
+def test_a_daemon_left_by_a_killed_envcheck_ends_with_the_next_run(tmp_path):
+    """envcheck SIGKILLed while a probe's daemon (own session, environment cleared) runs:
+    the ranks' lifeline cannot find the daemon (no marker), but it stayed in the attempt's
+    cgroup, and the next envcheck removes that cgroup with what is in it."""
+    from envcheck.run import containment
+
+    group = containment.make()
+    if group is None:
+        pytest.skip("no writable cgroup v2 hierarchy here")
+    group.close()
+    probes = tmp_path / "daemon.py"
+    probes.write_text(DAEMON.replace("time.sleep(0.01)\n", "time.sleep(0.01)\n"
+                                     "            time.sleep(600)\n"))
+    pidfile = tmp_path / "daemon.pid"
+    env = dict(os.environ, DAEMON_PIDFILE=str(pidfile))
+    env.pop("SLURM_PROCID", None)
+    first = subprocess.Popen([sys.executable, "-m", "envcheck", "run", "--probe-path",
+                              str(probes), "-p", "daemon", "-q"], cwd=ROOT, env=env,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    pid = None
+    try:
+        deadline = time.monotonic() + 120
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pid = int(pidfile.read_text())
+        first.kill()
+        first.wait()
+        time.sleep(1.0)  # the ranks' lifeline ends what it can find
+        assert _alive(pid), "nothing should have found the daemon yet"
+        proc = _envcheck(["run", "-p", "launch", "-q"], tmp_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert not _alive(pid), "the daemon outlived the next run"
+    finally:
+        if pid and _alive(pid):
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                if f.read().startswith(b"sleep\0600"):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _close_fds(*fds):
+    def close():
+        for fd in fds:
+            os.close(fd)
+    return close
+
+
+def test_closed_stdin_is_no_reason_for_the_ranks_to_die(tmp_path):
+    """envcheck started with fd 0 closed (``<&-``): the run passes. (Before: the ranks'
+    lifeline pipe took fd 0, was replaced by /dev/null in each rank, and every rank ended
+    the run at startup: exit 1.)"""
+    report = tmp_path / "r.json"
+    proc = _envcheck(["run", "-p", "collectives", "-q", "--json", str(report)], tmp_path,
+                     preexec_fn=_close_fds(0), stdin=None)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert {c["outcome"] for c in load_report(report)["checks"]
+            if c["id"].startswith("collectives.")} == {"passed"}
+
+
+def test_closed_stdout_and_stderr_still_answer_with_the_exit_code(tmp_path):
+    report = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "envcheck", "run", "-p", "launch", "--json", str(report)],
+        cwd=ROOT, preexec_fn=_close_fds(0, 1, 2), timeout=300)
+    assert proc.returncode == 0
+    assert load_report(report)["checks"]
+
+
+def _limit(kind, value):
+    def apply():
+        resource.setrlimit(kind, (value, value))
+    return apply
+
+
+@pytest.mark.parametrize("files", [12, 40])
+def test_too_few_file_descriptors_is_one_line_naming_the_limit(tmp_path, files):
+    """``ulimit -n``: 12 is too few to start the zygote (before: a traceback, OSError
+    Too many open files); 40 lets envcheck start but not a rank's process group (before:
+    a hang or a failure in the report, depending on the count): refused up front."""
+    proc = _envcheck(["run", "-p", "launch"], tmp_path,
+                     preexec_fn=_limit(resource.RLIMIT_NOFILE, files))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith("envcheck: error: ")
+    assert "open-file limit is too low (ulimit -n is %d)" % files in lines[0]
+
+
+def _counted_as_nobody(nproc):
+    """``ulimit -u NPROC`` that binds: root is exempt from it (by its real uid, and by
+    CAP_SYS_RESOURCE / CAP_SYS_ADMIN), so the real uid becomes nobody's and those two
+    capabilities leave the bounding set; the effective uid stays root, to read the venv."""
+    import ctypes
+
+    def apply():
+        libc = ctypes.CDLL(None, use_errno=True)
+        for cap in (21, 24):  # CAP_SYS_ADMIN, CAP_SYS_RESOURCE
+            libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        os.setresuid(65534, 0, 0)
+    return apply
+
+
+@pytest.mark.parametrize("tasks", [2, 3, 12])
+def test_a_process_limit_is_one_line_naming_the_limit(tmp_path, tasks):
+    """``ulimit -u``: at 2, envcheck and its first zygote, then nothing more; at 3 or 12
+    ranks are forked but cannot start their threads. (Before: a traceback,
+    BlockingIOError; or every rank 'crashed' with "can't start new thread".)"""
+    proc = _envcheck(["run", "-p", "launch"], tmp_path,
+                     preexec_fn=_counted_as_nobody(tasks))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith("envcheck: error: ")
+    assert "the limit on processes is" in lines[0]
+    assert "(ulimit -u is %d" % tasks in lines[0]
+
+
+SLEEPY = '''
+def probe_sleepy(ctx):
+    """every rank sleeps in its check"""
+    import time
+    with ctx.check("nap"):
+        time.sleep(600)
+'''
+
+
+def test_ranks_the_launcher_terminated_are_not_a_crash(tmp_path):
+    """SIGTERM to torchrun: it terminates every rank, and each leaves its SIGTERM stack
+    dump. The report says they were terminated by the launcher. (Before: "rank 0 ...
+    crashed", exit 1, as if one had died on its own.)"""
+    from conftest import torchrun, validate_report
+    from envcheck.run.supervisor import free_port
+
+    probe = tmp_path / "sleepy.py"
+    probe.write_text(SLEEPY)
+    out = tmp_path / "out"
+    agent = torchrun(sys.executable, 1, 0, 2, free_port(),
+                     ["--out", str(out), "-p", "sleepy", "--probe-path", str(probe),
+                      "--timeout", "300"], str(tmp_path), "nodeA")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            files = [out / ("records-rank%d.jsonl" % r) for r in (0, 1)]
+            if all(f.exists() and '"nap"' in f.read_text() for f in files):
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the ranks never reached the probe")
+        time.sleep(0.5)
+        agent.send_signal(signal.SIGTERM)
+        agent.communicate(timeout=120)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.communicate()
+    res = _envcheck(["report", "--records", str(out), "--format", "json"], tmp_path)
+    assert "Traceback" not in res.stderr, res.stderr
+    report = validate_report(__import__("json").loads(res.stdout))
+    nap = checks_by_id(report)["sleepy.nap"]
+    assert nap["outcome"] != "crash", nap
+    assert "terminated by the launcher (SIGTERM)" in nap["detail"], nap["detail"]
+    assert "crashed" not in res.stdout
+    assert res.returncode == 143  # SIGTERM, as for envcheck run: not "will not work"
+
+
+def test_a_full_tmpdir_is_blamed_on_the_space(tmp_path):
+    """TMPDIR on a 4 MiB tmpfs (mounted in a private mount namespace): the checkpoint
+    probe's async snapshot runs out of space. The report says so and lays no blame on
+    the user's code; the checks whose records could not be written at that moment are
+    written once the probe's files are gone. (Before: async_snapshot and
+    no_process_group vanished from the report, "nothing unexpected"; with a little more
+    room, async_snapshot advised not to modify the state before the future completes.)"""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) for a private mount namespace")
+    full = tmp_path / "full"
+    full.mkdir()
+    report = tmp_path / "r.json"
+    script = ("mount -t tmpfs -o size=4m tmpfs %s && exec %s -m envcheck run -p checkpoint "
+              "-q --json %s" % (full, sys.executable, report))
+    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                           script], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env=dict(os.environ, TMPDIR=str(full)), stdin=subprocess.DEVNULL)
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    checks = checks_by_id(load_report(report))
+    snap = checks["checkpoint.async_snapshot"]
+    assert snap["outcome"] == "failed"
+    assert snap["detail"].startswith("out of space (TMPDIR="), snap["detail"]
+    assert "has 0 MiB free" in snap["detail"]
+    assert snap["advice"].startswith("the filesystem is full, not the code under test")
+    assert "do not modify the state" not in proc.stdout
+    assert "checkpoint.no_process_group" in checks
