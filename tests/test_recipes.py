@@ -81,7 +81,8 @@ def envcheck_commands():
         for raw, line in zip(text.replace("\\\n", " ").splitlines(), shell_lines(text)):
             if prompted and not raw.strip().startswith("$ "):
                 continue
-            if not re.match(r"(envcheck|python3? -m envcheck) ", line):
+            # a command, not a screen's first line ('envcheck 0.1.0 · …', 'envcheck: …')
+            if not re.match(r"(envcheck|python3? -m envcheck) [a-z][a-z-]*( |$)", line):
                 continue
             try:
                 words = shlex.split(line, comments=True)
