@@ -1,7 +1,8 @@
 #!/bin/bash
 # Capture envcheck's screens in a real terminal (tmux, 80 columns) for docs/screens.md.
 #
-#   dev/screens.sh OUTDIR        # writes OUTDIR/{run,run-live,probes,check}.txt
+#   dev/screens.sh OUTDIR        # writes OUTDIR/{run,run-live,unexpected,verbose,probes,
+#                                #   check,suggest}.txt
 #
 # Each command runs in a fresh detached tmux session 80 columns wide and 50 lines high,
 # started with `envcheck` on PATH (activate the venv first); the whole pane, scrollback
@@ -39,6 +40,23 @@ capture() {  # capture NAME LIVE_TRIES COMMAND (LIVE_TRIES: half seconds to wait
     tmux -L "$server" kill-server || true
 }
 
+# One UNEXPECTED: a check the team's matrix expects to pass fails (docs/screens.md).
+mkdir -p "$out/team/expectations"
+cat > "$out/ours.py" <<'PY'
+CHECKS = ("sums",)
+
+
+def probe_ours(ctx):
+    """a check our cluster expects to pass"""
+    with ctx.check("sums") as c:
+        c.fail("rank 1 sums to 7, rank 0 to 6")
+PY
+printf '[[expectation]]\ncheck = "ours.sums"\ntorch = ">=1.0"\noutcome = "passed"\nsource = "our cluster, every week"\n' \
+    > "$out/team/expectations/ours.toml"
+
 capture run 240 "envcheck run"
+capture unexpected 0 "envcheck run --probe-path $out/ours.py --matrix $out/team"
+capture verbose 0 "envcheck run -v -p collectives -p nccl"
 capture probes 0 "envcheck probes"
 capture check 0 "envcheck check torch==2.4.1+cu124 --driver 470.82.01 --gpu sm_80"
+capture suggest 0 "envcheck check --suggest --driver 535.104.05 --gpu sm_80"

@@ -42,6 +42,8 @@ MATRIX_HELP = ("Also read the matrix files in DIR (repeatable); a file named lik
                "built-in one replaces it. See docs/matrix.md.")
 REPORT_MATRIX_HELP = MATRIX_HELP + " Given here, the saved report is judged again."
 STRICT_HELP = "Known issues fail too (exit 1), not only unexpected results."
+VERBOSE_HELP = ("A row per check with its detail, and every piece of advice with its "
+                "source [default: the answer, what needs action, a line per known issue].")
 NO_COLOR_HELP = ("No colour, also on a terminal (as NO_COLOR=1 does). Pipes, files, JSON, "
                  "JUnit and markdown never have any.")
 
@@ -71,16 +73,22 @@ def _painter(no_color):
     return paint.Painter(paint.wanted(sys.stdout, no_color))
 
 
-def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=False):
+def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=False,
+          verbose=False, probes_shown=False):
     """Write the report files asked for (each atomically), then print it in FMT."""
     from .core import redact
     from .core.atomic import write_atomic
     from .report import model as report_mod
 
     # Secrets by value, wherever a rank put them (an exception, a traceback, a path):
-    # every output below reads this one redacted copy.
-    report = report_mod.Report.from_dict(redact.deep(report.to_dict()))
-    text = report_mod.dumps(report)
+    # every output below reads this one redacted copy. A screen alone shows no rank's
+    # stderr or stacks in full: a flooded stderr kept in the report is cut first, not
+    # searched for secrets megabyte by megabyte (JSON and JUnit keep everything).
+    data = report.to_dict()
+    if fmt != "json" and not json_path and not junit_path:
+        data = _screen_sized(data)
+    report = report_mod.Report.from_dict(redact.deep(data))
+    text = report_mod.dumps(report) if fmt == "json" or json_path else None
     failed = []
     for path, render in ((json_path, lambda: text), (junit_path, lambda: _junit(report, strict))):
         if path:
@@ -102,14 +110,31 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=F
             screen = render_markdown(shown, strict=strict)
         else:
             from .report.table import render as render_table
-            screen = render_table(shown, width=terminal_width(), strict=strict,
-                                  paint=_painter(no_color))
+            width = terminal_width()
+            screen = render_table(shown, width=width, strict=strict, paint=_painter(no_color),
+                                  verbose=verbose, probes_shown=probes_shown and bool(width))
     # Undecodable bytes a rank passed on show escaped, as in the JSON report. The
     # terminal gone (closed: SIGHUP) or the pipe cut: the report files are written, and
     # the exit code still says what happened.
     write_screen(report_mod.jsonable(screen))
     if failed:
         raise UsageError("; ".join(failed))
+
+
+SCREEN_TEXT_LIMIT = 64 * 1024  # characters of one string a screen could need, at most
+
+
+def _screen_sized(value):
+    """``value`` with every string longer than SCREEN_TEXT_LIMIT cut to its end (what a
+    rank wrote last is what explains it), for the screen only."""
+    if isinstance(value, str):
+        return value if len(value) <= SCREEN_TEXT_LIMIT else \
+            "…" + value[-SCREEN_TEXT_LIMIT:]
+    if isinstance(value, dict):
+        return {k: _screen_sized(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_screen_sized(v) for v in value]
+    return value
 
 
 # Where stdout cannot encode envcheck's glyphs (a latin-1 or ASCII locale, a pipe with
@@ -208,6 +233,7 @@ def run(
                                help="No live view (on a terminal) nor progress lines "
                                     "(elsewhere) on stderr."),
     no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
 ):
     """Run the probes on this machine and report what works."""
     from .explain.diagnose import diagnose
@@ -248,7 +274,8 @@ def run(
     verdicts.apply(report, judged_by)
     diagnose(report, judged_by)
     frameworks.advise(report)
-    _emit(report, fmt, json_path, junit_path, strict=strict, no_color=no_color)
+    _emit(report, fmt, json_path, junit_path, strict=strict, no_color=no_color,
+          verbose=verbose, probes_shown=progress.tty)
     raise typer.Exit(int(runner.exit_code(report, strict)))
 
 
@@ -269,6 +296,7 @@ def report(
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=REPORT_MATRIX_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
     no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
 ):
     """Render a saved JSON report again (re-judged with --matrix DIR); runs nothing."""
     from .matrix import frameworks, load as matrix_load, verdicts
@@ -297,7 +325,8 @@ def report(
             verdicts.apply(saved, judged_by)
             diagnose(saved, judged_by)
             frameworks.advise(saved)
-        _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color)
+        _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color,
+              verbose=verbose)
         code = runner.exit_code(saved, strict)
     except UsageError:
         raise
@@ -386,6 +415,9 @@ def check(
                             help="What to print: text or json."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
     no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="Each known issue with its advice, source and the builds "
+                                      "it was observed on [default: a line each]."),
 ):
     """Will this torch wheel work on this node? Instant, from the matrix; no torch needed.
 
@@ -405,6 +437,7 @@ def check(
     result = check_command.run(requirement, requirements_file, cuda, driver, tuple(gpu),
                                python_version, suggest, tuple(matrix_dir), glibc,
                                index_url, tuple(extra_index_url))
+    _no_such_variant(result, tuple(matrix_dir))
     data = redact.text(render_check.to_json(result))
     if json_path:
         from .core.atomic import write_atomic
@@ -420,9 +453,26 @@ def check(
         from .report import paint, vocabulary
 
         # GPU names and nvidia-smi's own words are shown escaped, before envcheck's colour.
-        text = printable(redact.text(render_check.render(result, width=terminal_width())))
+        text = printable(redact.text(render_check.render(result, width=terminal_width(),
+                                                         verbose=verbose)))
         write_screen(paint.lead_glyphs(text, _painter(no_color), vocabulary.CHECK_STYLES))
     raise typer.Exit(int(result.exit_code))
+
+
+def _no_such_variant(result, matrix_dirs):
+    """A CUDA variant no torch release has (+cu999, a typo) is bad input: one line, exit 2,
+    not a page of criteria that all say 'no such build'."""
+    answer = result.answer
+    if answer is None or answer.works or not answer.build.variant.startswith("cu"):
+        return
+    from .matrix import load as matrix_load
+
+    known = sorted({v.name for r in matrix_load.load(matrix_dirs).releases for v in r.variants
+                    if v.name.startswith("cu")}, key=lambda n: int(n[2:] or 0))
+    if answer.build.variant not in known:
+        raise UsageError("%s: no torch release has a %s build (the CUDA variants are %s); "
+                         "'envcheck check --suggest' lists the builds that work here"
+                         % (result.requirement, answer.build.variant, ", ".join(known)))
 
 
 @app.command()
@@ -534,14 +584,43 @@ def matrix_cmd(
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
     probe_path: List[str] = typer.Option([], "--probe-path", metavar="FILE.py",
                                          help="Also accept the checks of the probes in this file."),
+    no_pager: bool = typer.Option(False, "--no-pager",
+                                  help="Print it all, also on a terminal [default: longer "
+                                       "than the terminal goes through $PAGER, else less]."),
 ):
     """Show the version matrix: releases, CUDA drivers, and expected outcomes per check."""
     from .matrix import command as matrix_command
 
     from .core.text import printable
 
-    write_screen(printable(matrix_command.run(torch, cuda, check_id, validate,
-                                              tuple(matrix_dir), tuple(probe_path))))
+    _page(printable(matrix_command.run(torch, cuda, check_id, validate, tuple(matrix_dir),
+                                       tuple(probe_path))), enabled=not no_pager)
+
+
+def _page(text, enabled=True):
+    """``text`` through a pager ($PAGER, else less) where it would not fit the terminal,
+    as git does; pipes, files and a dumb terminal get it as it is (write_screen)."""
+    import shlex
+    import shutil
+    import subprocess
+
+    try:
+        interactive = sys.stdout.isatty() and sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        interactive = False
+    rows = shutil.get_terminal_size().lines
+    if not (enabled and interactive and os.environ.get("TERM") != "dumb"
+            and text.count("\n") >= rows):
+        write_screen(text)
+        return
+    pager = os.environ.get("PAGER") or "less"
+    env = dict(os.environ)
+    env.setdefault("LESS", "FRX")  # quit if one screen, keep colours, leave the screen
+    sys.stdout.flush()
+    try:
+        subprocess.run(shlex.split(pager), input=text, text=True, env=env, check=False)
+    except (OSError, ValueError):  # no such pager: the text as it is
+        write_screen(text)
 
 
 class _AsGiven:
@@ -661,7 +740,7 @@ def _entry(argv):
         # an install without one of envcheck's dependencies: the single-file build
         # (dev/build_zipapp.py) leaves pydantic out, which only number options need
         print("envcheck: error: this command needs the Python package %r, which is not "
-              "installed with this envcheck: pip install envcheck (the single-file build "
+              "installed with this envcheck: pip install torch-envcheck (the single-file build "
               "runs check, summary, matrix, report and probes)" % exc.name, file=sys.stderr)
         sys.exit(ExitCode.USAGE)
     sys.exit(code or 0)

@@ -6,7 +6,9 @@ depend on the machine running the tests; Python is fixed with --python-version.
 
 import json
 import os
+import re
 import stat
+import subprocess
 import sys
 import textwrap
 import time
@@ -100,8 +102,12 @@ def test_known_issues_are_listed_but_do_not_fail():
     res = check("torch==2.1.2", "--driver", "535.104.05", *A100, *PY311)
     assert res.code == 0
     assert "known to fail with 2.1.2+cu121" in res.stdout
-    assert "serialization.deepcopy_module_with_group" in res.stdout
-    assert "source: hpcaitech/Open-Sora#49" in res.stdout
+    # A line each, saying what the code must avoid; -v has the advice and its source.
+    assert ("  ! serialization.deepcopy_module_with_group: do not deepcopy a model that "
+            "stores a process group (the EMA-by-deepcopy pattern)\n") in res.stdout
+    assert "source: hpcaitech/Open-Sora#49" not in res.stdout
+    verbose = check("torch==2.1.2", "--driver", "535.104.05", *A100, *PY311, "-v")
+    assert verbose.code == 0 and "source: hpcaitech/Open-Sora#49" in verbose.stdout
 
 
 def test_glibc_floor():
@@ -494,7 +500,9 @@ def test_k80_on_a_550_driver_will_not_work_and_says_why():
     assert "✗ driver/GPU sm_37 (GPU 0, Kepler) is not run by drivers after R470 (Kepler's " \
            "last branch), found 550.54.15: install a 470.x driver" in text
     assert "source: NVIDIA, Current graphics driver releases: legacy 470.x for 'Kepler' GPUs" in text
-    assert "✗ 2.3.1+cu118 will not work here: driver/GPU failed" in text
+    # the failing fact, next to the answer
+    assert "✗ 2.3.1+cu118 will not work here: driver 550.54.15 cannot run sm_37 (Kepler: " \
+        "up to R470)" in text
 
 
 @pytest.mark.parametrize("driver", ["550.54.15", "535.104.05"])
@@ -504,7 +512,8 @@ def test_rtx_5090_needs_r570(driver):
     text = " ".join(res.stdout.split())
     assert "sm_120 (GPU 0, Blackwell) needs driver branch R570 or newer, found %s" % driver \
         in text
-    assert "✗ 2.7.1+cu128 will not work here: driver/GPU failed" in text
+    assert "✗ 2.7.1+cu128 will not work here: driver %s cannot run sm_120 (Blackwell needs " \
+        "R570+)" % driver in text
     assert res.stdout.endswith("No torch build can help until the driver changes: this "
                                "driver cannot run these GPUs (driver/GPU above).\n")
     res = check("torch==2.7.1+cu128", "--driver", "570.86.16", "--gpu", "sm_120", *PY311)
@@ -522,7 +531,8 @@ def test_hopper_and_ada_need_r520(sm, name):
         % (sm, name) in text
     assert "UNCONFIRMED" not in text.split("driver/GPU")[1].split("GPU arch")[0]
     assert "NVIDIA open-gpu-kernel-modules, README.md 'Compatible GPUs' table" in text
-    assert "✗ 2.4.1+cu118 will not work here: driver/GPU failed" in text
+    assert "✗ 2.4.1+cu118 will not work here: driver 515.65.01 cannot run %s (%s needs " \
+        "R520+)" % (sm, name) in text
     res = check("torch==2.4.1+cu118", "--driver", "520.61.05", "--gpu", sm, *PY311)
     assert res.code == 0, res.stdout
 
@@ -537,7 +547,7 @@ def test_cudnn_floor_below_the_gpu():
     assert "✗ cuDNN cuDNN 9.1.0.70 (in 2.4.1+cu118) needs compute capability ≥ sm_50; " \
            "sm_37 (GPU 0) is below it" in text
     assert "source: NVIDIA cuDNN 9.0.0 Support Matrix: compute capability 5.0 and later" in text
-    assert "✗ 2.4.1+cu118 will not work here: cuDNN failed" in text
+    assert "✗ 2.4.1+cu118 will not work here: cuDNN 9.1.0.70 needs sm_50+, GPU sm_37" in text
     res = check("torch==2.3.1+cu118", "--driver", "470.256.02", "--gpu", "sm_37", *PY311)
     assert res.code == 0, res.stdout
     assert "✓ cuDNN cuDNN 8.7.0.84 supports sm_37 (needs ≥ sm_35) [UNCONFIRMED in the " \
@@ -740,7 +750,8 @@ def test_rocm_pin(tmp_path):
     assert res.code == 1, res.stdout
     assert "✗ wheel 2.6.0+rocm6.1 is a ROCm build, for AMD GPUs; this node has NVIDIA " \
            "GPUs (sm_80): pick a CUDA build" in " ".join(res.stdout.split())
-    assert "✗ 2.6.0+rocm6.1 will not work here: wheel failed" in res.stdout
+    assert "✗ 2.6.0+rocm6.1 will not work here: 2.6.0+rocm6.1 is a ROCm build, GPUs are " \
+        "NVIDIA" in res.stdout
     # With no NVIDIA GPU to rule it out, the matrix cannot judge it: exit 3, said so.
     res = check("torch==2.6.0+rocm6.1", *PY311, env=no_gpu_env(tmp_path))
     assert res.code == 3, res.stdout
@@ -786,7 +797,7 @@ def test_json_path_is_written_with_the_host_or_refused_before_any_work(tmp_path)
     out = tmp_path / "node07.json"
     res = check("torch==2.4.1+cu124", "--driver", "470.82.01", *A100, *PY311, "--json",
                 str(out), env={"ENVCHECK_HOST": "node07"})
-    assert res.code == 1 and "will not work here: driver failed" in res.stdout
+    assert res.code == 1 and "will not work here: driver 470.82.01 < 525.60.13 for cu124" in res.stdout
     data = json.loads(out.read_text())
     assert (data["host"], data["exit_code"], data["answer"]["build"]) == (
         "node07", 1, "2.4.1+cu124")
@@ -797,3 +808,33 @@ def test_json_path_is_written_with_the_host_or_refused_before_any_work(tmp_path)
     assert (res.code, res.stdout) == (2, "")
     assert res.stderr == "envcheck: error: cannot write %s: directory %s does not exist\n" \
         % (tmp_path / "no" / "x.json", tmp_path / "no")
+
+
+@pytest.mark.parametrize("args", [("torch==2.4.1+cu999",), ("torch==2.4.1", "--cuda", "99.9")])
+def test_a_cuda_variant_no_release_has_is_bad_input(args):
+    res = check(*args, *PY311)
+    assert res.code == 2 and res.stdout == ""
+    assert res.stderr == (
+        "envcheck: error: torch==2.4.1%s: no torch release has a cu999 build (the CUDA "
+        "variants are cu116, cu117, cu118, cu121, cu124, cu126, cu128, cu129, cu130, "
+        "cu132); 'envcheck check --suggest' lists the builds that work here\n"
+        % ("+cu999" if len(args) == 1 else ""))
+    # A real variant this release lacks is an answer, not bad input.
+    assert check("torch==2.4.1+cu126", *PY311).code == 1
+
+
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
+def test_an_answer_for_a_shared_folder_follows_the_umask(tmp_path, umask, mode):
+    target = tmp_path / "node01.json"
+    proc = subprocess.run([sys.executable, "-m", "envcheck", "check", "torch==2.4.1",
+                           "--driver", "535.104.05", "--gpu", "sm_80", "--json", str(target)],
+                          cwd=ROOT, capture_output=True, preexec_fn=lambda: os.umask(umask),
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_IMODE(target.stat().st_mode) == mode
+    # A file that is there keeps its mode.
+    target.chmod(0o664)
+    subprocess.run([sys.executable, "-m", "envcheck", "check", "torch==2.4.1", "--driver",
+                    "535.104.05", "--gpu", "sm_80", "--json", str(target)], cwd=ROOT,
+                   capture_output=True, preexec_fn=lambda: os.umask(umask), timeout=60)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o664

@@ -61,7 +61,7 @@ def _run(tmp, *args, env=None, cwd=None):
     stale = run_tmp / ("envcheck-run-%d-stale" % _dead_pid())
     (stale / "tmp" / ("envcheck-ckpt-%s-1-x" % socket.gethostname())).mkdir(parents=True)
     (stale / "tmp" / "x.pt").write_bytes(b"x")
-    result = run_cli("run", "-p", "checkpoint", "--json", str(report), "-q", *args,
+    result = run_cli("run", "-p", "checkpoint", "--json", str(report), "-q", "-v", *args,
                      env=dict(env or {}, TMPDIR=str(run_tmp)), cwd=cwd)
     assert report.exists(), result.stderr
     checks = {k.split(".", 1)[1]: v for k, v in checks_by_id(load_report(str(report))).items()

@@ -59,8 +59,13 @@ def test_bad_flags(args, fragments):
 
 def test_python_without_torch(python_without_torch):
     result = run_cli("run", "--python", python_without_torch)
+    # Pinned, from the index envcheck check picks for this node (no GPU here: the CPU
+    # build, not gigabytes of CUDA).
     assert_usage_error(result, "torch is not installed for", python_without_torch,
-                       "-m pip install torch")
+                       "install the newest torch that works on this node with: %s -m pip "
+                       "install torch==" % python_without_torch,
+                       " --index-url https://download.pytorch.org/whl/cpu, then %s -m pip "
+                       "install numpy" % python_without_torch)
 
 
 @pytest.mark.parametrize("where", ["missing_dir/r.json", "a_dir"])
@@ -123,7 +128,7 @@ def test_undecodable_text_and_nan_make_strict_utf8_json(write_probes, tmp_path):
     path = write_probes(ODD_OUTPUT)
     report, junit = tmp_path / "r.json", tmp_path / "r.xml"
     res = run_cli("run", "--probe-path", path, "-p", "odd", "--json", str(report),
-                  "--junit", str(junit), "-q")
+                  "--junit", str(junit), "-q", "-v")
     assert res.code == 0, res.stderr
     assert "Traceback" not in res.stderr
     data = _strict(report.read_bytes().decode("utf-8"))
@@ -154,7 +159,7 @@ def test_a_report_that_cannot_be_written_is_one_line_and_the_table_still_shows(t
                           cwd=ROOT, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr == "envcheck: error: cannot write %s: File too large\n" % target
-    assert "\n5 passed, 3 skipped in " in proc.stdout  # the table, all the same
+    assert "\nnothing unexpected: 5 passed, 3 skipped in " in proc.stdout  # the screen, all the same
     assert sorted(os.listdir(tmp_path)) == ["saved.json"]  # no half file, no temp file
 
 
@@ -248,3 +253,37 @@ def test_nvidia_smi_that_prints_undecodable_bytes_is_one_line(tmp_path):
     assert res.code == 2
     assert res.stderr.startswith("envcheck: error: nvidia-smi printed an unexpected line 1: ")
     assert len(res.stderr.splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+def test_a_flooded_report_prints_its_screen_without_searching_the_flood(tmp_path):
+    """A rank's flooded stderr kept in the JSON (tens of MB): the screen shows none of it,
+    so it is cut before secrets are searched; JSON and JUnit keep it whole."""
+    import time
+
+    saved = tmp_path / "r.json"
+    res = run_cli("run", "-p", "launch", "--json", str(saved), "-q")
+    assert res.code == 0, res.stderr
+    data = json.loads(saved.read_text())
+    flood = "a rank's flooded stderr, line after line after line\n" * 400000  # 20 MB
+    data["checks"][3]["ranks"]["1"]["stderr_tail"] = flood + "the last line"
+    flooded = tmp_path / "flooded.json"
+    flooded.write_text(json.dumps(data))
+    started = time.monotonic()
+    shown = run_cli("report", str(flooded))
+    assert shown.code == 0 and shown.stdout == run_cli("report", str(saved)).stdout
+    assert time.monotonic() - started < 30  # searched in full, it took about 4 s per 20 MB
+    again = run_cli("report", str(flooded), "--format", "json")
+    kept = json.loads(again.stdout)["checks"][3]["ranks"]["1"]["stderr_tail"]
+    assert kept == flood + "the last line"
+
+
+def test_the_screen_copy_cuts_long_strings_to_their_end():
+    from envcheck.cli import SCREEN_TEXT_LIMIT, _screen_sized
+
+    long = "x" * (SCREEN_TEXT_LIMIT * 3) + "the end"
+    got = _screen_sized({"checks": [{"ranks": {"1": {"stderr_tail": long, "n": 3}}}],
+                         "short": "kept"})
+    cut = got["checks"][0]["ranks"]["1"]["stderr_tail"]
+    assert cut.startswith("…x") and cut.endswith("the end")
+    assert len(cut) == SCREEN_TEXT_LIMIT + 1
+    assert got["short"] == "kept" and got["checks"][0]["ranks"]["1"]["n"] == 3

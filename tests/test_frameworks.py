@@ -58,7 +58,7 @@ def test_known_issue_advice_names_the_frameworks_api(lightning_run):
 def test_the_screen_gives_each_advice_its_own_arrow(lightning_run, tmp_path):
     path = tmp_path / "r.json"
     path.write_text(json.dumps(lightning_run))
-    out = run_cli("report", str(path)).stdout
+    out = run_cli("report", "-v", str(path)).stdout
     assert "    → with Lightning 2.5.1 (installed here): the strategy sets up the" in out
     assert "    → with DeepSpeed 0.16.4 (installed here): call" in out
     md = run_cli("report", str(path), "--format", "markdown").stdout

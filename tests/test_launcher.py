@@ -63,6 +63,10 @@ def test_torchrun_two_agents_write_one_report_with_four_ranks(two_nodes):
     bw = checks["nccl.bandwidth"]["ranks"]["3"]["data"]
     assert bw["ranks"] == 4 and bw["busbw_factor"] == 1.5
     assert "4 on nodeA, nodeB, backend gloo" in results[0][0]  # rank 0 printed the table
+    # The agent without rank 0 says what its ranks ran, and where the report is.
+    assert results[1][0] == (
+        "envcheck: nodeB: ranks 2–3 of 4 ran 3 probes; rank 0 prints the report, writes "
+        "%s and %s; every rank's records: %s\n" % (report_path, junit, out))
     cases = ET.parse(str(junit)).getroot().iter("testcase")
     assert len(list(cases)) == len(report["checks"])
     # Rank 0 gathered every rank's records into one file.
@@ -273,3 +277,22 @@ def test_two_agents_rank_0_without_dependencies_known_issues_only_all_exit_0(tmp
     assert res.code == 0, res.stdout
     report = validate_report(json.loads(res.stdout))
     assert {c["verdict"] for c in report["checks"] if c["outcome"] == "failed"} == {"known"}
+
+
+def test_rank_0_on_a_terminal_fits_and_colours_the_screen_as_envcheck_run(tmp_path):
+    from test_screen import BOLD_RED, GREEN, RESET, on_terminal_command, visible
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
+           "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+           "127.0.0.1:%d" % port, "-m", "envcheck.worker.launched", "--out",
+           str(tmp_path / "out"), "-p", "launch", "-p", "serialization", "--timeout", "60"]
+    code, lines, _ = on_terminal_command(80, cmd, base=_env(ENVCHECK_HOST="nodeA"),
+                                         cwd=str(tmp_path))
+    assert code == 0, "\n".join(lines)
+    shown = [visible(line) for line in lines]
+    start = shown.index("✓ Ready for distributed training: backend gloo, 2 ranks on nodeA")
+    report = lines[start:]
+    assert [line for line in shown[start:] if len(line) > 80] == [], "\n".join(shown)
+    assert report[0].startswith("\x1b[1;32m✓ Ready") and BOLD_RED not in "".join(report)
+    assert any(line.startswith(GREEN + "✓" + RESET + " launch ") for line in report)

@@ -6,6 +6,7 @@ temporary directory; what the user's code does wrong must come back as a failed
 """
 
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,10 @@ def build(rank):
 IMPORT_ERROR = '''
 import torch
 import not_a_real_module_envcheck
+
+
+def build():  # there: a factory the file lacks is found before any rank starts
+    return torch.nn.Linear(2, 2)
 '''
 
 
@@ -74,7 +79,7 @@ def _run(tmp_path_factory, name, source, spec, code, cwd_is_dir=False,
     report = folder / "report.json"
     model = spec if cwd_is_dir else "%s:%s" % (target, spec)
     args = [a for p in probes for a in ("-p", p)]
-    result = run_cli("run", *args, "--json", str(report), "-q", "--model", model,
+    result = run_cli("run", *args, "--json", str(report), "-q", "-v", "--model", model,
                      cwd=str(folder))
     assert result.code == code, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
@@ -313,3 +318,24 @@ def test_a_torchvision_built_for_another_torch_is_recognised(tmp_path, mismatche
         "torchvision 0.29.1 does not match torch %s: an extension built for another torch "
         "release or variant (CUDA vs CPU) cannot register its operators." % torch_version)
     assert "pip install torch==%s torchvision" % torch_version.split("+")[0] in check["advice"]
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("modles:build", "--model 'modles:build': no module named 'modles' (looked in %s and "
+                     "this Python's path)"),
+    ("models:buidl", "--model 'models:buidl': models.py has no top-level 'buidl'; did you "
+                     "mean 'build'?"),
+    ("pkg.sub:build", "--model 'pkg.sub:build': no module named 'pkg' (looked in %s and "
+                      "this Python's path)"),
+    ("models.py:nope", "--model 'models.py:nope': models.py has no top-level 'nope'"),
+])
+def test_a_typo_in_model_fails_at_once_in_one_line(tmp_path, spec, message):
+    (tmp_path / "models.py").write_text(
+        "import torch\n\n\ndef build():\n    return torch.nn.Linear(2, 2)\n\n\n"
+        "if __name__ == '__main__':\n    helper = 1\n")
+    started = time.monotonic()
+    result = run_cli("run", "-p", "serialization", "--model", spec, cwd=str(tmp_path))
+    assert result.code == 2 and result.stdout == ""
+    expected = message % tmp_path if "%s" in message else message
+    assert result.stderr == "envcheck: error: %s\n" % expected
+    assert time.monotonic() - started < 30  # no rank started, no suite run

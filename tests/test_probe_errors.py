@@ -35,7 +35,7 @@ def run(tmp_path_factory):
     path.write_text(PROBES)
     report = folder / "report.json"
     result = run_cli("run", "--probe-path", str(path), "-p", "dies_hard", "-p", "dies_outside",
-                     "-p", "collectives", "-n", "3", "--json", str(report),
+                     "-p", "collectives", "-n", "3", "--json", str(report), "-v",
                      env={"COLUMNS": "200"})
     return result, checks_by_id(load_report(str(report)))
 

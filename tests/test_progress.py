@@ -49,3 +49,47 @@ def test_not_a_terminal_gets_todays_plain_lines_and_quiet_nothing():
     quiet = io.StringIO()
     feed(Progress(stream=quiet, enabled=False, plan=PLAN), (0, "hello", {}))
     assert quiet.getvalue() == ""
+
+
+def test_a_follow_up_phase_counts_its_own_ranks_and_names_its_check():
+    p = Progress(stream=io.StringIO(), plan=PLAN)
+    feed(p, (0, "hello", {}), (1, "hello", {}), (0, "setup", {"outcome": "passed"}),
+         (1, "setup", {"outcome": "passed"}), (0, "probe_start", {"probe": "fsdp"}))
+    # after the main run, fresh ranks at 3 for one check (run/follow_up.py says so)
+    p({"t": "phase", "probe": "fsdp", "check": "reshard_load", "world_size": 3})
+    feed(p, *[(r, "hello", {}) for r in range(3)])
+    feed(p, *[(r, "setup", {"outcome": "passed"}) for r in range(3)])
+    feed(p, (0, "probe_start", {"probe": "fsdp"}),
+         (0, "check_start", {"probe": "fsdp", "check": "reshard_load"}))
+    since = min(t.started for t in p.trackers.values())
+    assert p.status(now=since + 1.0) == ("probe fsdp.reshard_load at 3 ranks · reshard_load "
+                                         "· 1.0 s of 60 s · 3/3 ranks in the group")
+
+
+def test_each_phase_leaves_its_own_line_not_the_probes_again():
+    import os
+
+    out = io.StringIO()
+    out.isatty = lambda: True
+    env = dict(os.environ)
+    os.environ.pop("TERM", None)
+    try:
+        p = Progress(stream=out, plan=PLAN, no_color=True)
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
+    with p:
+        for phase in (None, ("reshard_load", 3), ("reshard_load_1", 1)):
+            if phase:
+                p({"t": "phase", "probe": "fsdp", "check": phase[0], "world_size": phase[1]})
+            n = phase[1] if phase else 2
+            feed(p, *[(r, "hello", {}) for r in range(n)])
+            feed(p, *[(r, "setup", {"outcome": "passed"}) for r in range(n)])
+            feed(p, *[(r, "probe_start", {"probe": "fsdp"}) for r in range(n)])
+            feed(p, *[(r, "check", {"probe": "fsdp", "check": phase[0] if phase else "step",
+                                    "outcome": "passed"}) for r in range(n)])
+            feed(p, *[(r, "probe_end", {"probe": "fsdp", "seconds": 0.5}) for r in range(n)])
+    left = [line for line in out.getvalue().splitlines() if " passed" in line]
+    names = [line.split()[1] for line in left]
+    assert names == ["fsdp", "fsdp.reshard_load", "fsdp.reshard_load_1"], left
+    assert left[1].endswith("1 passed at 3 ranks  0.50 s")

@@ -1,6 +1,7 @@
 """envcheck run end to end: real ranks, real gloo groups, the table and the JSON report."""
 
 import json
+import re
 
 import pytest
 
@@ -54,10 +55,17 @@ def test_environment_is_collected_and_secrets_redacted(default_run):
 def test_table_screen(default_run):
     result, _ = default_run
     out = result.stdout
+    lines = out.rstrip().splitlines()
+    # The answer first, then the environment and a line per probe; the count last.
+    assert re.fullmatch(r"✓ Ready for distributed training: backend gloo, 2 ranks on \S+",
+                        lines[0])
     assert "torch " in out and "CUDA / cuDNN / NCCL" in out
-    assert "collectives  all_reduce" in out
-    assert "✓ passed" in out and "- skipped" in out
-    assert out.rstrip().splitlines()[-1].startswith("11 passed, 3 skipped in ")
+    assert re.search(r"^✓ collectives    6 passed  \d+\.\d\d s$", out, re.M)
+    assert "collectives  all_reduce" not in out  # the rows are -v's
+    assert re.fullmatch(r"nothing unexpected: 11 passed, 3 skipped in \d+\.\d s", lines[-1])
+    verbose = run_cli("report", "-v", str(default_run[1])).stdout
+    assert "collectives  all_reduce" in verbose
+    assert "✓ passed" in verbose and "- skipped" in verbose
     # Not a terminal: progress comes as plain lines on stderr, never on stdout.
     assert "envcheck: probe collectives" in result.stderr
     assert "envcheck: probe" not in out

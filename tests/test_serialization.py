@@ -10,7 +10,7 @@ PICKLE_ERROR = "cannot pickle 'torch._C._distributed_c10d.ProcessGroup' object"
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     path = tmp_path_factory.mktemp("ser") / "report.json"
-    result = run_cli("run", "-p", "serialization", "--json", str(path), "-q")
+    result = run_cli("run", "-p", "serialization", "--json", str(path), "-q", "-v")
     return result, checks_by_id(load_report(str(path)))
 
 

@@ -217,3 +217,20 @@ def test_nodes_are_grouped_by_the_build_pip_gives_them(tmp_path):
         {"build": "2.15.0+cu132", "hosts": ["node01", "node02", "node03"], "held_back": None},
         {"build": "2.6.0+cu124", "hosts": ["node04", "node05"],
          "held_back": "glibc 2.17 < 2.28"}]
+
+
+def test_a_host_that_answered_twice_is_used_once_with_a_note_not_a_problem(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    write_answers(first, [_node("node01")])
+    write_answers(second, [_node("node01")])
+    res = run_cli("summary", str(tmp_path))
+    assert res.code == 0, res.stdout  # it works, and nothing was left out
+    assert "Could not use" not in res.stdout
+    tail = " ".join(res.stdout.split("\nUsed, with a note:\n")[1].split())
+    # the newer answer is used (created, then path: b's, written second)
+    assert tail == "%s: node01 has 2 check answers (%s): using this one, the newest" % (
+        second / "node01.json", first / "node01.json"), res.stdout
+    data = json.loads(run_cli("summary", str(tmp_path), "--format", "json").stdout)
+    assert data["problems"] == [] and len(data["notes"]) == 1

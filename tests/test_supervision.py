@@ -195,7 +195,11 @@ def test_exception_in_one_rank_and_hang_in_a_collective(faults, tmp_path):
     assert checks["after.ran"]["outcome"] == "passed"
     assert [a["abort"]["kind"] if a["abort"] else None for a in data["attempts"]] == \
         ["hang", None]
-    assert "⧗ hang" in result.stdout and "stack" in result.stdout
+    # The hang needs action: it leads the screen, where every rank was with it.
+    assert result.stdout.startswith("✗ Not ready for distributed training: 2 FAILURES\n")
+    assert "\nNeeds action:\n  ✗ raise-one.boom (FAILURE)\n" in result.stdout
+    assert "\n  ⧗ hang-one.stuck (FAILURE)\n" in result.stdout
+    assert "full Python stacks: --json PATH" in result.stdout
 
 
 def test_hang_everywhere_is_bounded_by_the_timeout(faults, tmp_path):
@@ -464,8 +468,12 @@ def test_a_rank_stuck_before_python_starts_follows_the_startup_timeout(tmp_path)
     res, data = _rank_1_never_starts(tmp_path, "--startup-timeout", "3", "-q")
     assert data["plan"]["startup_timeout"] == 3
     imported = checks_by_id(data)["setup.import_torch"]
-    assert (imported["outcome"], imported["root_rank"]) == ("hang", 1)
-    assert re.fullmatch(r"rank 1: no progress for \d+\.\d s \(startup timeout 3 s\) in "
+    # What load cannot change: the startup hang, judged by the 3 s given, and rank 1 in
+    # it. Which rank is blamed can: on a loaded machine rank 0 may still be importing
+    # torch at 3 s, and then it is the first past the deadline.
+    assert imported["outcome"] == "hang" and imported["root_rank"] in (0, 1)
+    assert imported["ranks"]["1"]["outcome"] == "hang"
+    assert re.fullmatch(r"rank [01]: no progress for \d+\.\d s \(startup timeout 3 s\) in "
                         r"startup.*", imported["detail"]), imported["detail"]
     assert checks_by_id(data)["launch.run"]["detail"] == \
         "not run: the ranks did not start (see setup.import_torch)"

@@ -122,7 +122,7 @@ def test_identical_ranks_are_one_line_and_no_internal_type_shows(long_run):
     assert "CheckFailed" not in md and "CheckFailed" not in junit
     from conftest import run_cli
 
-    table = run_cli("report", str(d / "r.json")).stdout
+    table = run_cli("report", "-v", str(d / "r.json")).stdout
     assert "CheckFailed" not in table
     # A rank's own escapes: kept in the JSON, never on a screen.
     from conftest import checks_by_id
@@ -148,7 +148,7 @@ def test_setup_times_agree_with_the_time_column(long_run):
         per_rank[slowest], slowest, min(per_rank.values()))
     from conftest import run_cli
 
-    row = next(line for line in run_cli("report", str(d / "r.json")).stdout.splitlines()
+    row = next(line for line in run_cli("report", "-v", str(d / "r.json")).stdout.splitlines()
                if " import_torch " in line)
     t = "%.2f" % per_rank[slowest]
     assert re.search(r" %ss +%s s \(rank %d, " % (re.escape(t), re.escape(t), slowest), row)

@@ -1,8 +1,10 @@
 """``envcheck check`` answers as text (a line per criterion) and as JSON."""
 
+import dataclasses
 import json
 import textwrap
 
+from ..report import vocabulary
 from .evaluate import FAIL, INDEX_URL, OK, SKIP, UNKNOWN, WARN
 
 GLYPH = {OK: "✓", FAIL: "✗", WARN: "!", SKIP: "-", UNKNOWN: "?"}
@@ -62,44 +64,73 @@ def _issue_lines(e, width):
     return out
 
 
-def render(result, width=None):
+def render(result, width=None, verbose=False):
     """result: preinstall.command.Result. ``width``: the terminal's columns (every line
-    fits); None for pipes and files, which keep whole lines (a pip command stays one)."""
+    fits); None for pipes and files, which keep whole lines (a pip command stays one).
+    ``verbose``: each known issue with its advice, source and the builds it was seen on
+    (else a line each)."""
     terminal, width = width, width or 100
     out = ["node: " + node_line(result.node)]
     out += ["note: %s" % n for n in result.node.notes]
     if result.answer is not None:
-        out += _answer_lines(result, width)
+        out += _answer_lines(result, width, verbose)
     if result.suggestions is not None:
         out += _suggestion_lines(result, width)
     return "\n".join(_within(out, terminal) if terminal else out) + "\n"
 
 
+PIP = "pip install "
+
+
 def _within(lines, width):
-    """Every line within the screen: a longer one wraps under its own indent."""
+    """Every line within the screen: a longer one wraps under its own indent. A pip
+    command is never split (copied, it must run): it goes whole on a line of its own."""
     out = []
     for line in lines:
         if len(line) <= width:
             out.append(line)
             continue
         indent = " " * (len(line) - len(line.lstrip()) + 2)
-        out += textwrap.wrap(line, width, subsequent_indent=indent,
-                             break_on_hyphens=False, break_long_words=False) or [line]
+        at = line.find(PIP)
+        head, command = (line[:at].rstrip(), line[at:].strip()) if at >= 0 else (line, "")
+        if "  [" in command:  # '  [6 known issues]' after it: beside the build instead
+            command, tail = command.split("  [", 1)
+            head += "  [" + tail
+        if head.strip():
+            out += textwrap.wrap(head, width, subsequent_indent=indent,
+                                 break_on_hyphens=False, break_long_words=False) or [head]
+        if command:
+            pad = indent if len(indent) + len(command) <= width else \
+                ("  " if len(command) + 2 <= width else "")
+            out.append(pad + command)
     return out
 
 
-def _answer_lines(result, width):
-    """The pinned build: each criterion, its known issues, then the verdict line."""
+def _issue_line(e):
+    return "  ! %s: %s" % (", ".join(e.checks), vocabulary.advice_gist(e.advice) or
+                           "/".join(e.outcome))
+
+
+def _answer_lines(result, width, verbose=False):
+    """The pinned build: each criterion, its known issues, then the verdict line with
+    the fact that decided it, and the commands of builds that would work."""
     a = result.answer
     out = ["", "%s on this node:" % a.build.name]
     out += ["note: %s" % n for n in a.notes]
     for c in a.criteria:
+        if c.id == "known_issues" and not verbose and " (see below)" in c.message:
+            # the list below names them, a line each
+            c = dataclasses.replace(c, message=c.message.split(" (see below)")[0] +
+                                    " (below)")
         out += _criterion_lines(c, width - 4)
-    if a.known_issues:
+    if a.known_issues and verbose:
         out += ["", "Known distributed-training issues of %s (from the matrix):"
                 % a.build.name]
         for e in a.known_issues:
             out += _issue_lines(e, width - 8)
+    elif a.known_issues:
+        out += ["", "Known torch pitfalls of %s (-v: advice, sources):" % a.build.name]
+        out += [_issue_line(e) for e in a.known_issues]
     out.append("")
     unknown = [LABEL.get(c.id, c.id) for c in a.criteria if c.status == UNKNOWN]
     if a.works and unknown:
@@ -112,8 +143,10 @@ def _answer_lines(result, width):
     elif a.works:
         out.append("✓ %s will work here: %s" % (a.build.name, a.build.pip))
     else:
-        out.append("✗ %s will not work here: %s failed"
-                   % (a.build.name, ", ".join(LABEL.get(c.id, c.id) for c in a.failed)))
+        # The fact that decided it, next to the answer: the criteria scrolled by above.
+        out.append("✗ %s will not work here: %s"
+                   % (a.build.name, "; ".join(c.short or "%s failed" % LABEL.get(c.id, c.id)
+                                              for c in a.failed)))
         if result.python_releases:
             series = result.python_releases
             out.append("Python %s has torch wheels in release%s %s: envcheck check "

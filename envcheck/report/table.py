@@ -95,6 +95,7 @@ def whereabouts_lines(check, indent):
 DEFAULT_WIDTH = 100  # pipes and files: a width CI logs and editors show whole
 DETAIL_AT_LEAST = 16  # a narrower detail column says nothing: leave it to "What to do"
 DETAIL_IN_FILES = 60  # the detail column in pipes and files; "What to do" has the rest
+DETAIL_VERBOSE = 50  # -v on a terminal: a narrower column cuts too much; lines under rows
 
 
 def _fit(lines, width):
@@ -102,7 +103,7 @@ def _fit(lines, width):
     return [cut(line, width) for line in lines]
 
 
-def _checks_table(report, width, paint=PLAIN, strict=False):
+def _checks_table(report, width, paint=PLAIN, strict=False, verbose=False):
     """The table of checks; on a terminal of ``width`` columns the detail gets what the
     other columns leave, and goes when that is too little to read."""
     has_verdicts = any(c.verdict for c in report.checks)
@@ -117,51 +118,150 @@ def _checks_table(report, width, paint=PLAIN, strict=False):
     fixed = tabulate(rows, headers=headers).splitlines()
     room = (width - max(len(visible(line)) for line in fixed) - 2) if width \
         else DETAIL_IN_FILES
-    if width and room < DETAIL_AT_LEAST:
+    if width and room < (DETAIL_VERBOSE if verbose else DETAIL_AT_LEAST):
         # Too narrow for a detail column: what did not pass gets its detail on a line of
         # its own under the row, from the check column on.
         indent = " " * (fixed[1].index(" ") + 2)
         out = fixed[:2]
         for line, c in zip(fixed[2:], report.checks):
             out.append(line)
-            if c.detail and c.outcome != "passed":
+            if c.detail and verbose:  # every detail, wrapped
+                out.extend(_wrap(c.detail, width, indent))
+            elif c.detail and c.outcome != "passed":
                 out.append(indent + shorten(c.detail, width - len(indent)))
         return "\n".join(out)
+    if not width and verbose:
+        room = DETAIL_IN_FILES * 2
     details = [shorten(c.detail, room) for c in report.checks]
     return tabulate([r + [d] for r, d in zip(rows, details)], headers=headers + ["detail"])
 
 
+def _entry_lines(c, width, terminal, paint, strict):
+    """A check in full: what happened, the error, the advice, the source, and where every
+    rank was when it hung."""
+    glyph = vocabulary.outcome(c).glyph
+    out = ["  %s %s (%s)" % (paint(glyph, vocabulary.style(c, strict)), c.id,
+                             paint(vocabulary.label(c), vocabulary.style(c, strict)))]
+    said, error_line = story(c)
+    out.extend(_wrap(said, width, "      ", max_lines=6))
+    if error_line:
+        out.extend(_wrap(error_line, width, "      ", max_lines=3))
+    for paragraph in (c.advice or "").split("\n"):  # the general fix, then a framework's
+        advice = textwrap.wrap(paragraph, width - 6, initial_indent="    → ",
+                               subsequent_indent="      ")
+        if advice:
+            out.extend([advice[0].replace("→", paint("→", "cyan"), 1)] + advice[1:])
+    if c.expectation and c.expectation.get("source"):
+        out.extend(_wrap("source: %s" % c.expectation["source"], width, "      "))
+    if c.outcome == "hang":
+        out.extend(_fit(whereabouts_lines(c, "      "), width) if terminal
+                   else whereabouts_lines(c, "      "))
+        out.append("      full Python stacks: --json PATH, checks[].ranks[].stack")
+    return out
+
+
+def _action(report, strict):
+    """What needs action, most urgent first: unexpected failures, then failures the
+    matrix has no word on, then the rest that fails the run."""
+    order = {k: i for i, k in enumerate(vocabulary.SUMMARY_ORDER)}
+    bad = [c for c in report.checks if vocabulary.fails_run(c, strict)]
+    return sorted(bad, key=lambda c: order.get(c.verdict, len(order)))
+
+
 def _todo_lines(report, width, terminal, paint, strict):
-    todo = [c for c in report.checks
-            if Outcome(c.outcome).is_bad or c.verdict in ("known", "fixed")]
-    if not todo:
+    """-v: every check that did not simply pass, in full; what fails the run first."""
+    action = _action(report, strict)
+    rest = [c for c in report.checks if c not in action and (
+        Outcome(c.outcome).is_bad or c.verdict in ("known", "fixed"))]
+    if not action and not rest:
         return []
     out = [paint("What to do:", "bold")]
-    for c in todo:
-        glyph = vocabulary.outcome(c).glyph
-        out.append("  %s %s (%s)" % (paint(glyph, vocabulary.style(c, strict)), c.id,
-                                     paint(vocabulary.label(c), vocabulary.style(c, strict))))
-        said, error_line = story(c)
-        out.extend(_wrap(said, width, "      ", max_lines=6))
-        if error_line:
-            out.extend(_wrap(error_line, width, "      ", max_lines=3))
-        for paragraph in (c.advice or "").split("\n"):  # the general fix, then a framework's
-            advice = textwrap.wrap(paragraph, width - 6, initial_indent="    → ",
-                                   subsequent_indent="      ")
-            if advice:
-                out.extend([advice[0].replace("→", paint("→", "cyan"), 1)] + advice[1:])
-        if c.expectation and c.expectation.get("source"):
-            out.extend(_wrap("source: %s" % c.expectation["source"], width, "      "))
-        if c.outcome == "hang":
-            out.extend(_fit(whereabouts_lines(c, "      "), width) if terminal
-                       else whereabouts_lines(c, "      "))
-            out.append("      full Python stacks: --json PATH, checks[].ranks[].stack")
+    for c in action + rest:
+        out.extend(_entry_lines(c, width, terminal, paint, strict))
     return out + [""]
 
 
+def pitfall_text(c):
+    """A known issue in a few words: its advice's gist ('do not deepcopy a model that
+    stores a process group'), else what happened."""
+    return vocabulary.advice_gist(c.advice) or " ".join(story(c)[0].split())
+
+
+def _pitfall_lines(report, width, paint, strict):
+    """The known issues, an entry each (checks of a probe with the same advice as one):
+    what the user's code must avoid; -v has the whole advice and its sources."""
+    groups = {}
+    for c in report.checks:
+        if vocabulary.is_pitfall(c):
+            groups.setdefault((c.probe, pitfall_text(c)), []).append(c)
+    if not groups:
+        return []
+    n = sum(len(g) for g in groups.values())
+    known = vocabulary.VERDICTS["known"]
+    style = "bold red" if strict else known.style
+    head = "Known torch pitfalls (%d)%s: what your code must avoid; -v: advice, sources" % (
+        n, ", failing under --strict" if strict else "")
+    out = [paint(head if len(head) <= width else head.split(";")[0], "bold")]
+    for (probe, text), checks in groups.items():
+        names = "%s.%s" % (probe, ", ".join(c.check for c in checks))
+        lines = textwrap.wrap("%s: %s" % (names, text), width - 4,
+                              subsequent_indent="    ")
+        out.append("  %s %s" % (paint(known.glyph, style), lines[0]))
+        out.extend("  " + line for line in lines[1:])
+    return out + [""]
+
+
+def _fixed_lines(report, width, paint):
+    fixed = [c for c in report.checks if c.verdict == "fixed"]
+    if not fixed:
+        return []
+    word = vocabulary.VERDICTS["fixed"]
+    out = [paint("Passed, although the matrix expects a failure (-v: why):", "bold")]
+    out += ["  %s %s (%s)" % (paint(word.glyph, word.style), c.id, word.word) for c in fixed]
+    return out + [""]
+
+
+def probe_lines(report, strict=False, paint=PLAIN):
+    """A line per probe, as the live view leaves them: '! serialization  5 passed, 4 known
+    issues  0.07 s'."""
+    probes = {}
+    for c in report.checks:
+        probes.setdefault(c.probe, []).append(c)
+    out = []
+    for name, checks in probes.items():
+        glyph, style, text = vocabulary.probe_line_parts(checks, strict)
+        seconds = sum(c.seconds or 0.0 for c in checks)
+        out.append("%s %-14s %s  %s" % (paint(glyph, style), name, text,
+                                        paint("%.2f s" % seconds, "dim")))
+    return out
+
+
+def verdict_lines(report, strict=False, paint=PLAIN):
+    """The answer, first: can training run here, on which backend and how many ranks."""
+    f = header.facts(report)
+    where = "backend %s, %s rank%s on %s" % (
+        f["backend"] or "?", f["world_size"] or "?", "" if f["world_size"] == 1 else "s",
+        (f["hosts"] or "?").replace(",", ", "))
+    failing = exit_code(report.checks, None, strict)
+    parts = [text for text, _ in vocabulary.summary_parts(report.checks, strict)]
+    if report.interrupted:
+        return [paint("! Interrupted by %s: the report is partial" % report.interrupted,
+                      "bold yellow"), "  " + where]
+    if failing:
+        bad = [p for p in parts if p != "nothing unexpected"]
+        return [paint("✗ Not ready for distributed training: %s" % ", ".join(bad),
+                      "bold red"), "  " + where]
+    out = [paint("✓ Ready for distributed training: %s" % where, "bold green")]
+    known = sum(1 for c in report.checks if vocabulary.is_pitfall(c))
+    if known:
+        out.append("  nothing unexpected; %d known torch pitfall%s your code must avoid "
+                   "(below)" % (known, "" if known == 1 else "s"))
+    return out
+
+
 def summary_line(report, strict=False):
-    """'28 passed, 6 failed in 10.1 s; nothing unexpected, 6 known issues': the last line
-    of the screen, and markdown's second."""
+    """'28 passed, 6 failed in 10.1 s; nothing unexpected, 6 known issues': markdown's
+    second line (the screen ends with ``tally_line``)."""
     s = report.summary()
     parts = [vocabulary.OUTCOMES[k].count(s[k]) for k in vocabulary.OUTCOMES if s[k]]
     tail = "%s in %.1f s" % (", ".join(parts), report.duration_s)
@@ -184,21 +284,56 @@ def _summary_style(report, strict):
     return "green"
 
 
-def render(report, width=None, strict=False, paint=PLAIN):
+def tally_line(report, strict=False):
+    """The screen's last line, the verdict first: 'nothing unexpected: 28 passed, 6 known
+    issues, 6 skipped in 2.7 s'."""
+    tail = "%s in %.1f s" % (vocabulary.tally(report.checks), report.duration_s)
+    if report.interrupted:
+        return "INTERRUPTED by %s, report is partial: %s" % (report.interrupted, tail)
+    if any(c.verdict for c in report.checks):
+        said = [(text, style) for text, style in
+                vocabulary.summary_parts(report.checks, strict)
+                if strict or not text.split(" ", 1)[1].startswith(("known", "fixed"))]
+        return "%s: %s" % (", ".join(text for text, _ in said), tail)
+    return tail
+
+
+def render(report, width=None, strict=False, paint=PLAIN, verbose=False,
+           probes_shown=False):
     """The screen. ``width``: the terminal's columns, every line fits; None (a pipe, a
-    file): the layout of DEFAULT_WIDTH. ``paint``: colour, on a terminal only."""
+    file): the layout of DEFAULT_WIDTH. ``paint``: colour, on a terminal only.
+
+    The answer comes first (can training run here), then what needs action, most urgent
+    first, in full; then the known torch pitfalls, an entry each; then the environment
+    and a line per probe (``probes_shown``: the live view left those on the screen
+    already). ``verbose``: a row per check with its detail, and every piece of advice
+    in full."""
     terminal = width
     width = width or DEFAULT_WIDTH
-    out = ["envcheck %s · %s" % (report.envcheck_version, report.created), ""]
-    out += _fit(environment_lines(report).splitlines(), width) if terminal \
-        else [environment_lines(report)]
-    out += ["", _checks_table(report, terminal, paint, strict), ""]
-    out += _todo_lines(report, width, terminal, paint, strict)
-    tail = summary_line(report, strict)
+    fit = (lambda lines: _fit(lines, width)) if terminal else (lambda lines: lines)
+    out = fit(verdict_lines(report, strict, paint)) + [""]
+    action = _action(report, strict)
+    title = ["envcheck %s · %s" % (report.envcheck_version, report.created)]
+    if verbose:
+        out += title + fit(environment_lines(report).splitlines())
+        out += ["", _checks_table(report, terminal, paint, strict, verbose=True), ""]
+        out += _todo_lines(report, width, terminal, paint, strict)
+    else:
+        if action:
+            out.append(paint("Needs action:", "bold"))
+            for c in action:
+                out.extend(_entry_lines(c, width, terminal, paint, strict))
+            out.append("")
+        out += _pitfall_lines(report, width, paint, strict)
+        out += _fixed_lines(report, width, paint)
+        out += title + fit(environment_lines(report).splitlines()) + [""]
+        if not probes_shown:
+            out += fit(probe_lines(report, strict, paint)) + [""]
     for note in (report.plan or {}).get("notes") or []:
         out.extend(textwrap.wrap("note: %s" % note, width, subsequent_indent="      ")
                    if terminal else ["note: %s" % note])
     style = _summary_style(report, strict)
+    tail = tally_line(report, strict)
     out.extend(paint(line, style) for line in
                (textwrap.wrap(tail, width, subsequent_indent="  ") if terminal else [tail]))
     return "\n".join(out) + "\n"

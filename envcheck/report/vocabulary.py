@@ -8,6 +8,7 @@ line shouts FAILED and whispers xfailed. Colours (rich styles) are for terminals
 """
 
 import dataclasses
+import re
 
 from ..core.outcomes import Outcome, Verdict
 
@@ -149,3 +150,66 @@ def error_line(error):
 
 # envcheck check's glyphs (preinstall.render): works, will not work, a warning, cannot tell.
 CHECK_STYLES = {"✓": "green", "✗": "bold red", "!": "yellow", "?": "cyan"}
+
+
+_CLAUSE_END = re.compile(r"(: |; |\. )")
+
+
+def advice_gist(advice):
+    """An advice's first clause, what the code must avoid ('a process group cannot be
+    pickled or copied'); a short head before a colon ('save weights, not modules:')
+    keeps what follows, which says how. '' without advice."""
+    advice = (advice or "").split("\n")[0].strip()
+    for m in _CLAUSE_END.finditer(advice):
+        if m.start() >= 30 or m.group(1) != ": ":
+            return advice[:m.start()].rstrip(".")
+    return advice
+
+
+def fails_run(check, strict=False):
+    """Whether this check alone makes the exit code 1 (core.outcomes.exit_code's rule)."""
+    if check.verdict is not None:
+        return is_bad_verdict(check.verdict) or (strict and check.verdict == Verdict.KNOWN.value)
+    return Outcome(check.outcome).is_bad
+
+
+def is_pitfall(check):
+    """A known issue: a failure the matrix expects for this torch, with its advice."""
+    return check.verdict == Verdict.KNOWN.value and Outcome(check.outcome).is_bad
+
+
+# A tally's order: what passed, what the matrix knows, then what happened otherwise.
+_TALLY = ("passed", "known", "failed", "hang", "crash", "skipped")
+
+
+def tally(checks):
+    """'28 passed, 6 known issues, 6 skipped': outcomes counted, where a failure the
+    matrix expects is counted as the known issue it is, not as 'failed'."""
+    found = {}
+    for c in checks:
+        key = "known" if is_pitfall(c) else Outcome(c.outcome).value
+        found[key] = found.get(key, 0) + 1
+    return ", ".join((VERDICTS if key == "known" else OUTCOMES)[key].count(found[key])
+                     for key in _TALLY if found.get(key))
+
+
+def probe_line_parts(checks, strict=False):
+    """(glyph, style, text) of a probe's one line: '5 passed, 4 known issues', or
+    '2 passed, 1 failed; 1 UNEXPECTED' where something fails the run. The glyph and
+    colour are those of its most urgent check: a known issue is a yellow '!', not a
+    red '✗'."""
+    if not checks:
+        return OUTCOMES["skipped"].glyph, "dim", "no checks"
+    text = tally(checks)
+    judged = [part for part, _ in summary_parts(checks, strict)
+              if part != "nothing unexpected" and "known issue" not in part]
+    if judged:
+        text += "; " + ", ".join(judged)
+    first = min(checks, key=lambda c: _URGENCY.index(style(c, strict)))
+    glyph = VERDICTS["known"].glyph if is_pitfall(first) and not strict \
+        else outcome(first).glyph
+    return glyph, style(first, strict), text
+
+
+# Which colour wins when a probe's checks differ: what fails the run first.
+_URGENCY = ("bold red", "red", "yellow", "cyan", "green", "dim")

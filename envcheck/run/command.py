@@ -97,8 +97,9 @@ def make_plan(opts):
     specs = catalog.select(catalog.all_probes(opts.probe_paths), opts.probes, opts.skip)
     options = {}
     if opts.model:
-        from .model_spec import check_model_spec
+        from .model_spec import check_model_found, check_model_spec
         options["model"] = check_model_spec(opts.model)
+        check_model_found(options["model"], own_python=opts.python is None)
     interp = interpreter.resolve(opts.python)
     startup = float(opts.startup_timeout or plan_mod.startup_timeout(float(opts.timeout)))
     return Plan(nproc, opts.backend, specs, float(opts.timeout), interp, options, notes,

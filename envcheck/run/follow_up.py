@@ -76,6 +76,9 @@ def run(phases, main_attempts, interpreter, rank_plan, timeout, on_event=None,
                 checks.append(_skipped(phase, reason))
                 continue
             plan = dict(rank_plan, probes=[phase["entry"]])
+            if on_event:  # the live view: fresh ranks, another world size, one check
+                on_event({"t": "phase", "probe": phase["probe"], "check": phase["check"],
+                          "world_size": phase["world_size"]})
             got = supervise(interpreter, plan, phase["world_size"], on_event=on_event,
                             startup_timeout=startup_timeout, notes=notes)
             for attempt in got:

@@ -47,8 +47,24 @@ class Interpreter:
     torch_location: str
 
 
-def install_hint(path):
-    return "install it with: %s -m pip install torch" % path
+def install_hint(path, python_version=None):
+    """The pinned install of the build ``envcheck check --suggest`` picks for this node
+    (an open `pip install torch` takes the newest CUDA build: gigabytes on a CPU node)."""
+    pick = None
+    try:
+        from ..preinstall import command
+
+        series = ".".join((python_version or platform.python_version()).split(".")[:2])
+        found = command.run(suggest=True, python_version=series).suggestions
+        pick = found[0].build.pip if found else None
+    except Exception:  # noqa: BLE001 - no answer from the matrix: the general advice
+        pass
+    if pick:
+        return ("install the newest torch that works on this node with: %s -m %s, then "
+                "%s -m pip install numpy ('envcheck check --suggest' lists others)"
+                % (path, pick, path))
+    return ("install a pinned torch ('envcheck check --suggest' names the build for this "
+            "node): %s -m pip install torch==VERSION numpy" % path)
 
 
 def resolve(python=None):
@@ -58,7 +74,7 @@ def resolve(python=None):
         if spec is None:
             raise UsageError("torch is not installed for %s (Python %s); %s"
                              % (sys.executable, platform.python_version(),
-                                install_hint(sys.executable)))
+                                install_hint(sys.executable, platform.python_version())))
         return Interpreter(sys.executable, platform.python_version(), spec.origin)
     path = python
     if os.sep not in python and not os.path.exists(python):
@@ -81,5 +97,5 @@ def resolve(python=None):
                          % (path, proc.returncode))
     if not info["torch"]:
         raise UsageError("torch is not installed for %s (Python %s); %s"
-                         % (path, info["python"], install_hint(path)))
+                         % (path, info["python"], install_hint(path, info["python"])))
     return Interpreter(path, info["python"], info["torch"])

@@ -22,10 +22,6 @@ from ..report import vocabulary
 from ..report.model import CheckResult
 
 
-# Which colour wins when a probe's checks differ: what fails the run first.
-_URGENCY = ("bold red", "red", "yellow", "cyan", "green", "dim")
-
-
 class _Probe:
     def __init__(self, name):
         self.name = name
@@ -45,22 +41,11 @@ class _Probe:
                                    error=rec.get("error")))
         return out
 
-    def line_parts(self, checks, strict=False):
-        """(glyph, style, summary): '5 passed, 4 failed; 4 known issues' for ``checks``
-        (judged when the matrix was there to judge them)."""
-        counts = {}
-        for c in checks:
-            counts[c.outcome] = counts.get(c.outcome, 0) + 1
-        text = ", ".join(vocabulary.OUTCOMES[k].count(counts[k])
-                         for k in vocabulary.OUTCOMES if counts.get(k))
-        judged = [part for part, _ in vocabulary.summary_parts(checks, strict)
-                  if part != "nothing unexpected"]
-        if judged:
-            text += "; " + ", ".join(judged)
-        if not checks:
-            return vocabulary.OUTCOMES["skipped"].glyph, "dim", "no checks"
-        first = min(checks, key=lambda c: _URGENCY.index(vocabulary.style(c, strict)))
-        return vocabulary.outcome(first).glyph, vocabulary.style(first, strict), text
+    @staticmethod
+    def line_parts(checks, strict=False):
+        """(glyph, style, summary): '5 passed, 4 known issues' for ``checks`` (judged when
+        the matrix was there to judge them), as the report's line for the probe."""
+        return vocabulary.probe_line_parts(checks, strict)
 
 
 class Progress:
@@ -80,6 +65,7 @@ class Progress:
         self.startup_timeout = getattr(plan, "startup_timeout", None) or self.timeout
         self.planned = [p.name for p in getattr(plan, "probes", [])]
         self.judge, self.strict = judge, strict
+        self.phase = None  # the follow-up phase running now (run/follow_up.py)
         self.environment, self.backend = None, None
         self._live = None
         self._reset()
@@ -97,6 +83,12 @@ class Progress:
         if not self.enabled:
             return
         rank, kind = rec.get("rank"), rec["t"]
+        if kind == "phase":
+            # A follow-up phase: fresh ranks, at its own world size, for one check.
+            self._flush()
+            self._reset()
+            self.nproc, self.phase = rec["world_size"], rec
+            return
         if kind == "hello" and rank in self.imported:
             # Fresh ranks after a hang or crash: what was open will not finish.
             self._flush()
@@ -189,6 +181,9 @@ class Progress:
         elif rank0.probe:
             of = " %d/%d" % (self._number(rank0.probe), len(self.planned)) \
                 if self.planned else ""
+            if self.phase:
+                n = self.phase["world_size"]
+                of = ".%s at %d rank%s" % (self.phase["check"], n, "" if n == 1 else "s")
             what = "probe %s%s%s" % (rank0.probe, of,
                                      " · %s" % rank0.check if rank0.check else "")
             limit = self.timeout
@@ -231,9 +226,15 @@ class Progress:
             glyph, style = vocabulary.OUTCOMES["skipped"].glyph, "yellow"
             counts = ("%s; " % counts if probe.records else "") + \
                 "stopped before it finished (see below)"
+        name = probe.name
+        if self.phase and self.phase.get("probe") == probe.name:
+            # not a second line for the same probe: the phase's check, at its world size
+            name = "%s.%s" % (probe.name, self.phase["check"])
+            n = self.phase["world_size"]
+            counts += " at %d rank%s" % (n, "" if n == 1 else "s")
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(glyph, style=style)
-        line.append(" %-14s %s" % (probe.name, counts))
+        line.append(" %-14s %s" % (name, counts))
         if not unfinished:
             line.append("  %.2f s" % probe.seconds, style="dim")
         self._live.console.print(line)

@@ -44,6 +44,8 @@ class Summary:
     outliers: Tuple[Outlier, ...]
     problems: Tuple[inputs.Problem, ...]
     builds: Tuple[BuildGroup, ...] = ()  # only when one range gave nodes different builds
+    # what was used, with a word about it (a host that answered twice): not a problem
+    notes: Tuple[inputs.Problem, ...] = ()
 
     @property
     def working(self):
@@ -58,7 +60,7 @@ class Summary:
         return ExitCode.OK
 
 
-def _one_per_host(records, problems):
+def _one_per_host(records, notes):
     """One record per host: per kind the newest answer (two of a kind is worth a line),
     then a host's check answer and run report merged: it works only if both say so."""
     by_host = collections.defaultdict(lambda: collections.defaultdict(list))
@@ -70,7 +72,7 @@ def _one_per_host(records, problems):
         for kind, rs in sorted(kinds.items()):
             rs.sort(key=lambda r: (r.created or "", r.path))
             if len(rs) > 1:
-                problems.append(inputs.Problem(
+                notes.append(inputs.Problem(
                     rs[-1].path, "%s has %d %s answers (%s): using this one, the newest"
                     % (host, len(rs), kind, ", ".join(r.path for r in rs[:-1]))))
             newest.append(rs[-1])
@@ -147,7 +149,8 @@ def summarize(paths):
             problems.append(got)
         else:
             records += got
-    records = _one_per_host(records, problems)
+    notes = []
+    records = _one_per_host(records, notes)
     records.sort(key=lambda r: r.host)
     return Summary(tuple(paths), tuple(records), _groups(records), _outliers(records),
-                   tuple(problems), _builds(records))
+                   tuple(problems), _builds(records), tuple(notes))

@@ -79,6 +79,10 @@ def render(summary, width=80):
         out += ["", "Could not use:"]
         for p in summary.problems:
             out += _wrap("  %s: %s" % (p.path, p.error), width, "      ")
+    if summary.notes:
+        out += ["", "Used, with a note:"]
+        for p in summary.notes:
+            out += _wrap("  %s: %s" % (p.path, p.error), width, "      ")
     return "\n".join(out) + "\n"
 
 
@@ -116,6 +120,7 @@ def to_json(summary, created):
         "problems": [{"path": p.path, "error": p.error} for p in summary.problems],
         "builds": [{"build": g.build, "hosts": list(g.hosts), "held_back": g.held_back}
                    for g in summary.builds],
+        "notes": [{"path": p.path, "note": p.error} for p in summary.notes],
         "nodes_detail": [{"host": r.host, "file": r.path, "kind": r.kind, "status": r.status,
                           "reasons": list(r.reasons), "facts": r.facts}
                          for r in summary.records],

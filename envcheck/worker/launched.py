@@ -184,6 +184,8 @@ def _report_commands(args, merged):
     """Where the report can be built: this interpreter, else an envcheck on PATH (a
     pipx install, say) when this one lacks envcheck's own dependencies."""
     tail = ["report", "--records", merged, "--format", args.format]
+    if args.verbose:
+        tail.append("--verbose")
     if args.json:
         tail += ["--json", args.json]
     if args.junit:
@@ -200,13 +202,23 @@ def render_report(args, records):
     Returns its exit code, or None where no envcheck with its dependencies can be found
     (this interpreter lacks them and none is on PATH).
     """
+    try:
+        terminal = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    sys.stdout.flush()
     for cmd in _report_commands(args, records):
         try:
-            proc = watcher_mod.run_helper(cmd, 300)
+            # On a terminal the helper writes to it itself, so that its screen is fitted
+            # to it and coloured, as envcheck run's is (an envcheck that lacks its
+            # dependencies fails on import, before it writes any of it).
+            proc = watcher_mod.run_helper(cmd, 300, stdout=None if terminal
+                                          else subprocess.PIPE)
         except (OSError, subprocess.TimeoutExpired):
             continue
         if not _missing_dependencies(proc.stderr):
-            sys.stdout.write(proc.stdout)
+            if not terminal:
+                sys.stdout.write(proc.stdout)
             sys.stderr.write(proc.stderr)
             sys.stdout.flush()
             return proc.returncode
@@ -226,6 +238,19 @@ def _unjudged(merged, chunks):
         print("envcheck: %d check(s) failed, not yet judged against the matrix" % failed,
               file=sys.stderr)
     return RankExit.OK
+
+
+def agent_line(args, identity, host, probes):
+    """'envcheck: nodeB: ranks 2–3 of 4 ran 6 probes; rank 0 prints the report, writes
+    report.json; every rank's records: /shared/out'."""
+    rank, _, world_size, local_world_size = identity
+    ranks = "rank %d" % rank if local_world_size == 1 else \
+        "ranks %d–%d" % (rank, rank + local_world_size - 1)
+    written = [p for p in (args.json, args.junit) if p]
+    return ("envcheck: %s: %s of %d ran %d probe%s; rank 0 prints the report%s; every "
+            "rank's records: %s" % (host, ranks, world_size, probes, "" if probes == 1 else "s",
+                                    ", writes %s" % " and ".join(written) if written else "",
+                                    os.path.abspath(args.out)))
 
 
 def _check_checkpoint_dir(path):
@@ -248,6 +273,8 @@ def parse_args(argv):
     p.add_argument("--junit", metavar="PATH", help="rank 0 writes JUnit XML here")
     p.add_argument("--format", default="table", choices=("table", "json", "markdown"),
                    help="what rank 0 prints [%(default)s]")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="rank 0's table: a row per check and every advice in full")
     p.add_argument("--probe", "-p", action="append", default=[], metavar="NAME")
     p.add_argument("--skip", action="append", default=[], metavar="NAME")
     p.add_argument("--probe-path", action="append", default=[], metavar="FILE.py")
@@ -377,6 +404,10 @@ def _rank_main(job):
     records.write("gather_start")
     chunks = gather_records(ctx, records_path(args.out, rank))
     code = 0
+    if rank != 0 and job.local_rank == 0:
+        # An agent without rank 0 says what its ranks did, and where the report is.
+        print(agent_line(args, job.identity, ctx.host, len(job.plan.get("probes") or ())),
+              flush=True)
     if rank == 0:
         merged = os.path.join(os.path.abspath(args.out), MERGED_RECORDS)
         write_atomic(merged, b"".join(c if c.endswith(b"\n") or not c else c + b"\n"

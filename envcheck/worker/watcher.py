@@ -258,13 +258,14 @@ def fork_rank(run_rank):
     return pid
 
 
-def run_helper(cmd, timeout):
+def run_helper(cmd, timeout, stdout=subprocess.PIPE):
     """A helper process (the relay, the report) out of the launcher's reach: torch
     elastic signals the whole process group of a rank it tears down, and these must
     finish the report then. Its own session keeps it out of that group; it still dies
-    with this process (PR_SET_PDEATHSIG) and within ``timeout``."""
+    with this process (PR_SET_PDEATHSIG) and within ``timeout``. ``stdout=None``: it
+    writes to this process's stdout (the report's screen, fitted to a terminal)."""
     parent = os.getpid()
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    return subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL, start_new_session=True,
                           preexec_fn=lambda: lifetime.die_with_parent(parent))
 
