@@ -173,6 +173,25 @@ def test_a_host_whose_ranks_fail_at_setup_is_named_in_rank_0s_report(cluster):
     assert "envcheck report --records" in res[1].stderr  # node2 says where its records are
 
 
+def test_a_host_whose_name_resolves_to_127_0_1_1_still_gets_rank_0s_report(cluster):
+    # Debian's default /etc/hosts on node2: its own name on 127.0.1.1, so gloo there
+    # advertises a loopback address and node1's ranks cannot connect to it.
+    node2 = cluster.hosts[1]
+    node2.write_hosts()
+    with open(node2.hosts_file) as f:
+        lines = [line for line in f.read().splitlines() if line != "%s node2" % node2.addr]
+    with open(node2.hosts_file, "w") as f:
+        f.write("127.0.1.1 node2\n" + "\n".join(lines) + "\n")
+    job, path = _fault_job(cluster, ("loop", _probe(cluster, "loop.py", LOOP)),
+                           env={"LOOP_MARK": "/tmp/never"})
+    res = job.wait(120)
+    assert [r.code for r in res] == [1, 1], _where(res)
+    assert res[0].stdout.startswith("✗ Not ready for distributed training: 1 UNEXPECTED")
+    check = checks_by_id(_report(cluster.hosts[0], path))["setup.init_process_group"]
+    assert check["outcome"] == "failed", check
+    assert "remote=[127.0.1.1]" in check["detail"], check["detail"]
+
+
 def test_a_host_killed_mid_collective_is_named_in_rank_0s_report(cluster):
     mark = os.path.join(cluster.shared, "loop-started")
     job, path = _fault_job(cluster, ("loop", _probe(cluster, "loop.py", LOOP)),
@@ -251,7 +270,8 @@ def test_a_link_cut_mid_collective_ends_every_rank_within_the_timeout(cluster):
         sorted((k, c["outcome"], c["detail"]) for k, c in checks.items()), _where(first))
     assert "rank(s) 2,3 on node2 sent no last word" in first[0].stderr
     assert "node2 cannot reach the job's store at node1:" in err
-    assert "torchrun's agent here (pid %d) waits for its rendezvous" % agent.pid in err
+    assert ("if torchrun's agent here (pid %d) does not exit, it is blocked on its "
+            "rendezvous there" % agent.pid) in err
 
 
 def test_a_host_20_s_late_to_start_simply_succeeds(cluster):

@@ -231,9 +231,9 @@ class Watcher:
                     # Seen with torch 2.13: the agent's monitor loop blocks on the
                     # rendezvous store (num_nodes_waiting) and never sees its ranks end.
                     sys.stderr.write(
-                        "envcheck: %s cannot reach the job's store at %s:%s: torchrun's "
-                        "agent here (pid %d) waits for its rendezvous until it can, "
-                        "however long; stop it (Ctrl-C, or kill %d)\n" % (
+                        "envcheck: %s cannot reach the job's store at %s:%s; if torchrun's "
+                        "agent here (pid %d) does not exit, it is blocked on its "
+                        "rendezvous there: stop it (Ctrl-C, or kill %d)\n" % (
                             job.host, os.environ.get("MASTER_ADDR"),
                             os.environ.get("MASTER_PORT"), os.getppid(), os.getppid()))
             return code
@@ -283,9 +283,11 @@ def run_relay(job, collect):
     except (OSError, subprocess.TimeoutExpired):
         return None
     if proc.returncode != 0:
-        # torch's C++ log of every connect retry is noise here: our own line says it
+        # torch's C++ log of every connect retry is noise here: our own line says it,
+        # once per host
         ours = [l for l in proc.stderr.splitlines() if l.startswith("envcheck:")]
-        sys.stderr.write("".join(l + "\n" for l in ours[-1:]))
+        if job.local_rank == 0:
+            sys.stderr.write("".join(l + "\n" for l in ours[-1:]))
         return None
     out = proc.stdout.strip()
     return [int(r) for r in out.split(",") if r.strip()] if collect else []
