@@ -17,12 +17,14 @@ def main():
     run = sys.argv[1:2] == ["run"]  # other commands start no rank: not even the import
     if run:
         interrupts.install()
-    from .core.limits import ensure_std_fds
-
-    ensure_std_fds()  # before the head start opens its pipes: never on fd 0, 1 or 2
     head = None
     try:
         try:
+            from .core.limits import ensure_std_fds
+
+            # Before the head start opens its pipes: never on fd 0, 1 or 2. Inside the
+            # try: a Ctrl-C may land here too.
+            ensure_std_fds()
             if run:
                 from .run import headstart
 
