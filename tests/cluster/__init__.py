@@ -173,6 +173,7 @@ class Cluster(Started):
 
     def __init__(self, n, base=None, prefix=None, keep=()):
         self.prefix = prefix or "ec%x" % (os.getpid() & 0xFFFFF)
+        self._own_base = base is None  # made here: removed by stop()
         self.base = base or tempfile.mkdtemp(prefix="envcheck-cluster-")
         self.shared = os.path.join(self.base, "shared")
         self.bridge = "%sbr" % self.prefix
@@ -228,6 +229,8 @@ class Cluster(Started):
             _ip("netns", "del", h.netns, check=False)
             _ip("link", "del", h.veth, check=False)
         _ip("link", "del", self.bridge, check=False)
+        if self._own_base:
+            shutil.rmtree(self.base, ignore_errors=True)
 
     def wait_gone(self, seconds=10.0):
         """Every host's processes (not holders), once they had ``seconds`` to exit."""
