@@ -153,16 +153,22 @@ def torchrun(python, nnodes, node_rank, nproc, port, args, cwd, host=None):
 REQUIRE_CLUSTER = "ENVCHECK_REQUIRE_CLUSTER"  # set by .ci/run: a skip is then a failure
 
 
+def _require(what, why):
+    """Skip with one line where ``what`` cannot run here; fail instead under CI
+    (REQUIRE_CLUSTER), which must never skip these tests."""
+    if not why:
+        return
+    if os.environ.get(REQUIRE_CLUSTER):
+        pytest.fail("the %s is required here (%s=1) but cannot start: %s"
+                    % (what, REQUIRE_CLUSTER, why))
+    pytest.skip("no %s on this machine: %s" % (what, why))
+
+
 @pytest.fixture(scope="session")
 def _cluster_session():
     from cluster import Cluster, unavailable
 
-    why = unavailable()
-    if why:
-        if os.environ.get(REQUIRE_CLUSTER):
-            pytest.fail("the test cluster is required here (%s=1) but cannot be built: %s"
-                        % (REQUIRE_CLUSTER, why))
-        pytest.skip("no test cluster on this machine: %s" % why)
+    _require("test cluster", unavailable())
     # The SLURM fixture's directory: kept visible at the same path on every host.
     base = tempfile.mkdtemp(prefix="envcheck-cluster-")
     slurm_dir = os.path.join(base, "slurm")
@@ -193,12 +199,7 @@ def cluster(_cluster_session):
 def _slurm_session(_cluster_session):
     from cluster.slurm import Slurm, unavailable
 
-    why = unavailable()
-    if why:
-        if os.environ.get(REQUIRE_CLUSTER):
-            pytest.fail("the test SLURM is required here (%s=1) but cannot start: %s"
-                        % (REQUIRE_CLUSTER, why))
-        pytest.skip("no test SLURM on this machine: %s" % why)
+    _require("test SLURM", unavailable())
     with Slurm(_cluster_session, _cluster_session.slurm_dir) as s:
         yield s
 

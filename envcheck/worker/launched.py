@@ -52,7 +52,6 @@ from ..core.records import MERGED_RECORDS, records_path, stacks_path
 from . import relay, runtime, watcher as watcher_mod
 from .ckpt_files import SHARED_DIR_ENV
 
-POLL_S = 0.05
 
 
 def expand_tasks_per_node(value):
