@@ -189,13 +189,25 @@ def probes_in_file(path):
     return [tuple(item) for item in found]
 
 
+def _builtin_files():
+    """[(module, path of the file that defines its probes)] for the built-in probes: a
+    module, or a package (a probe with helpers: the probe in __init__, helpers beside it)."""
+    found = []
+    for filename in sorted(os.listdir(BUILTIN_DIR)):
+        if filename.startswith(("_", ".")):
+            continue
+        path = os.path.join(BUILTIN_DIR, filename)
+        if filename.endswith(".py"):
+            found.append(("envcheck.worker.probes." + filename[:-3], path))
+        elif os.path.isfile(os.path.join(path, "__init__.py")):
+            found.append(("envcheck.worker.probes." + filename,
+                          os.path.join(path, "__init__.py")))
+    return found
+
+
 def builtin_probes():
     specs = []
-    for filename in sorted(os.listdir(BUILTIN_DIR)):
-        if not filename.endswith(".py") or filename.startswith("_"):
-            continue
-        module = "envcheck.worker.probes." + filename[:-3]
-        path = os.path.join(BUILTIN_DIR, filename)
+    for module, path in _builtin_files():
         follow = follow_ups_in_file(path)
         for name, function, summary, checks in probes_in_file(path):
             specs.append(ProbeSpec(name, summary, function, checks, module=module,
@@ -297,8 +309,7 @@ def known_checks(probe_paths=()):
     """{probe: (check names, any)}: ``any`` when the probe declares none. Files that
     cannot be read are left out (a run that uses them reports why)."""
     probes = {SETUP: (set(SETUP_CHECKS), False)}
-    files = [os.path.join(BUILTIN_DIR, f) for f in sorted(os.listdir(BUILTIN_DIR))
-             if f.endswith(".py") and not f.startswith("_")] + list(probe_paths)
+    files = [path for _, path in _builtin_files()] + list(probe_paths)
     for path in files:
         try:
             found = probes_in_file(path)

@@ -50,7 +50,7 @@ from ..core.errors import UsageError
 from ..core.outcomes import RankExit
 from ..core.records import MERGED_RECORDS, records_path, stacks_path
 from . import relay, runtime, watcher as watcher_mod
-from .ckpt_files import SHARED_DIR_ENV
+from .probes.checkpoint.files import SHARED_DIR_ENV
 
 
 

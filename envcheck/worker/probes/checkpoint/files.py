@@ -17,7 +17,7 @@ import tempfile
 import warnings
 import zipfile
 
-from ..core import lifetime
+from ....core import lifetime
 
 PREFIX = "envcheck-ckpt-"
 # DCP writes its files from every rank into one directory; on several hosts that needs a
@@ -83,7 +83,7 @@ def shared_dir(ctx):
     """
     import torch.distributed as dist
 
-    from .gather import all_gather_ints, all_gather_strings
+    from ...gather import all_gather_ints, all_gather_strings
 
     given = os.environ.get(SHARED_DIR_ENV)
     base = given or tempfile.gettempdir()

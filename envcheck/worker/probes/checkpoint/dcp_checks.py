@@ -11,8 +11,8 @@ numpy, leaving the other ranks blocked; ``object_collectives`` tries
 import os
 import warnings
 
-from .ckpt_files import quiet_load
-from .ckpt_state import clone, count_tensors, cpu, local, per_rank, special_tensors, zeros
+from .files import quiet_load
+from .state import clone, count_tensors, cpu, local, per_rank, special_tensors, zeros
 
 _DEDUP_ADVICE = ("make replicated state identical on every rank before a DCP save "
                  "(DDP keeps parameters so; broadcast from rank 0 what it does not cover)")
@@ -26,7 +26,7 @@ _SNAPSHOT_ADVICE = (
 def object_collectives(ctx, dist):
     """(this rank's exception or None, ranks that failed): all_gather_object fails on
     every rank alike (after its collectives), unlike DCP's gather/scatter of plans."""
-    from .gather import all_gather_ints
+    from ...gather import all_gather_ints
 
     out = [None] * ctx.world_size
     try:
@@ -71,7 +71,7 @@ def _sync_replicas(ctx, model, torch):
 
     import torch.distributed as dist
 
-    from .gather import all_gather_strings
+    from ...gather import all_gather_strings
 
     tensors = [t for t in model.state_dict().values()
                if isinstance(t, torch.Tensor) and t.dtype != torch.bool]
@@ -85,8 +85,8 @@ def _sync_replicas(ctx, model, torch):
 
 def save_load(ctx, c, subject, dcp, skip, gate, shared, files, torch):
     """Body of checkpoint.dcp_save_load; returns what the later checks need."""
-    from .ckpt_files import diff_state
-    from .diagnose import advice_for, numpy_version
+    from .files import diff_state
+    from ...diagnose import advice_for, numpy_version
 
     error, failed = gate
     if skip:
@@ -144,14 +144,14 @@ def save_load(ctx, c, subject, dcp, skip, gate, shared, files, torch):
 
 def agreed(ctx, result):
     """``result`` where every rank has one (the DCP round trip worked everywhere), else None."""
-    from .gather import all_gather_ints
+    from ...gather import all_gather_ints
 
     flags = all_gather_ints(ctx, [1 if result else 0])
     return result if all(f for (f,) in flags) else None
 
 
 def _numpy_problem():
-    from .diagnose import numpy_version
+    from ...diagnose import numpy_version
 
     importable, version = numpy_version()
     if not importable:
@@ -163,7 +163,7 @@ def dedup(ctx, c, dcp, skip, shared, files, torch):
     """Body of checkpoint.dcp_dedup."""
     if skip:
         c.skip(skip)
-    from .gather import all_gather_ints
+    from ...gather import all_gather_ints
 
     c.advice = _DEDUP_ADVICE
     # A state of its own, never the --model: what DCP does with replicas that drifted
@@ -211,7 +211,7 @@ def reshard_load(ctx, c, dcp, skip, saved, mine, files, torch):
     """Body of checkpoint.reshard_load: the N-rank checkpoint loaded by one process alone."""
     if skip:
         c.skip(skip)
-    from .ckpt_files import diff_state
+    from .files import diff_state
     from .dcp_api import DcpMissing
 
     path = saved["path"]
@@ -271,7 +271,7 @@ def async_save(ctx, c, subject, dcp, skip, group, note, shared, files, torch):
     """Body of checkpoint.async_save."""
     import time
 
-    from .ckpt_files import diff_state
+    from .files import diff_state
 
     if skip:
         c.skip(skip)

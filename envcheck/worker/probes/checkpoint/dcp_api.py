@@ -127,7 +127,7 @@ class Dcp:
                         "torch %s's DCP (torch.distributed._shard.checkpoint) exists but "
                         "does not import: %s: %s" % (self.version, type(old).__name__,
                                                     str(old).strip().splitlines()[0][:200]))
-                from .diagnose import advice_for
+                from ...diagnose import advice_for
 
                 hint = advice_for(old)
                 raise DcpMissing(

@@ -15,7 +15,7 @@ Training that cannot be resumed is lost training. Real failures behind these che
   rank only, leaving the others blocked. The DCP checks therefore try
   ``all_gather_object`` first, which fails on every rank alike.
 
-Every file goes to a 0700 directory removed afterwards (``ckpt_files``); DCP needs one
+Every file goes to a 0700 directory removed afterwards (``files``); DCP needs one
 directory all ranks share, made by rank 0. With ``--model`` the round trips run on the
 user's model instead of the built-in toy.
 """
@@ -24,9 +24,9 @@ import os
 import re
 import warnings
 
-from ..ckpt_files import quiet_load
-from ..ckpt_state import count_tensors, special_tensors
-from ...core.text import first_line
+from .files import quiet_load
+from .state import count_tensors, special_tensors
+from ....core.text import first_line
 
 # The checks this probe reports, in the order it runs them (``envcheck probes --checks``,
 # the matrix validation and the ranks read this; a check not declared here is an error).
@@ -61,9 +61,9 @@ def probe_checkpoint(ctx):
     import torch
     import torch.distributed as dist
 
-    from .. import dcp_checks
-    from ..ckpt_files import own_prefix, shared_dir
-    from ..dcp_api import Dcp, DcpBroken, DcpMissing
+    from . import dcp_checks
+    from .files import own_prefix, shared_dir
+    from .dcp_api import Dcp, DcpBroken, DcpMissing
 
     subject = _Subject(ctx, torch)
     with ctx.private_tmpdir(prefix=own_prefix()) as mine, shared_dir(ctx) as (shared, problem):
@@ -121,9 +121,9 @@ class _Subject:
     """The model the round trips run on: the user's (--model) or the built-in toy."""
 
     def __init__(self, ctx, torch):
-        from .. import toy
-        from ..gather import all_gather_ints
-        from ..model import describe_model, model_spec, user_model
+        from ... import toy
+        from ...gather import all_gather_ints
+        from ...model import describe_model, model_spec, user_model
 
         self.ctx, self.torch = ctx, torch
         self.spec = model_spec(ctx)
@@ -180,7 +180,7 @@ def _save_load(ctx, subject, mine, files, torch):
     with ctx.check("save_load") as c:
         if subject.skip:
             c.skip(subject.skip)
-        from ..ckpt_files import diff_state
+        from .files import diff_state
 
         c.advice = "torch.save/torch.load does not give back what was saved: do not resume from it"
         state = dict(subject.train_state())
@@ -214,7 +214,7 @@ def _weights_only(ctx, subject, mine, torch):
         if not _has_weights_only(torch):
             c.skip("torch %s's torch.load has no weights_only argument (it arrived in "
                    "torch 1.13)" % torch.__version__)
-        from ..ckpt_files import diff_state
+        from .files import diff_state
 
         state = dict(subject.train_state())
         state["tensors"] = special_tensors(torch, ctx.device)
@@ -271,7 +271,7 @@ def _default_load(ctx, subject, mine, files, torch):
             c.skip(subject.skip)
         import argparse
 
-        from ..ckpt_files import diff_state
+        from .files import diff_state
 
         state = subject.train_state()
         ckpt = dict(state, args=argparse.Namespace(lr=1e-3, batch_size=32, model=subject.label),
@@ -372,7 +372,7 @@ def _resolve(names):
 
 def _try_fixes(torch, path, ckpt, objs):
     """Run the two documented fixes for real; what each gave."""
-    from ..ckpt_files import diff_state
+    from .files import diff_state
 
     def attempt(load):
         try:
@@ -396,8 +396,8 @@ def _no_process_group(ctx, mine, files, torch):
     with ctx.check("no_process_group") as c:
         import torch.distributed as dist
 
-        from .. import toy
-        from ..ckpt_files import diff_state, group_globals, pickle_globals
+        from ... import toy
+        from .files import diff_state, group_globals, pickle_globals
 
         c.advice = ("save state dicts, not modules or objects that hold a process group: "
                     "torch.save(model.state_dict(), path); after a restart, build the model "

@@ -123,7 +123,7 @@ def reference_step(model, optimizer, batches):
 
 def compare(got, want):
     """(names that differ beyond the tolerance, max abs difference, bit-exact?)."""
-    from .ckpt_files import same_bits
+    from ..checkpoint.files import same_bits
 
     bad, worst, exact = [], 0.0, True
     for name, w in want.items():

@@ -19,14 +19,14 @@ next job often restarts on another number of GPUs. This probe, on the ranks' dev
   ``reshard_shrink``).
 
 FSDP2 lives in ``torch.distributed._composable.fsdp`` before 2.6 and in
-``torch.distributed.fsdp`` from 2.6 (``fsdp_api``); where a piece is missing the checks
+``torch.distributed.fsdp`` from 2.6 (``api``); where a piece is missing the checks
 are skipped and say which.
 """
 
 import json
 import os
 
-from ..dcp_api import DcpFailed
+from ..checkpoint.dcp_api import DcpFailed
 
 CHECKS = ("model", "train_step", "save_load", "subgroup", "hsdp", "cpu_offload",
           "reshard_grow", "reshard_shrink")
@@ -55,10 +55,10 @@ def probe_fsdp(ctx):
     """FSDP2 fully_shard step vs unsharded, get/set_state_dict + DCP round trip, subgroup save, HSDP, CPU offload; reshard to other world sizes"""
     import torch
 
-    from .. import dcp_checks
-    from ..ckpt_files import shared_dir
-    from ..dcp_api import Dcp, DcpMissing
-    from ..fsdp_api import Fsdp, FsdpMissing
+    from ..checkpoint import dcp_checks
+    from ..checkpoint.files import shared_dir
+    from ..checkpoint.dcp_api import Dcp, DcpMissing
+    from .api import Fsdp, FsdpMissing
 
     import torch.distributed as dist
 
@@ -114,8 +114,8 @@ class _Subject:
     """The model: the built-in LayeredNet, or the user's (--model)."""
 
     def __init__(self, ctx, torch):
-        from ..gather import all_gather_ints
-        from ..model import describe_model, model_spec, user_model
+        from ...gather import all_gather_ints
+        from ...model import describe_model, model_spec, user_model
 
         self.ctx, self.torch = ctx, torch
         self.spec = model_spec(ctx)
@@ -144,11 +144,11 @@ class _Subject:
         """A new model on the rank's device, the same on every rank."""
         torch = self.torch
         if not self.spec:
-            from .. import toy
+            from ... import toy
 
             torch.manual_seed(seed)
             return toy.LayeredNet().to(self.ctx.device)
-        from ..dcp_checks import _sync_replicas
+        from ..checkpoint.dcp_checks import _sync_replicas
 
         model = self._user_model(self.ctx)
         # FSDP2 takes each rank's shard from that rank's own copy: copies that differ
@@ -168,17 +168,17 @@ class _Run:
 
     def _pair(self, mesh, offload=False):
         """(reference, sharded model, how): the same weights, one of them sharded."""
-        from .. import fsdp_steps
+        from . import steps
 
         ref = self.subject.build(0)
         model = self.subject.build(1)
         model.load_state_dict(ref.state_dict())
-        how = fsdp_steps.shard(self.fsdp, model, mesh, offload)
+        how = steps.shard(self.fsdp, model, mesh, offload)
         return ref, model, how
 
     def _step_and_compare(self, c, mesh, offload=False):
         """Shard, step, compare with the unsharded step; returns (model, optimizer, how)."""
-        from .. import fsdp_steps as fs
+        from . import steps as fs
 
         ctx = self.ctx
         ref, model, how = self._pair(mesh, offload)
@@ -221,7 +221,7 @@ class _Run:
     def fallback(self):
         """train_step failed: a model sharded alike, stepped with gradients set by hand,
         so that the checkpoint checks still say whether get_state_dict + DCP work."""
-        from .. import fsdp_steps as fs
+        from . import steps as fs
 
         self.trained = None
         try:
@@ -246,9 +246,9 @@ class _Run:
     def _round_trip(self, mesh, offload, model, opt, name, alter=False):
         """Save model + optimizer (get_state_dict + DCP), load into a fresh sharded model
         (set_state_dict); returns (entries that differ on this rank, tensors compared)."""
-        from .. import fsdp_steps as fs
-        from ..ckpt_files import diff_state
-        from ..ckpt_state import clone, count_tensors, local
+        from . import steps as fs
+        from ..checkpoint.files import diff_state
+        from ..checkpoint.state import clone, count_tensors, local
 
         torch = self.torch
         state = self.fsdp.sharded_state(model, opt)
@@ -325,7 +325,7 @@ class _Run:
         directory), the full tensors it must give, and a note that it is complete."""
         import torch.distributed as dist
 
-        from ..ckpt_state import cpu
+        from ..checkpoint.state import cpu
 
         torch = self.torch
         full = cpu(self.fsdp.full_state(model, opt))  # a collective: every rank
@@ -345,9 +345,9 @@ class _Run:
             c.skip(skip)
         import torch.distributed as dist
 
-        from ..ckpt_files import diff_state
-        from ..ckpt_state import clone, count_tensors, per_rank, zeros
-        from ..gather import all_gather_strings
+        from ..checkpoint.files import diff_state
+        from ..checkpoint.state import clone, count_tensors, per_rank, zeros
+        from ...gather import all_gather_strings
 
         ctx, torch = self.ctx, self.torch
         if ctx.world_size < 2:
@@ -468,12 +468,12 @@ _STEP_ADVICE = ("FSDP2 does not give the numbers training without sharding gives
 
 
 def _resume(ctx, c, torch):
-    from .. import fsdp_steps as fs
-    from ..ckpt_files import diff_state, quiet_load
-    from ..ckpt_state import count_tensors, cpu
-    from ..dcp_api import Dcp, DcpMissing
-    from ..fsdp_api import Fsdp, FsdpMissing
-    from ..gather import all_gather_ints
+    from . import steps as fs
+    from ..checkpoint.files import diff_state, quiet_load
+    from ..checkpoint.state import count_tensors, cpu
+    from ..checkpoint.dcp_api import Dcp, DcpMissing
+    from .api import Fsdp, FsdpMissing
+    from ...gather import all_gather_ints
 
     saved = ctx.phase["saved_world_size"]
     c.data = {"saved_world_size": saved, "loaded_world_size": ctx.world_size}
@@ -603,7 +603,7 @@ def _dcp(fn, *args):
 
 
 def _same(a, b, torch):
-    from ..ckpt_files import same_bits
+    from ..checkpoint.files import same_bits
 
     return same_bits(a, b, torch)
 
