@@ -399,18 +399,26 @@ def _prefer_local(out, collected):
             continue
 
 
+def _records_of(directory, rank):
+    try:
+        with open(records_path(directory, rank), encoding="utf-8", errors="replace") as f:
+            return records_mod.parse(f.read())[0]
+    except OSError:
+        return []
+
+
 def _ranks_on_hosts(directory, ranks):
-    """'rank(s) 2,3 on node2', from the host each rank's records name."""
+    """'rank(s) 2,3 on node2', from the host each rank's records name, else from the
+    hosts rank 0 learnt in the launch probe (a rank may have sent nothing at all)."""
+    mapping = next((x.get("data", {}).get("hosts") for x in _records_of(directory, 0)
+                    if x.get("t") == "check" and x.get("probe") == "launch"
+                    and x.get("check") == "rank_mapping"), None) or []
     by_host = {}
     for r in ranks:
-        host = "an unknown host"
-        try:
-            with open(records_path(directory, r), encoding="utf-8", errors="replace") as f:
-                recs, _ = records_mod.parse(f.read())
-            host = next((x["host"] for x in recs if x.get("host")), host)
-        except OSError:
-            pass
-        by_host.setdefault(host, []).append(r)
+        host = next((x["host"] for x in _records_of(directory, r) if x.get("host")), None)
+        if host is None and 0 <= r < len(mapping) and isinstance(mapping[r], str):
+            host = mapping[r]
+        by_host.setdefault(host or "an unknown host", []).append(r)
     return "; ".join("rank(s) %s on %s" % (",".join(map(str, rs)), h)
                      for h, rs in by_host.items())
 
