@@ -30,6 +30,8 @@ CHECKS = (
     "save_module_with_group",
 )
 
+from .. import leaving
+
 # Imported in the background while the rank waits at the rendezvous (worker/runtime):
 # DistributedDataParallel's first construction imports torch._dynamo (seconds).
 PRELOAD = ("torch._dynamo",)
@@ -141,12 +143,50 @@ def _ddp_wrap(ctx, subject, torch):
             c.skip(subject.skip)
         c.advice = ("DistributedDataParallel(model) failed before any copy was made: every "
                     "rank must build the same model, with parameters that require grad")
+        if ctx.world_size > 1 and leaving.ranks_disagree(ctx, subject.model):
+            _disagreeing_ddp(ctx, c, subject)
         subject.ddp = _wrap_ddp(ctx, subject.model, torch)
         c.detail = "DistributedDataParallel(%s)" % subject.label
     if not subject.skip:
         subject.skip = _disagree(
             ctx, subject.ddp is not None, all_gather_ints,
             "DistributedDataParallel(model) failed (see serialization.ddp_wrap)")
+
+
+def _disagreeing_ddp(ctx, c, subject):
+    """The ranks' models differ in what DDP compares: DDP raises on some ranks and leaves
+    the others blocked in its setup. Show what it does, on a subgroup a rank can leave
+    (``worker/leaving.py``, as a training script's rank that exits on the error does), so
+    that no rank waits in a collective of envcheck's making; the same words on every rank.
+    DDP's verification does not depend on the device: it runs on CPU, over gloo."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = subject.model.to("cpu")
+    tried = leaving.try_setup(ctx, leaving.fresh_group(ctx), "envcheck/serialization/ddp_wrap/",
+                              lambda g: DDP(model, process_group=g))
+    c.data = dict(tried.data, ranks=tried.by_kind)
+    if not tried.by_kind["raised"] and not tried.by_kind["waited"]:
+        subject.model.to(ctx.device)
+        return  # DDP accepted it (a dtype differs, say): the wrap below is the check
+    rank, line = tried.first_raised()
+    words = ["%s's parameters differ across ranks" % subject.label]
+    if rank is not None:
+        raised = tried.by_kind["raised"]
+        words.append("DDP(model) raised on %s: %s" % (
+            "all %d ranks" % ctx.world_size if len(raised) == ctx.world_size
+            else "rank(s) %s of %d" % (leaving.ranks_text(raised), ctx.world_size),
+            line[:160]))
+    if tried.by_kind["waited"]:
+        words.append("rank(s) %s blocked in DDP's setup until the rank that raised left (a "
+                     "rank that exits on the error releases them; one that catches it and "
+                     "lives on leaves them waiting)" % leaving.ranks_text(tried.by_kind["waited"]))
+    if tried.by_kind["went_on"]:
+        words.append("rank(s) %s went on with no error" % leaving.ranks_text(
+            tried.by_kind["went_on"]))
+    c.fail("; ".join(words),
+           advice="every rank must build the same model: its parameter shapes must not "
+                  "depend on the rank (DDP compares them at construction); build "
+                  "rank-specific parts after wrapping, or outside the DDP module")
 
 
 def _ddp_copies(ctx, subject, torch):
