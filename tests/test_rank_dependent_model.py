@@ -51,6 +51,19 @@ def test_no_probe_hangs_or_crashes(rank_dependent_run):
     # A probe that broke outside its checks reports PROBE.run: none did.
     assert [c["id"] for c in data["checks"] if c["check"] == "run"] == []
     assert result.code == 1  # the user's model cannot be wrapped in DDP: that is news
+    # The other probes say what the model does to them. Collectives and ddp-sync do not
+    # take the model: untouched by it.
+    checks = checks_by_id(data)
+    assert {c["id"]: c["outcome"] for c in data["checks"] if c["probe"] == "collectives"} \
+        == {"collectives." + n: "passed" for n in (
+            "init", "all_reduce", "broadcast", "all_gather", "all_gather_object", "barrier")}
+    assert checks["ddp-sync.extra_parameter"]["outcome"] == "passed"
+    # Per-rank files hold each rank's own model; DCP's load says where the shapes differ.
+    assert checks["checkpoint.save_load"]["outcome"] == "passed"
+    dcp = checks["checkpoint.dcp_save_load"]
+    assert dcp["outcome"] == "failed"
+    assert "Size mismatch between saved torch.Size([5]) and current: torch.Size([4])" \
+        in dcp["error"]["message"]
 
 
 def test_ddp_wrap_names_the_rank_that_raised_and_the_one_that_waited(rank_dependent_run):
@@ -69,19 +82,3 @@ def test_ddp_wrap_names_the_rank_that_raised_and_the_one_that_waited(rank_depend
                  "pickle_ddp"):
         assert checks["serialization." + name]["outcome"] == "skipped"
     assert checks["serialization.model"]["outcome"] == "passed"
-
-
-def test_the_other_probes_say_what_the_model_does_to_them(rank_dependent_run):
-    _, data = rank_dependent_run
-    checks = checks_by_id(data)
-    # Collectives and ddp-sync do not take the model: untouched by it.
-    assert {c["id"]: c["outcome"] for c in data["checks"] if c["probe"] == "collectives"} \
-        == {"collectives." + n: "passed" for n in (
-            "init", "all_reduce", "broadcast", "all_gather", "all_gather_object", "barrier")}
-    assert checks["ddp-sync.extra_parameter"]["outcome"] == "passed"
-    # Per-rank files hold each rank's own model; DCP's load says where the shapes differ.
-    assert checks["checkpoint.save_load"]["outcome"] == "passed"
-    dcp = checks["checkpoint.dcp_save_load"]
-    assert dcp["outcome"] == "failed"
-    assert "Size mismatch between saved torch.Size([5]) and current: torch.Size([4])" \
-        in dcp["error"]["message"]

@@ -166,11 +166,10 @@ def _out_of_step(ctx, c, group, torch):
            "bounded only by %s; with timeout=%g s DDP raised after %.1f s: %s"
            % (last, leaving.ranks_text(range(last)), rank0[2] or "DDP's setup",
               default_words, OUT_OF_STEP_TIMEOUT_S, late, rank0[3]),
-           advice="make every rank reach DDP's setup (launch before building models and "
-                  "trainers, no rank-dependent early return), and pass an explicit "
-                  "timeout= to init_process_group so that a rank out of step ends in an "
-                  "error, not a wait of %s" % (_minutes(default_s) if default_s
-                                               else "the default timeout"))
+           advice="a rank that never reaches DDP's setup leaves the others waiting for "
+                  "%s: pass timeout= to init_process_group (an error instead of the wait), "
+                  "and make every rank reach the setup (launch before building models and "
+                  "trainers)" % (_minutes(default_s) if default_s else "the default timeout"))
 
 
 def probe_ddp_sync(ctx):
