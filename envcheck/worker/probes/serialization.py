@@ -93,7 +93,7 @@ def _process_group_checks(ctx, torch, dist):
         torch.manual_seed(0)
         holder = toy.GroupHoldingNet(subgroup or dist.group.WORLD).to(ctx.device)
         clone = copy.deepcopy(holder)
-        _verify_copy(c, clone, holder, torch)
+        verify_copy(c, clone, holder, torch)
         c.detail = "module with .group: " + c.detail
     return subgroup
 
@@ -201,7 +201,7 @@ def _ddp_copies(ctx, subject, torch):
             c.skip(subject.skip)
         c.advice = _DDP_COPY_ADVICE
         clone = copy.deepcopy(ddp)
-        _verify_copy(c, clone.module, ddp.module, torch, runner=clone)
+        verify_copy(c, clone.module, ddp.module, torch, runner=clone)
         c.detail = "%s: %s" % (label, c.detail)
 
     with ctx.check("deepcopy_ddp_module") as c:
@@ -209,7 +209,7 @@ def _ddp_copies(ctx, subject, torch):
             c.skip(subject.skip)
         c.advice = _COPY_ADVICE
         subject.ema = copy.deepcopy(ddp.module)
-        _verify_copy(c, subject.ema, ddp.module, torch)
+        verify_copy(c, subject.ema, ddp.module, torch)
         c.detail = "%s: %s" % (label, c.detail)
 
     with ctx.check("fresh_load_state_dict") as c:
@@ -223,7 +223,7 @@ def _ddp_copies(ctx, subject, torch):
         c.advice = ("pickle or save the weights, not the DDP wrapper: "
                     "torch.save(ddp.module.state_dict(), path)")
         loaded = pickle.loads(pickle.dumps(ddp))
-        _verify_copy(c, loaded.module, ddp.module, torch)
+        verify_copy(c, loaded.module, ddp.module, torch)
         c.detail = "%s: %s" % (label, c.detail)
 
 
@@ -245,9 +245,9 @@ def _fresh_load_state_dict(ctx, c, subject, torch):
     digests = _gather_digest(ctx, fresh if error is None else None, torch)
     if error is not None:
         raise error
-    _verify_copy(c, fresh, ddp.module, torch)
+    verify_copy(c, fresh, ddp.module, torch)
     if subject.ema is not None:
-        _verify_copy(c, fresh, subject.ema, torch)
+        verify_copy(c, fresh, subject.ema, torch)
         versus = "equals original and deepcopy"
     else:
         versus = "equals original (where deepcopy failed)"
@@ -273,7 +273,7 @@ def _save_module_with_group(ctx, group, torch):
             path = os.path.join(tmp, "module.pt")
             torch.save(holder, path)
             loaded = torch.load(path, weights_only=False)
-        _verify_copy(c, loaded, holder, torch)
+        verify_copy(c, loaded, holder, torch)
         c.detail = "module with .group: " + c.detail
 
 
@@ -294,7 +294,7 @@ def _disagree(ctx, ok, all_gather_ints, reason):
     return "%s on rank(s) %s" % (reason, ", ".join(map(str, bad)))
 
 
-def _verify_copy(c, clone, original, torch, runner=None):
+def verify_copy(c, clone, original, torch, runner=None):
     """Fail ``c`` unless ``clone`` has the original's weights in its own memory and runs."""
     theirs = original.state_dict()
     mine = clone.state_dict()
