@@ -16,6 +16,7 @@ the launcher's variables, and reads what each of its ranks wrote.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -127,6 +128,13 @@ def run_job(workdir, timeout_s=JOB_TIMEOUT_S):
             "timed_out": timed_out, "seconds": time.monotonic()}
 
 
+def _short(error):
+    """gloo's words without its source path and its closing hint: "RuntimeError:
+    Connection closed by peer [127.0.0.1]:15575"."""
+    text = re.sub(r"\[[^\]]*\.cc:\d+\]\s*", "", error or "")
+    return text.split(". This is typically")[0][:200]
+
+
 def verdict(job):
     """(failed, words): what the job says about deepcopy under Fabric's own launcher."""
     if job["timed_out"]:
@@ -154,6 +162,6 @@ def verdict(job):
     for r, steps in ((0, r0), (1, r1)):
         if r not in failed and steps.get("barrier"):
             words.append("rank %d copied it, then died at its next collective: %s"
-                         % (r, steps["barrier"][:200]))
+                         % (r, _short(steps["barrier"])))
     words.append(module)
     return True, "; ".join(words)
