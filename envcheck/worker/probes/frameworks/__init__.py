@@ -80,6 +80,17 @@ def _absent(c, name, key, asked):
     c.skip(words + " (--framework %s makes this a failure)" % key)
 
 
+def gate(c, model, present, name, key, call):
+    """The start of a framework's setup check: skip (or fail, where asked for) without the
+    framework; fail where the ranks' models differ; else the advice for ``call``."""
+    installed, _, asked = present
+    if not installed:
+        _absent(c, name, key, asked)
+    if model.skip:
+        c.fail(model.skip, advice="every rank must build the same model before %s" % call)
+    c.advice = "%s failed: see the traceback" % call
+
+
 class _Model:
     """The model under test, fresh on demand; why the framework checks cannot run."""
 

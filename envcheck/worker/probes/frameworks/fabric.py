@@ -22,18 +22,13 @@ def _fabric(ctx):
 
 
 def checks(ctx, model, shared, present, torch):
-    from . import _absent
+    from . import gate
     from ..serialization import verify_copy
 
-    installed, version, asked = present
+    installed, version, _ = present
     state = {}
     with ctx.check("lightning_setup") as c:
-        if not installed:
-            _absent(c, NAME, "lightning", asked)
-        if model.skip:
-            c.fail(model.skip, advice="every rank must build the same model before "
-                                      "fabric.setup(model)")
-        c.advice = "fabric.setup(model) failed: see the traceback"
+        gate(c, model, present, NAME, "lightning", "fabric.setup(model)")
         fabric = _fabric(ctx)
         torch.manual_seed(0)
         state["fabric"] = fabric

@@ -10,18 +10,13 @@ NAME = "Accelerate"
 
 
 def checks(ctx, model, shared, present, torch):
-    from . import _absent
+    from . import gate
     from ..serialization import verify_copy
 
-    installed, version, asked = present
+    installed, version, _ = present
     state = {}
     with ctx.check("accelerate_prepare") as c:
-        if not installed:
-            _absent(c, NAME, "accelerate", asked)
-        if model.skip:
-            c.fail(model.skip, advice="every rank must build the same model before "
-                                      "accelerator.prepare(model)")
-        c.advice = "accelerator.prepare(model) failed: see the traceback"
+        gate(c, model, present, NAME, "accelerate", "accelerator.prepare(model)")
         from accelerate import Accelerator
 
         # It finds the process group envcheck initialized (as under torchrun).
