@@ -216,6 +216,11 @@ def run(
     model: Optional[str] = typer.Option(None, "--model", metavar="MODULE:FACTORY",
                                         help="Run serialization and checkpoint checks on your model: "
                                              "pkg.module:factory or path/to/file.py:factory."),
+    framework: List[str] = typer.Option([], "--framework", metavar="NAME",
+                                        help="Check the model the way this framework wraps "
+                                             "and launches it (lightning, accelerate, "
+                                             "deepspeed; repeatable), and fail where it is "
+                                             "not installed [default: the installed ones]."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
                                             help="Also write the JSON report here (atomically)."),
     junit_path: Optional[str] = typer.Option(None, "--junit", metavar="PATH",
@@ -249,7 +254,8 @@ def run(
     plan = runner.make_plan(runner.RunOptions(
         nproc=nproc, backend=backend, probes=tuple(probe), skip=tuple(skip),
         timeout=timeout, python=python, probe_paths=tuple(probe_path), model=model,
-        master_port=master_port, startup_timeout=startup_timeout))
+        master_port=master_port, startup_timeout=startup_timeout,
+        frameworks=tuple(framework)))
     matrix = []
 
     def load_matrix():

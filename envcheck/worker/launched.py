@@ -99,6 +99,14 @@ def export_identity(environ):
         environ["LOCAL_RANK"] = environ.get("SLURM_LOCALID", "0")
         environ["LOCAL_WORLD_SIZE"] = str(local_world)
         environ["GROUP_RANK"] = environ.get("SLURM_NODEID", "0")
+    elif any(name.startswith("ACCELERATE_") for name in environ):
+        # accelerate launch without --multi_gpu (or --num_processes 1) runs the script
+        # once, as a plain process: no RANK, no WORLD_SIZE. On CPU too, --multi_gpu is the
+        # flag that makes it start several ranks (accelerate 1.15.0, observed).
+        raise UsageError("started by accelerate launch as a single process (ACCELERATE_* "
+                         "is set, RANK/WORLD_SIZE are not): add --multi_gpu, which starts "
+                         "--num_processes ranks on CPU too: accelerate launch --multi_gpu "
+                         "--num_processes 2 -m envcheck.worker.launched ...")
     else:
         raise UsageError("start this with torchrun or srun: neither RANK/WORLD_SIZE nor "
                           "SLURM_PROCID/SLURM_NTASKS is set (on one machine, use "
