@@ -6,7 +6,7 @@ it *loaded* (``ncclGetVersion`` of the libnccl in this process, whose path is re
 installed), the NVIDIA driver (/proc/driver/nvidia/version: no nvidia-smi, no
 subprocess), Python, the numpy this interpreter would import, and every NCCL_*, GLOO_* and
 TORCH_* variable. Which difference breaks a job is the matrix's word, not this module's:
-each difference is one *finding*, ``"FIELD differs: node2 has X, node1 has Y"``, that
+each difference is one *finding*, ``"FIELD differs: X on node2, Y on node1"``, that
 ``matrix/verdicts`` judges against the ``hosts.skew`` entries of
 ``matrix/data/expectations/hosts.toml``.
 
@@ -131,7 +131,7 @@ def _hosts_of(ranks, hosts):
 
 def compare(all_facts, hosts):
     """(findings, odd ranks): a finding per field that differs between ranks,
-    ``"numpy differs: node2 has 1.26.4, node1 has 2.4.6"``, odd hosts first."""
+    ``"numpy differs: 2.2.6 on node2, 2.4.6 on node1, node3"``, odd hosts first."""
     fields = [(key, label) for key, label in FIELDS]
     names = sorted({n for f in all_facts for n in f["env"]})
     fields += [("env:" + n, n) for n in names]
@@ -152,9 +152,7 @@ def compare(all_facts, hosts):
         odd.update(r for v, ranks in groups.items() if v != ref for r in ranks)
         order = [v for v in groups if v != ref] + [ref]
         findings.append("%s differs: %s" % (label, ", ".join(
-            "%s %s %s" % (_hosts_of(groups[v], hosts),
-                          "has" if len(set(hosts[r] for r in groups[v])) == 1 else "have",
-                          _shown(field, v)) for v in order)))
+            "%s on %s" % (_shown(field, v), _hosts_of(groups[v], hosts)) for v in order)))
     return findings, sorted(odd)
 
 
