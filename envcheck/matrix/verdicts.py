@@ -82,7 +82,7 @@ _RANK = {Verdict.OK: 0, Verdict.KNOWN: 1, Verdict.UNEXPECTED: 2}
 
 
 def judge_findings(findings, applicable):
-    """(verdict, entry, [{finding, verdict, entry, source}]): each finding by the first
+    """(verdict, entry, [{finding, verdict, file, entry, source}]): each finding by the first
     entry whose message pattern matches it; the worst one decides."""
     premise = next((e for e in applicable if e.allows_pass and e.message is None),
                    applicable[0])
@@ -97,7 +97,8 @@ def judge_findings(findings, applicable):
         judged.append((verdict, entry, text))
     worst = max(judged, key=lambda j: _RANK[j[0]])
     return worst[0], worst[1], [
-        {"finding": t, "verdict": v.value, "entry": e.where.index, "source": e.source}
+        {"finding": t, "verdict": v.value, "file": e.where.file, "entry": e.where.index,
+         "source": e.source}
         for v, e, t in judged]
 
 
