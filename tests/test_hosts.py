@@ -32,9 +32,9 @@ def test_the_odd_host_is_the_one_that_differs_from_most_ranks():
                         "NCCL_ALGO differs: Ring on node2, unset on node1, node3"]
     assert odd == [2, 3]
     advice = skew.advice(findings, facts, HOSTS, odd)
-    assert advice == ("pip install numpy==2.4.6 on node2; unset NCCL_ALGO on node2, as on "
-                      "the other hosts (its shell profile, the job script or "
-                      "/etc/nccl.conf sets it)")
+    assert advice == ("make node2 match the other hosts (numpy, NCCL_ALGO): pip install "
+                      "numpy==2.4.6 on node2; unset NCCL_ALGO on node2, as on the other "
+                      "hosts (its shell profile, the job script or /etc/nccl.conf sets it)")
 
 
 def test_two_hosts_that_disagree_name_the_one_without_rank_0():
@@ -85,6 +85,8 @@ def test_the_matrix_judges_each_finding(findings, outcome, verdict, each):
     assert (c.outcome, c.verdict) == (outcome, verdict)
     assert [f["verdict"] for f in c.expectation["findings"]] == each
     assert all(f["source"] for f in c.expectation["findings"])
+    if verdict == "known":  # a warning, and the advice says it is unconfirmed
+        assert "(a warning, unconfirmed)" in c.advice
 
 
 def _readings(offset, delay):

@@ -147,7 +147,12 @@ def apply(report, matrix):
             check.expectation["findings"] = judged
         if between and entry is not None:
             check.expectation["between"] = [between[1], between[2]]
-        if verdict == Verdict.UNSUPPORTED:
+        if judged and verdict == Verdict.KNOWN and entry.advice \
+                and not (check.advice or "").startswith(entry.advice):
+            # The probe's advice says how to make the hosts match; the matrix's says how
+            # much that matters (a warning, unconfirmed), and goes first.
+            check.advice = "; ".join(a for a in (entry.advice, check.advice) if a)
+        elif verdict == Verdict.UNSUPPORTED:
             # The probe's advice is about the failure; the fix is the environment.
             check.advice = unsupported_advice(entry, matrix, target)
         elif verdict == Verdict.KNOWN and entry.advice and not check.advice:

@@ -28,7 +28,7 @@ SHM_WARN = 512 * MiB
 NOFILE_WARN = 1024
 SHM_ADVICE = ("give /dev/shm more room: docker run --shm-size=1g (or --ipc=host); "
               "Kubernetes: an emptyDir with medium: Memory mounted at /dev/shm; SLURM/"
-              "bare metal: mount -o remount,size=50%% /dev/shm; and remove stale files "
+              "bare metal: mount -o remount,size=50% /dev/shm; and remove stale files "
               "from it")
 MEMLOCK_ADVICE = ("raise the locked-memory limit to unlimited where RDMA is used: docker "
                   "run --ulimit memlock=-1, or '* - memlock unlimited' in "

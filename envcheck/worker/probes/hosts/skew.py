@@ -187,4 +187,6 @@ def advice(findings, all_facts, hosts, odd):
             else:
                 out.append("export %s=%s on %s, as on the other hosts"
                            % (field, _shown(field, value), odd_hosts))
-    return "; ".join(dict.fromkeys(out))
+    fields = [t.split(" differs:")[0] for t in findings]
+    head = "make %s match the other hosts (%s)" % (odd_hosts, ", ".join(fields))
+    return "%s: %s" % (head, "; ".join(dict.fromkeys(out)))
