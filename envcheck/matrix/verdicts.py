@@ -148,10 +148,13 @@ def apply(report, matrix):
         if between and entry is not None:
             check.expectation["between"] = [between[1], between[2]]
         if judged and verdict == Verdict.KNOWN and entry.advice \
-                and not (check.advice or "").startswith(entry.advice):
-            # The probe's advice says how to make the hosts match; the matrix's says how
-            # much that matters (a warning, unconfirmed), and goes first.
-            check.advice = "; ".join(a for a in (entry.advice, check.advice) if a)
+                and entry.advice not in (check.advice or ""):
+            # The probe's advice says what to fix ("make node2 match the other hosts
+            # (numpy): pip install ..."); the matrix's how much that matters (a warning,
+            # unconfirmed): it joins the head, which is what a summary line shows.
+            head, sep, rest = (check.advice or "").partition(": ")
+            check.advice = "%s, %s%s%s" % (head, entry.advice, sep, rest) if head \
+                else entry.advice
         elif verdict == Verdict.UNSUPPORTED:
             # The probe's advice is about the failure; the fix is the environment.
             check.advice = unsupported_advice(entry, matrix, target)
