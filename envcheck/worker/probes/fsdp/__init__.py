@@ -191,11 +191,12 @@ class _Run:
             return model, opt, how, None, None
         ref_out = fs.reference_step(ref, ref_opt, batches)
         try:
-            _, out = fs.step(model, opt, batches[ctx.rank])
+            _, out = fs.step(model, opt, batches[ctx.rank], ctx.rank)
         except Exception as exc:
             c.fail("fully_shard worked, but the sharded model's forward/backward on %s "
                    "(backend %s) raised %s: %s" % (ctx.device.type, ctx.backend,
-                                                   type(exc).__name__, _first_line(exc)))
+                                                   type(exc).__name__, _first_line(exc)),
+                   advice=fs.split_advice(ref) if self.subject.spec else None)
         forward_exact = len(out) == len(ref_out[ctx.rank]) and all(
             _same(a, b, self.torch) for a, b in zip(out, ref_out[ctx.rank]))
         bad_g, worst_g, exact_g = fs.compare(fs.grads(model), fs.grads(ref))
