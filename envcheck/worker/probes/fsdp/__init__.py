@@ -114,7 +114,7 @@ class _Subject:
     """The model: the built-in LayeredNet, or the user's (--model)."""
 
     def __init__(self, ctx, torch):
-        from ...gather import all_gather_ints
+        from ...gather import all_gather_strings
         from ...model import describe_model, model_spec, user_model
 
         self.ctx, self.torch = ctx, torch
@@ -132,13 +132,32 @@ class _Subject:
             c.advice = ("make %s import and return a torch.nn.Module in every rank, called "
                         "with no arguments or with rank=/device= (see the traceback)"
                         % self.spec["spec"])
-            model = user_model(ctx)
+            built = None
+            try:
+                model = user_model(ctx)
+            except Exception as exc:  # raised after the gather: the others wait in it
+                built = exc
+            # Every rank, built or not, before any collective of the model's own: a
+            # rank whose model differs (or did not build) must not leave the others
+            # waiting in FSDP's all-gathers, nor abort gloo with mismatched sizes.
+            layouts = all_gather_strings(ctx, "" if model is None else _layout(model))
+            if built is not None:
+                raise built
+            if len(set(layouts)) > 1 and all(layouts):
+                c.fail(_layout_difference(ctx, model, layouts), advice=(
+                    "build the same model in every rank: its parameters' names and shapes "
+                    "must not depend on the rank (FSDP2 shards each parameter across the "
+                    "ranks and all-gathers it back, so every rank must hold the same "
+                    "shapes; nothing in torch checks it: on gloo the first all-gather "
+                    "aborts a rank with SIGABRT and the others see 'Connection reset by "
+                    "peer')"))
             c.detail = "%s: %s on %s" % (self.label, describe_model(model), ctx.device)
-        bad = [r for r, (ok,) in enumerate(all_gather_ints(ctx, [model is not None]))
-               if not ok]
+        bad = [r for r, text in enumerate(layouts) if not text]
         if bad:
             self.skip = ("the model did not build on rank(s) %s (see fsdp.model)"
                          % ",".join(map(str, bad)))
+        elif len(set(layouts)) > 1:
+            self.skip = "the model's parameters differ between ranks (see fsdp.model)"
 
     def build(self, seed):
         """A new model on the rank's device, the same on every rank."""
@@ -523,6 +542,37 @@ def _resume(ctx, c, torch):
                 "(model + AdamW state) bit-exact as full tensors on every rank; %s, %s"
                 % (saved, ctx.world_size, rows[0], "/".join(str(r) for (r,) in everyone),
                    count_tensors(expected, torch), meta["label"], how))
+
+
+def _layout(model):
+    """A digest of the model's parameter and buffer names, shapes and dtypes."""
+    import hashlib
+
+    items = [(n, tuple(t.shape), str(t.dtype)) for n, t in model.state_dict().items()
+             if hasattr(t, "shape")]
+    return hashlib.sha1(repr(items).encode("utf-8")).hexdigest()
+
+
+def _layout_difference(ctx, model, layouts):
+    """The first entry whose name or shape differs between the ranks (collectives of
+    every rank, in the same order: all ranks reach this with their layouts differing)."""
+    from ...gather import all_gather_ints, all_gather_strings
+
+    items = [(n, tuple(t.shape)) for n, t in model.state_dict().items()
+             if hasattr(t, "shape")]
+    counts = [n for (n,) in all_gather_ints(ctx, [len(items)])]
+    groups = {}
+    for r, text in enumerate(layouts):
+        groups.setdefault(text, []).append(r)
+    which = "; ".join("rank(s) %s" % _ranks(g) for g in groups.values())
+    for i in range(min(counts)):
+        name, shape = items[i]
+        seen = all_gather_strings(ctx, "%s %s" % (name, list(shape)))
+        if len(set(seen)) > 1:
+            return ("the model differs between ranks (%s): %s" % (which, ", ".join(
+                "rank %d has %s" % (r, text) for r, text in enumerate(seen))))
+    return ("the model differs between ranks (%s): %s tensors in its state dict"
+            % (which, ", ".join("rank %d has %d" % (r, n) for r, n in enumerate(counts))))
 
 
 def _shard_rows(model):
