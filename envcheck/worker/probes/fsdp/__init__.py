@@ -28,8 +28,9 @@ import os
 
 from ..checkpoint.dcp_api import DcpFailed
 
-CHECKS = ("model", "train_step", "save_load", "subgroup", "hsdp", "cpu_offload",
-          "reshard_grow", "reshard_shrink")
+CHECKS = ("model", "train_step", "deepcopy", "ema_copy", "gradient_divide", "save_load",
+          "subgroup", "hsdp", "cpu_offload", "reshard_grow", "reshard_shrink",
+          "train_state_grow", "train_state_shrink")
 
 # Phases at other world sizes, run by `envcheck run` after the main run (core.plan):
 # "N" is the main run's world size. A world size equal to N, or below 1, is skipped.
@@ -87,6 +88,14 @@ def probe_fsdp(ctx):
             trained = dcp_checks.agreed(ctx, run.trained)
         after = missing or (None if trained else
                             "FSDP2 did not take a step here: see fsdp.train_step")
+        from . import divide, ema
+
+        with ctx.check("deepcopy") as c:
+            ema.deepcopy(ctx, c, run, after)
+        with ctx.check("ema_copy") as c:
+            ema.ema_copy(ctx, c, run, after)
+        with ctx.check("gradient_divide") as c:
+            divide.gradient_divide(ctx, c, run, after)
         with ctx.check("save_load") as c:
             if unshared and unshared.fail and not after:
                 c.fail(unshared.message, advice=unshared.advice)
@@ -108,6 +117,27 @@ def resume_elsewhere(ctx):
 
     with ctx.check(ctx.phase["check"]) as c:
         _resume(ctx, c, torch)
+    # The rest of what TorchTitan saves (lr scheduler, per-rank dataloader state), at the
+    # same world size, so that "reshard passed" does not stand for the whole restart.
+    with ctx.check(ctx.phase["check"].replace("reshard_", "train_state_")) as c:
+        _resume_train_state(ctx, c, torch)
+
+
+def _resume_train_state(ctx, c, torch):
+    from . import train_state
+    from ..checkpoint.dcp_api import Dcp, DcpMissing
+
+    meta_path = os.path.join(ctx.handoff, "meta.json")
+    if not os.path.exists(meta_path):
+        c.skip("the %d-rank run saved no checkpoint to load (see fsdp.save_load)"
+               % ctx.phase["saved_world_size"])
+    with open(meta_path, encoding="utf-8") as f:
+        meta = json.load(f)
+    try:
+        dcp = Dcp(torch)
+    except DcpMissing as exc:
+        c.skip(str(exc))
+    train_state.resume(ctx, c, dcp, meta, torch)
 
 
 class _Subject:
@@ -348,13 +378,19 @@ class _Run:
         from ..checkpoint.state import cpu
 
         torch = self.torch
+        from . import train_state
+
         full = cpu(self.fsdp.full_state(model, opt))  # a collective: every rank
         if self.ctx.rank == 0:
             torch.save(full, os.path.join(self.ctx.handoff, "expected.pt"))
+        try:  # collectives (DCP): every rank; a failure here is every rank's
+            extra = train_state.save(self.ctx, self.dcp, self.ctx.handoff, torch)
+        except DcpFailed:
+            extra = None
         dist.barrier()
         if self.ctx.rank == 0:
             meta = {"saved_world_size": self.ctx.world_size, "label": self.subject.label,
-                    "api": self.fsdp.api}
+                    "api": self.fsdp.api, "train_state": extra}
             tmp = os.path.join(self.ctx.handoff, "meta.json.tmp")
             with open(tmp, "w", encoding="utf-8") as f:
                 json.dump(meta, f)
