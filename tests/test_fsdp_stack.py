@@ -170,8 +170,9 @@ def test_torchtitans_divide_factor_needs_premul_sum_which_gloo_lacks(real, gpt2)
                                          "Gloo")
     check = gpt2[1]["fsdp.gradient_divide"]
     assert (check["outcome"], check["verdict"]) == ("failed", "known")
-    assert check["detail"].endswith("raised RuntimeError: Cannot use ReduceOp.PREMUL_SUM "
-                                    "with Gloo")
+    # details are cut at 200 characters; the error holds the whole message
+    assert check["error"]["message"].endswith(
+        "raised RuntimeError: Cannot use ReduceOp.PREMUL_SUM with Gloo")
     assert check["advice"].startswith("TorchTitan's gradient reduction")
 
 
@@ -183,12 +184,12 @@ def test_torchtitans_dataloader_state_does_not_reshard_and_says_what_to_do(gpt2)
     assert (grow["outcome"], grow["verdict"]) == ("failed", "known")
     assert (shrink["outcome"], shrink["verdict"]) == ("failed", "known")
     assert grow["root_rank"] == 2
-    assert grow["ranks"]["2"]["detail"] == (
+    assert grow["error"]["message"] == (
         "lr scheduler (LambdaLR) at step 3 loaded; the torchtitan 0.2.2 "
         "ParallelAwareDataloader state, saved by 2 ranks, does not load at 3: dcp.load "
         "raised CheckpointException on 1 rank(s): rank 2: RuntimeError: Missing key in "
         "checkpoint state_dict: dataloader.dp_rank_2.")
-    assert shrink["detail"].endswith(
+    assert shrink["error"]["message"].endswith(
         "does not load at 1: AssertionError: dp_degree is inconsistent before and after "
         "checkpoint, dataloader resharding is not supported yet.")
     assert "--checkpoint.exclude_from_loading dataloader" in grow["advice"]
@@ -201,7 +202,7 @@ def test_fsdp_units_that_split_a_tie_fail_as_the_users_code_does(real, models):
     result, checks = _envcheck(models, "--model", "gpt2tiny.py:build_split")
     step = checks["fsdp.train_step"]
     assert step["outcome"] == "failed"
-    assert step["detail"].startswith(
+    assert step["error"]["message"].startswith(
         "fully_shard worked, but the sharded model's forward/backward on cpu (backend gloo) "
         "raised " + real["shard_top_level_children"][:150])
     assert step["advice"].startswith(

@@ -239,6 +239,7 @@ class _Run:
                           not_compared=self.no_forward or "no example_inputs")
             return model, opt, how, None, None
         ref_out = fs.reference_step(ref, ref_opt, batches)
+        c.data["sharded"] = how  # also when the step below fails
         try:
             _, out = fs.step(model, opt, batches[ctx.rank], ctx.rank)
         except Exception as exc:

@@ -30,8 +30,6 @@ def gradient_divide(ctx, c, run, skip):
         c.skip("the model has no example_inputs: no backward to reduce")
     for m in modules:
         m.set_gradient_divide_factor(1.0)
-    c.advice = ("FSDP2 with set_gradient_divide_factor(1.0), as TorchTitan's apply_fsdp "
-                "sets it, does not reduce the gradients here")
     opt, ref_opt = fs.make_optimizer(model), fs.make_optimizer(ref)
     fs.reference_step(ref, ref_opt, batches)
     try:
@@ -47,6 +45,10 @@ def gradient_divide(ctx, c, run, skip):
     bad, worst, exact = fs.compare(fs.grads(model), want)
     c.data.update(sharded=how, max_grad_difference=worst, grads_bit_exact=exact)
     if bad:
+        # Only here: where the backward raises, the matrix's advice for that error speaks.
+        c.advice = ("FSDP2 with set_gradient_divide_factor(1.0), as TorchTitan's apply_fsdp "
+                    "sets it, gives other gradients than the sum over the ranks here: do "
+                    "not train TorchTitan-style on this torch/backend")
         c.fail("with set_gradient_divide_factor(1.0) the gradients are not the sum of the "
                "%d ranks' gradients: %s" % (n, ", ".join(bad[:3])))
     c.detail = ("set_gradient_divide_factor(1.0) on %d FSDP modules, as TorchTitan does: "
