@@ -42,7 +42,9 @@ _GROUP_ADVICE = (
 _COPY_ADVICE = (
     "do not deepcopy a model that stores a process group: build the EMA model fresh and "
     "copy the weights (ema = build_model(); ema.load_state_dict(model.state_dict())), or "
-    "look the group up at call time instead of storing it on the module")
+    "look the group up at call time instead of storing it on the module; under FSDP2 "
+    "load full tensors instead (get_model_state_dict(model, options=StateDictOptions("
+    "full_state_dict=True)): verified by fsdp.ema_copy)")
 _DDP_COPY_ADVICE = (
     "do not deepcopy the DDP wrapper: build the copy fresh and load the weights "
     "(ema = build_model(); ema.load_state_dict(ddp.module.state_dict()))")
