@@ -27,6 +27,10 @@ CHECKS = ("master_addr", "master_port", "host_name", "socket_interface")
 RESOLVE_S = 3.0  # a resolver slower than this is a problem of its own
 CONNECT_S = 3.0  # one connect attempt; a LAN answers in well under a millisecond
 RETRY_S = 0.1
+# The setup record's error type when init_process_group was not attempted: this rank's
+# own pre-check failed, or another rank's did (a consequence here).
+PRECHECK_FAILED = "PrecheckFailed"
+PEER_PRECHECK_FAILED = "PeerPrecheckFailed"
 
 
 class Situation:
