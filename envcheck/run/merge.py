@@ -271,6 +271,11 @@ def _start_advice(tail):
 
 def _setup_advice(err):
     text = "%s %s" % (err.get("type"), err.get("message"))
+    if "did not report their pre-checks" in text:
+        return ("look at the output of the host those ranks run on: envcheck printed there "
+                "which pre-check failed and its fix (most often a firewall between the "
+                "hosts, or MASTER_ADDR resolving elsewhere there); its records: envcheck "
+                "report --records DIR with that host's --out directory")
     if "Address already in use" in text:
         return "the rendezvous port is taken: set MASTER_PORT to a free port"
     if "NCCL" in text:

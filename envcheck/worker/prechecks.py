@@ -18,7 +18,7 @@ import time
 
 from ..core import lifetime
 from ..core.network import prechecks as checks_mod
-from ..core.text import first_line
+from ..core.text import first_line, rank_numbers
 
 PRECHECK_FAILED, PEER_PRECHECK_FAILED = checks_mod.PRECHECK_FAILED, checks_mod.PEER_PRECHECK_FAILED
 POLL_S = 0.02
@@ -57,23 +57,32 @@ def run(plan, records, host, identity, backend):
         return {"type": PRECHECK_FAILED, "traceback": None,
                 "message": "not attempted: setup.%s failed on %s: %s" % (
                     failed[0]["check"], host, first_line(failed[0]["detail"]))}
-    if other:
-        peer, peer_host, check = (other.split(" ", 2) + ["?", "?"])[:3]
+    if other and other[0] == "failed":
+        peer, peer_host, check = (other[1].split(" ", 2) + ["?", "?"])[:3]
         return {"type": PEER_PRECHECK_FAILED, "traceback": None,
                 "message": "not attempted: rank %s on %s failed setup.%s" % (
                     peer, peer_host, check)}
+    if other:
+        silent = other[1]
+        return {"type": checks_mod.PEERS_SILENT, "traceback": None,
+                "message": "rank%s %s did not report their pre-checks within %.0f s: their "
+                           "host cannot reach the job's store at %s:%s" % (
+                               "s" if len(silent) > 1 else "", rank_numbers(silent),
+                               float(plan["timeout"]) * 0.8, os.environ.get("MASTER_ADDR"),
+                               os.environ.get("MASTER_PORT"))}
     return None
 
 
 def _agree(plan, identity, mine):
     """Post this rank's verdict to the store and wait for every rank's, or for the first
-    failure; returns that failure ("RANK HOST CHECK") or None. Bounded: a rank that never
-    posts (its host cannot reach the store: it says so itself) is left to the rendezvous
-    and the watcher's timeout."""
+    failure. Returns None (every rank may go on), ("failed", "RANK HOST CHECK"), or
+    ("silent", [ranks]) for ranks that never posted within the bound: their host cannot
+    reach the store (their own output says why)."""
     from . import relay
 
     rank, _, world_size, _ = identity
     timeout = float(plan["timeout"])
+    # Ends before the watcher's deadline for the setup phase, so the rank says it.
     deadline = time.monotonic() + timeout * 0.8
     try:
         store = relay.connect(rank, world_size, checks_mod.CONNECT_S,
@@ -83,16 +92,18 @@ def _agree(plan, identity, mine):
             if store.add(keys + "nfailed", 1) == 1:
                 store.set(keys + "failed", mine)
             return None
+        store.set(keys + "ok/%d" % rank, b"1")
         store.add(keys + "n", 1)
         while time.monotonic() < deadline:
             if store.check([keys + "failed"]):
-                return store.get(keys + "failed").decode("utf-8", "replace")
+                return "failed", store.get(keys + "failed").decode("utf-8", "replace")
             if store.add(keys + "n", 0) >= world_size:
                 return None
             time.sleep(POLL_S)
+        silent = [r for r in range(world_size) if not store.check([keys + "ok/%d" % r])]
+        return ("silent", silent) if silent else None
     except Exception:
         return None  # the store's trouble is master_port's to report, not this
-    return None
 
 
 def _run_id():

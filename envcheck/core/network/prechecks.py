@@ -31,6 +31,8 @@ RETRY_S = 0.1
 # own pre-check failed, or another rank's did (a consequence here).
 PRECHECK_FAILED = "PrecheckFailed"
 PEER_PRECHECK_FAILED = "PeerPrecheckFailed"
+# Ranks that never said how their pre-checks went: their host cannot reach the store.
+PEERS_SILENT = "PeersSilent"
 
 
 class Situation:
@@ -208,8 +210,9 @@ def socket_interface(s):
             else:
                 missing.append(n)
         if missing:
-            return _fail_iface(s, var, value, "%s has no interface %s with an address "
-                               "(interfaces here: %s)" % (s.host, ", ".join(missing), names))
+            return _fail_iface(s, var, value, "%s=%s: %s has no interface %s with an "
+                               "address (interfaces here: %s)" % (
+                                   var, value, s.host, ", ".join(missing), names))
         how = "%s=%s" % (var, value)
     elif s.backend == "gloo":
         chosen, _ = _own_name_address(socket.gethostname())
@@ -251,7 +254,11 @@ def socket_interface(s):
 
 def _fail_iface(s, var, value, detail):
     iface, source = _reaching(s)
-    if iface is not None:
+    if not s.several_hosts:
+        names = [n for n, i in s.ifaces.items() if i.addresses]
+        advice = "on %s, unset %s, or set it to one of its interfaces: %s" % (
+            s.host, var, ", ".join(names))
+    elif iface is not None:
         advice = ("on %s, set %s=%s (%s reaches MASTER_ADDR %s from %s)" % (
             s.host, var, iface.name, iface.name, s.target, source))
     else:
