@@ -51,6 +51,7 @@ class Situation:
         self.port = int(environ.get("MASTER_PORT") or 0)
         self.ifaces = ifs.interfaces()
         self.target = None  # MASTER_ADDR's first address, once resolved
+        self.port_failed = False  # master_port failed: nothing else can be reached
 
 
 def _result(check, outcome, detail, advice=None, **data):
@@ -120,8 +121,8 @@ def master_port(s):
                % (s.target, s.port, store))
     elif kind == SILENT:
         why = ("nothing came back from %s on port %d (%s): a firewall drops the port, on "
-               "%s, on the rendezvous host or between them" % (s.target, s.port, message,
-                                                              s.host))
+               "%s, on the rendezvous host or between them, or that host is down" % (
+                   s.target, s.port, message, s.host))
     else:
         why = "%s cannot reach %s: %s" % (s.host, s.target, message)
     return _result("master_port", "failed",
@@ -239,6 +240,11 @@ def socket_interface(s):
                            "%s: %s on %s is a loopback interface (%s): the other hosts "
                            "cannot reach it" % (how, iface.name, s.host,
                                                 ", ".join(iface.addresses[:2])))
+    if s.port_failed:
+        return _result("socket_interface", "skipped",
+                       "%s: %s on %s; whether it reaches MASTER_ADDR is not known, since "
+                       "MASTER_ADDR does not answer from here at all (see master_port)" % (
+                           how, iface.name, s.host), interface=iface.name)
     if s.target:
         source = next((a for a in iface.addresses if (":" in a) == (":" in s.target)), None)
         kind, message = connect(s.target, s.port, CONNECT_S, device=iface.name,
@@ -254,6 +260,8 @@ def socket_interface(s):
 
 def _fail_iface(s, var, value, detail):
     iface, source = _reaching(s)
+    if iface is not None and iface.name == value:
+        iface = None  # the one that failed: no advice to set it again
     if not s.several_hosts:
         names = [n for n, i in s.ifaces.items() if i.addresses]
         advice = "on %s, unset %s, or set it to one of its interfaces: %s" % (
@@ -279,5 +287,7 @@ def run(situation):
             result = _result(check.__name__, "skipped", "could not check: %s: %s" % (
                 type(exc).__name__, exc))
         result["seconds"] = round(time.monotonic() - t0, 6)
+        if result["check"] == "master_port" and result["outcome"] == "failed":
+            situation.port_failed = True
         out.append(result)
     return out
