@@ -159,6 +159,7 @@ def setup(plan, records, host, identity):
     # Before the rendezvous: what would make it hang, found in milliseconds, with the
     # host and the fix (worker/prechecks.py). A failure skips init_process_group.
     stopped = prechecks.run(plan, records, host, identity, backend)
+    prechecks_s = round(time.monotonic() - t0, 6)  # theirs and the agreement's (bench/)
     if stopped:
         records.write("setup", outcome="failed", backend=backend,
                       seconds=round(time.monotonic() - t0, 6), error=stopped)
@@ -178,7 +179,7 @@ def setup(plan, records, host, identity):
                   timeout, plan.get("options", {}), host)
     ctx.init_seconds = time.monotonic() - t0
     records.write("setup", outcome="passed", backend=backend,
-                  seconds=round(ctx.init_seconds, 6))
+                  seconds=round(ctx.init_seconds, 6), prechecks_s=prechecks_s)
     return ctx
 
 
