@@ -275,7 +275,9 @@ def _setup_advice(err):
         return ("look at the output of the host those ranks run on: envcheck printed there "
                 "which pre-check failed and its fix (most often a firewall between the "
                 "hosts, or MASTER_ADDR resolving elsewhere there); its records: envcheck "
-                "report --records DIR with that host's --out directory")
+                "report --records DIR with that host's --out directory. Ranks that were "
+                "only slow to start (importing torch from a slow filesystem) need a "
+                "longer --timeout")
     if "Address already in use" in text:
         return "the rendezvous port is taken: set MASTER_PORT to a free port"
     if "NCCL" in text:

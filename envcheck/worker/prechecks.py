@@ -70,7 +70,8 @@ def run(plan, records, host, identity, backend):
         silent = other[1]
         return {"type": checks_mod.PEERS_SILENT, "traceback": None,
                 "message": "rank%s %s did not report their pre-checks within %.0f s: their "
-                           "host cannot reach the job's store at %s:%s" % (
+                           "host cannot reach the job's store at %s:%s, or they are still "
+                           "starting" % (
                                "s" if len(silent) > 1 else "", rank_numbers(silent),
                                float(plan["timeout"]) * 0.8, os.environ.get("MASTER_ADDR"),
                                os.environ.get("MASTER_PORT"))}
