@@ -8,6 +8,7 @@ import itertools
 import time
 import json
 import os
+import re
 import sys
 
 from cluster.jobs import Torchrun
@@ -47,6 +48,15 @@ def test_two_hosts_with_a_shared_checkpoint_dir_pass_dcp(cluster):
         (0, "node1", 0), (1, "node1", 1), (2, "node2", 0), (3, "node2", 1)]
     checks = checks_by_id(report)
     assert checks["launch.rank_mapping"]["detail"] == "4 ranks on 2 host(s)"
+    # The rendezvous pre-checks (core/network): nothing to say on a healthy cluster.
+    for name in ("master_addr", "master_port", "host_name", "socket_interface"):
+        assert checks["setup." + name]["outcome"] == "passed", checks["setup." + name]
+    host_name = checks["setup.host_name"]["ranks"]
+    assert host_name["0"]["detail"] == "node1 resolves to 198.18.0.1"
+    assert host_name["2"]["detail"] == "node2 resolves to 198.18.0.2"
+    assert checks["setup.master_addr"]["ranks"]["3"]["detail"] == "node1 (198.18.0.1) on node2"
+    assert checks["setup.socket_interface"]["ranks"]["2"]["detail"] == (
+        "gloo's default (this host's name): eth0 (198.18.0.2) on node2 reaches 198.18.0.1")
     for name in DCP:
         assert checks["checkpoint." + name]["outcome"] == "passed", checks["checkpoint." + name]
     assert "4 on node1, node2, backend gloo" in res[0].stdout
@@ -154,42 +164,124 @@ def test_a_hang_on_one_host_is_blamed_on_its_rank_by_rank_0s_report(cluster):
     assert took < TIMEOUT + 30, took  # the import of torch, the deadline, the report
 
 
-def test_a_host_whose_ranks_fail_at_setup_is_named_in_rank_0s_report(cluster):
+def test_a_wrong_gloo_socket_ifname_is_named_with_its_host_and_fix_before_the_rendezvous(cluster):
+    # node2 names an interface it does not have, node3 the loopback one; node1 names its
+    # right one (eth0): no false alarm there. Without envcheck node1's ranks wait in
+    # init_process_group for its whole timeout (docs/nodes-network.md).
     job, path = _fault_job(cluster, ("loop", _probe(cluster, "loop.py", LOOP)),
-                           per_host_env={"node2": {"GLOO_SOCKET_IFNAME": "eth9"}},
+                           hosts=cluster.hosts,
+                           per_host_env={"node1": {"GLOO_SOCKET_IFNAME": "eth0"},
+                                         "node2": {"GLOO_SOCKET_IFNAME": "eth9"},
+                                         "node3": {"GLOO_SOCKET_IFNAME": "lo"}},
                            env={"LOOP_MARK": "/tmp/never"})
     res = job.wait(120)
-    assert [r.code for r in res] == [1, 1], _where(res)
-    report = _report(cluster.hosts[0], path)
-    check = checks_by_id(report)["setup.init_process_group"]
-    # Both ranks of node2 fail in the same millisecond: which one is the root is timing;
-    # what the user is told is that node2's two ranks failed and node1's did not.
+    assert [r.code for r in res] == [1, 1, 1], _where(res)
+    checks = checks_by_id(_report(cluster.hosts[0], path))
+    check = checks["setup.socket_interface"]
     assert check["outcome"] == "failed", check
-    assert sorted(r for r, e in check["ranks"].items() if e["outcome"] == "failed") == \
-        ["2", "3"], check["ranks"]
-    assert check["detail"].startswith("ranks 2,3 on node2: "), check["detail"]
-    assert "eth9" in check["detail"]
-    assert "ranks 2,3 on node2" in res[0].stdout
-    assert "envcheck report --records" in res[1].stderr  # node2 says where its records are
+    # torchrun ends a host's other rank as soon as one fails: that one may be torn down
+    # before it recorded its checks, so each host is judged by the ranks that did
+    ranks = {int(r): e for r, e in check["ranks"].items()}
+    assert {0, 1} <= set(ranks) and {2, 3} & set(ranks) and {4, 5} & set(ranks), ranks
+    by_host = {"node1": (0, 1), "node2": (2, 3), "node3": (4, 5)}
+    assert {h: {ranks[r]["outcome"] for r in rs if r in ranks}
+            for h, rs in by_host.items()} == {"node1": {"passed"}, "node2": {"failed"},
+                                              "node3": {"failed"}}
+    ranks = {str(r): ranks[r] for r in ranks}
+    ranks.setdefault("2", ranks.get("3"))
+    ranks.setdefault("4", ranks.get("5"))
+    assert ranks["0"]["detail"] == ("GLOO_SOCKET_IFNAME=eth0: eth0 (198.18.0.1) on node1 "
+                                    "reaches 198.18.0.1")
+    assert ranks["2"]["detail"] == ("GLOO_SOCKET_IFNAME=eth9: node2 has no interface eth9 "
+                                    "with an address (interfaces here: lo, eth0)")
+    assert ranks["2"]["advice"] == ("on node2, set GLOO_SOCKET_IFNAME=eth0 (eth0 reaches "
+                                    "MASTER_ADDR 198.18.0.1 from 198.18.0.2)")
+    assert ranks["4"]["detail"] == ("GLOO_SOCKET_IFNAME=lo: lo on node3 is a loopback "
+                                    "interface (127.0.0.1, ::1): the other hosts cannot reach it")
+    assert ranks["4"]["advice"] == ("on node3, set GLOO_SOCKET_IFNAME=eth0 (eth0 reaches "
+                                    "MASTER_ADDR 198.18.0.1 from 198.18.0.3)")
+    assert re.match(r"ranks [23,]+ on node2; [45,]+ on node3: ", check["detail"]), check
+    # init_process_group was not attempted anywhere: node1's ranks heard of the failure
+    # through the store and ended at once, instead of waiting for the timeout
+    init = checks["setup.init_process_group"]
+    assert init["outcome"] == "skipped", init
+    assert re.fullmatch(r"not attempted: rank [2-5] on node[23] failed setup.socket_interface",
+                        init["ranks"]["0"]["detail"]), init["ranks"]["0"]
+    assert not any(c["outcome"] == "hang" for c in checks.values())
+    assert "setup.socket_interface" in res[0].stdout and "on node2" in res[0].stdout
+    # each bad host says it in its own log, with the fix, whatever becomes of the report
+    assert "envcheck: node2: setup.socket_interface failed: GLOO_SOCKET_IFNAME=eth9" \
+        in res[1].stderr
+    assert "fix: on node3, set GLOO_SOCKET_IFNAME=eth0" in res[2].stderr
 
 
-def test_a_host_whose_name_resolves_to_127_0_1_1_still_gets_rank_0s_report(cluster):
-    # Debian's default /etc/hosts on node2: its own name on 127.0.1.1, so gloo there
-    # advertises a loopback address and node1's ranks cannot connect to it.
+def _debian_hosts(host):
+    """Debian's default /etc/hosts on ``host``: its own name on 127.0.1.1."""
+    host.write_hosts()
+    with open(host.hosts_file) as f:
+        lines = [line for line in f.read().splitlines()
+                 if line != "%s %s" % (host.addr, host.name)]
+    with open(host.hosts_file, "w") as f:
+        f.write("127.0.1.1 %s\n" % host.name + "\n".join(lines) + "\n")
+
+
+def test_a_host_whose_name_resolves_to_127_0_1_1_is_named_with_the_hosts_line_to_write(cluster):
+    # gloo on node2 would advertise 127.0.1.1, and node1's ranks would fail connecting
+    # to it (remote=[127.0.1.1], blaming node1's ranks): envcheck names node2 before.
     node2 = cluster.hosts[1]
-    node2.write_hosts()
-    with open(node2.hosts_file) as f:
-        lines = [line for line in f.read().splitlines() if line != "%s node2" % node2.addr]
-    with open(node2.hosts_file, "w") as f:
-        f.write("127.0.1.1 node2\n" + "\n".join(lines) + "\n")
+    _debian_hosts(node2)
     job, path = _fault_job(cluster, ("loop", _probe(cluster, "loop.py", LOOP)),
                            env={"LOOP_MARK": "/tmp/never"})
     res = job.wait(120)
     assert [r.code for r in res] == [1, 1], _where(res)
     assert res[0].stdout.startswith("✗ Not ready for distributed training: 1 UNEXPECTED")
-    check = checks_by_id(_report(cluster.hosts[0], path))["setup.init_process_group"]
+    check = checks_by_id(_report(cluster.hosts[0], path))["setup.host_name"]
+    assert check["outcome"] == "failed" and check["verdict"] == "unexpected", check
+    assert check["detail"] == (
+        "ranks 2,3 on node2: node2's own name resolves to 127.0.1.1 (/etc/hosts: "
+        "'127.0.1.1 node2'): gloo on node2 tells the other hosts to connect to that, a "
+        "loopback address, so they cannot")
+    assert check["advice"] == ("on node2, in /etc/hosts, replace '127.0.1.1 node2' with "
+                               "'198.18.0.2 node2', or set GLOO_SOCKET_IFNAME=eth0")
+    assert check["ranks"]["0"]["detail"] == "node1 resolves to 198.18.0.1"  # no false alarm
+    assert "remote=[127.0.1.1]" not in json.dumps(check)
+    init = checks_by_id(_report(cluster.hosts[0], path))["setup.init_process_group"]
+    assert init["ranks"]["0"]["detail"] == "not attempted: rank 2 on node2 failed " \
+        "setup.host_name" or init["ranks"]["0"]["detail"] == "not attempted: rank 3 on " \
+        "node2 failed setup.host_name", init  # never waited for a timeout
+
+
+def test_a_firewall_that_lets_only_the_rendezvous_port_through_is_named_by_the_blocked_host(cluster):
+    # node1 accepts new TCP connections from other hosts on the rendezvous port only
+    # (29400, what --rdzv-endpoint names), as a firewall opened for it would: torchrun's
+    # agent store, which the ranks use (MASTER_PORT), is on a port of its own.
+    node1, node2 = cluster.hosts[:2]
+    rule = ["INPUT", "-i", "eth0", "-p", "tcp", "--syn", "!", "--dport", "29400",
+            "-j", "DROP"]
+    node1.run(["iptables", "-A"] + rule)
+    try:
+        job, path = _fault_job(cluster, ("loop", _probe(cluster, "loop.py", LOOP)),
+                               env={"LOOP_MARK": "/tmp/never"})
+        t0 = time.monotonic()
+        res = job.wait(120)
+        took = time.monotonic() - t0
+    finally:
+        node1.run(["iptables", "-D"] + rule)
+    assert [r.code for r in res] == [1, 1], _where(res)
+    assert took < TIMEOUT + 30, took
+    # node2 cannot reach the store: it says so at once, with the fix, in its own log
+    err = res[1].stderr
+    assert re.search(r"envcheck: node2: setup.master_port failed: node1:\d+ \(198.18.0.1\) "
+                     r"does not answer from node2: nothing came back from 198.18.0.1 on "
+                     r"port \d+ \(no answer within 3 s\): a firewall drops the port", err), err
+    assert "fix: let node2 connect to 198.18.0.1 on TCP port" in err
+    # rank 0 cannot have node2's records (the store is out of its reach): it names the
+    # ranks that never said how their checks went, and where to look
+    check = checks_by_id(_report(node1, path))["setup.init_process_group"]
     assert check["outcome"] == "failed", check
-    assert "remote=[127.0.1.1]" in check["detail"], check["detail"]
+    assert "ranks 2,3 did not report their pre-checks within 8 s: their host cannot reach " \
+           "the job's store at node1:" in check["detail"], check["detail"]
+    assert check["advice"].startswith("look at the output of the host those ranks run on")
 
 
 def test_a_host_killed_mid_collective_is_named_in_rank_0s_report(cluster):
@@ -342,14 +434,21 @@ def test_the_rendezvous_host_unreachable_at_start_ends_the_other_hosts_ranks(clu
     took = time.monotonic() - t0
     # Every connect gets "No route to host" and torch retries it until the timeout: the
     # watcher ends the wait at the deadline (plus the grace for a rank in a collective).
-    assert [p.returncode for p in procs] == [124, 124], outs
+    # The pre-checks find it before the rendezvous: the store's address does not answer
+    # from node2. Each rank stops there (3: setup failed) rather than waiting in
+    # init_process_group for the timeout (124), and says why with the fix.
+    assert [p.returncode for p in procs] == [3, 3], outs
     assert took < TIMEOUT + 30, took
     err = outs[0][1]
-    assert "envcheck: rank 2 on node2: no progress for" in err
-    assert "in setup (timeout 10 s), waiting inside torch.distributed" in err
-    assert ("envcheck: node2: the job failed (rank 2 exited 124); rank 0 prints the "
+    assert ("envcheck: node2: setup.master_port failed: node1:29500 (198.18.0.1) does not "
+            "answer from node2: ") in err, err
+    assert "fix: let node2 connect to 198.18.0.1 on TCP port 29500" in err
+    assert "setup.socket_interface failed" not in err  # not a second, wrong, diagnosis
+    assert ("envcheck: node2: the job failed (rank 2 exited 3); rank 0 prints the "
             "report. This host's records: envcheck report --records /tmp/out-unreachable"
             in err)
     with open(node2.path("/tmp/out-unreachable/records-rank2.jsonl")) as f:
-        hang = [json.loads(line) for line in f if '"t": "hang"' in line]
-    assert hang[0]["phase"] == "setup" and hang[0]["host"] == "node2"
+        recs = [json.loads(line) for line in f]
+    port = next(r for r in recs if r.get("check") == "master_port")
+    assert port["outcome"] == "failed" and port["data"]["address"] == "198.18.0.1"
+    assert not any(r["t"] == "hang" for r in recs)

@@ -101,7 +101,7 @@ def test_the_run_screen_answers_first_and_fits_the_terminal_in_colour(hung_repor
     assert shown[pitfalls + 1] == ("  ! serialization.pickle_default_group, pickle_subgroup: "
                                    "a process group cannot" + (
                                        "" if columns == 80 else " be pickled or copied"))
-    assert re.fullmatch(r"1 FAILURE: 7 passed, 4 known issues, 1 hang in \d+\.\d s",
+    assert re.fullmatch(r"1 FAILURE: 9 passed, 4 known issues, 1 hang in \d+\.\d s",
                         shown[-1])
     # A hang nobody expected fails the run: the answer, its entry and the last line are
     # bold red; a known issue is a yellow "!", a passed probe green.
@@ -252,7 +252,7 @@ def test_a_run_shows_a_live_view_and_leaves_a_line_per_probe():
     assert shown[2].startswith("✓ Ready for distributed training: backend gloo, 2 ranks on ")
     # The live view left the probes' lines: the report does not repeat them.
     assert len([line for line in shown if " serialization " in line]) == 1
-    assert re.fullmatch(r"nothing unexpected: 10 passed, 4 known issues, 3 skipped in "
+    assert re.fullmatch(r"nothing unexpected: 12 passed, 4 known issues, 3 skipped in "
                         r"\d+\.\d s", shown[-1])
     # --no-color keeps the live view (it says nothing is frozen), without a colour.
     _, plain, raw = on_terminal(80, "run", "-p", "launch", "--no-color")
@@ -279,7 +279,7 @@ def test_the_live_view_after_a_hang_says_the_probe_stopped_and_goes_on(tmp_path)
     assert re.fullmatch(r"✓ after +1 passed  \d+\.\d\d s", shown[1])
     assert re.search(r"probe stuck 1/2 · wait · 5\.\d s of 5 s: a hang; collecting stacks, "
                      r"restarting", raw)
-    assert shown[-1].startswith("1 FAILURE: 3 passed, 1 hang in ")
+    assert shown[-1].startswith("1 FAILURE: 5 passed, 1 hang in ")
 
 
 def test_a_healthy_node_fits_one_screen_and_answers_first():

@@ -36,7 +36,9 @@ BUILTIN_ORDER = ("launch", "hosts", "collectives", "nccl", "serialization", "che
 OPT_IN = ("fsdp",)
 # What the drivers report outside any probe, as the pseudo-probe ``setup``.
 SETUP = "setup"
-SETUP_CHECKS = ("import_torch", "init_process_group", "final_barrier", "between_probes")
+# The rendezvous pre-checks (core/network/prechecks.py) run between the two first.
+SETUP_CHECKS = ("import_torch", "master_addr", "master_port", "host_name", "socket_interface",
+                "init_process_group", "final_barrier", "between_probes")
 # Every probe may also report ``run``: it broke outside any of its checks.
 RUN = "run"
 

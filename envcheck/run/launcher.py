@@ -29,6 +29,7 @@ from .. import __version__
 from ..core import blame, records as records_mod
 from ..core.attempt import Abort, Attempt
 from ..core.errors import UsageError
+from ..core.network.prechecks import PEER_PRECHECK_FAILED
 from ..core.phases import replay
 from ..core.records import MERGED_RECORDS
 from ..report.model import Report
@@ -151,12 +152,15 @@ def _abort(per_rank, stacks, world, timeout):
     # The earliest failure is the root: ranks whose init_process_group failed leave
     # their peers waiting in theirs until the deadline (a peer host with a wrong
     # GLOO_SOCKET_IFNAME): those hangs are consequences.
-    failed = [(rec["time"], r) for r in unfinished for rec in per_rank.get(r, [])
+    # A rank that skipped init_process_group because another rank's pre-check failed
+    # is a consequence too: the rank whose own pre-check failed is the root.
+    failed = [((rec.get("error") or {}).get("type") == PEER_PRECHECK_FAILED, rec["time"], r)
+              for r in unfinished for rec in per_rank.get(r, [])
               if rec["t"] == "setup" and rec.get("outcome") == "failed"]
     for r, h in hangs:
         info[r]["phase"], info[r]["check"] = _phase_of_hang(h)
     if failed:
-        kind, rank = "setup_failed", min(failed)[1]
+        kind, rank = "setup_failed", min(failed)[2]
     elif hangs:
         kind = "hang"
         # A rank's watcher writes its hang record at its deadline (plus a grace when it

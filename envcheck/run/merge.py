@@ -10,7 +10,7 @@ reported as its ``run`` check.
 
 import re
 
-from . import timing
+from . import network, timing
 from ..core import blame
 from ..core.outcomes import worst
 from ..core.text import first_line, parse_rank_numbers, rank_numbers, rank_set, shorten
@@ -168,9 +168,17 @@ def _setup_checks(col, attempt, nproc):
                 "error": None, "data": {}, "time": hello["time"]})
         elif abort:
             col.add(SETUP, "import_torch", rank, _import_failure(abort, rank, info, col))
+        for rec in recs:  # the rendezvous pre-checks, before init_process_group
+            if rec["t"] == "check" and rec.get("probe") == SETUP:
+                col.add(SETUP, rec["check"], rank, _rank_entry(rec))
         if setup:
             entry = _rank_entry(setup)
-            if setup["outcome"] == "passed":
+            err = setup.get("error") or {}
+            if err.get("type") in network.NOT_ATTEMPTED:
+                # A pre-check failed (here, or on another rank): that check says why.
+                entry.update(outcome="skipped", detail=err.get("message") or "",
+                             advice=None, error=None)
+            elif setup["outcome"] == "passed":
                 entry["detail"] = "%s in %.3f s" % (setup.get("backend"), setup["seconds"])
                 entry["data"] = dict(entry["data"], backend=setup.get("backend"))
             else:
@@ -181,6 +189,7 @@ def _setup_checks(col, attempt, nproc):
         elif hello and abort and info.get("phase") in ("setup", "startup"):
             col.add(SETUP, "init_process_group", rank,
                     _abort_entry(abort, rank, info, col.timeout))
+    network.compare_master_addr(col.per_check.get((SETUP, "master_addr")), hosts_of(attempt))
     if abort and abort.phase in ("startup", "setup"):
         col.roots[(SETUP, "import_torch" if abort.phase == "startup"
                    else "init_process_group")] = abort.root_rank
@@ -262,6 +271,13 @@ def _start_advice(tail):
 
 def _setup_advice(err):
     text = "%s %s" % (err.get("type"), err.get("message"))
+    if "did not report their pre-checks" in text:
+        return ("look at the output of the host those ranks run on: envcheck printed there "
+                "which pre-check failed and its fix (most often a firewall between the "
+                "hosts, or MASTER_ADDR resolving elsewhere there); its records: envcheck "
+                "report --records DIR with that host's --out directory. Ranks that were "
+                "only slow to start (importing torch from a slow filesystem) need a "
+                "longer --timeout")
     if "Address already in use" in text:
         return "the rendezvous port is taken: set MASTER_PORT to a free port"
     if "NCCL" in text:
@@ -393,6 +409,10 @@ def attempts_summary(attempts):
         item["timing"] = timing.of_attempt(a)
         out.append(item)
     return out
+
+
+def hosts_of(attempt):
+    return hosts([attempt])
 
 
 def hosts(attempts):

@@ -19,6 +19,7 @@ import threading
 import time
 import traceback
 
+from . import prechecks
 from .context import Context, is_stop
 from ..core import lifetime
 from ..core.host import host_name
@@ -155,6 +156,14 @@ def setup(plan, records, host, identity):
     group_timeout = float(plan.get("group_timeout") or timeout)
     records.write("setup_start", backend=backend)
     t0 = time.monotonic()
+    # Before the rendezvous: what would make it hang, found in milliseconds, with the
+    # host and the fix (worker/prechecks.py). A failure skips init_process_group.
+    stopped = prechecks.run(plan, records, host, identity, backend)
+    prechecks_s = round(time.monotonic() - t0, 6)  # theirs and the agreement's (bench/)
+    if stopped:
+        records.write("setup", outcome="failed", backend=backend,
+                      seconds=round(time.monotonic() - t0, 6), error=stopped)
+        return None
     try:
         if backend == "nccl":
             torch.cuda.set_device(device)
@@ -170,7 +179,7 @@ def setup(plan, records, host, identity):
                   timeout, plan.get("options", {}), host)
     ctx.init_seconds = time.monotonic() - t0
     records.write("setup", outcome="passed", backend=backend,
-                  seconds=round(ctx.init_seconds, 6))
+                  seconds=round(ctx.init_seconds, 6), prechecks_s=prechecks_s)
     return ctx
 
 
