@@ -30,6 +30,7 @@ class RunOptions:
     model: str = None
     master_port: int = None  # None: a free port
     startup_timeout: float = None
+    min_busbw: str = None  # GB/s, as given: checked by plan_mod.min_busbw
 
 
 @dataclasses.dataclass
@@ -96,6 +97,8 @@ def make_plan(opts):
         raise UsageError(too_few)
     specs = catalog.select(catalog.all_probes(opts.probe_paths), opts.probes, opts.skip)
     options = {}
+    if opts.min_busbw is not None:
+        options["min_busbw"] = plan_mod.min_busbw(opts.min_busbw)
     if opts.model:
         from .model_spec import check_model_found, check_model_spec
         options["model"] = check_model_spec(opts.model)

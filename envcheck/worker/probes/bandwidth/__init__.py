@@ -104,7 +104,7 @@ def _per_host(ctx, c, torch, dist):
                                         "(ethtool -S IFACE: CRC errors)")
     mine = next(u for u, ranks in enumerate(units) if ctx.rank in ranks)
     if slow:
-        c.detail = "%s (%s)" % ("; ".join(judge.slow_line(names, s) for s in slow), figures)
+        c.detail = "%s (%s)" % (judge.summary(names, slow), figures)
         bad = [s for s in slow if s[0] == mine]
         if bad:
             c.fail(c.detail, advice=_advice(names, bad))
