@@ -63,6 +63,7 @@ def probe_bandwidth(ctx):
 
 
 def _per_host(ctx, c, torch, dist):
+    from ....core.text import rank_numbers
     from ...gather import all_gather_strings
     from . import judge, measure, schedule
 
@@ -105,6 +106,10 @@ def _per_host(ctx, c, torch, dist):
     mine = next(u for u, ranks in enumerate(units) if ctx.rank in ranks)
     if slow:
         c.detail = "%s (%s)" % (judge.summary(names, slow), figures)
+        if not one_host and len({s[0] for s in slow}) == len(units):
+            # Every rank fails: say so, so that the report names every host (with one
+            # failing, it names that one's ranks itself).
+            c.detail = "ranks %s: %s" % (rank_numbers(range(ctx.world_size)), c.detail)
         bad = [s for s in slow if s[0] == mine]
         if bad:
             c.fail(c.detail, advice=_advice(names, bad))
