@@ -124,6 +124,14 @@ def test_one_host_says_it_has_no_peers_and_still_honours_min_busbw(tmp_path):
     assert "NET/IB, not NET/Socket" in c["advice"]
     assert "bandwidth.per_host" in res.stdout and "below --min-busbw" in res.stdout
 
+    # without --min-busbw there is nothing to judge on one host: skipped, at no cost
+    res = run_cli("run", "-q", "-p", "bandwidth", "--json", path)
+    assert res.code == 0, res.stdout + res.stderr
+    c = checks_by_id(load_report(path))["bandwidth.per_host"]
+    assert c["outcome"] == "skipped", c
+    assert c["detail"].startswith("1 host: no other host to compare with; --min-busbw "
+                                  "GB/S judges each rank's send/recv busbw here")
+
 
 @pytest.mark.parametrize("value", ["0", "nan", "fast"])
 def test_a_bad_min_busbw_is_one_line_and_exit_2_in_both_drivers(value, tmp_path):

@@ -12,8 +12,8 @@ it is bad, or which host it comes from. Check:
   (``judge.py``). A host whose figure is below a third of its peers' median fails, on
   that host's ranks, and so does one below ``--min-busbw`` (nccl-tests'
   ``NCCL_TESTS_MIN_BW``: below 90 % of it). With 2 hosts each direction is judged by
-  its sender; on 1 host there is no host to compare, each rank is judged against
-  ``--min-busbw`` alone.
+  its sender; on 1 host there is no host to compare: each rank is measured and judged
+  against ``--min-busbw`` when it is given, else the check is skipped at no cost.
 
 The figure is nccl-tests' send/recv busbw (github.com/NVIDIA/nccl-tests,
 doc/PERFORMANCE.md; src/sendrecv.cu: busbw = algbw = bytes / s, in GB/s = 1e9 B/s).
@@ -73,6 +73,11 @@ def _per_host(ctx, c, torch, dist):
     nbytes, repeats = (GPU_BYTES, GPU_REPEATS) if gpu else (CPU_BYTES, CPU_REPEATS)
     nbytes = int(ctx.options.get("bandwidth_bytes") or nbytes)
     min_busbw = ctx.options.get("min_busbw")
+    if ctx.local_world_size == ctx.world_size and min_busbw is None:
+        # Every rank on this host (the same answer on every rank): nothing to judge a
+        # figure against, so no time spent (nccl.bandwidth has the host's all_reduce).
+        c.skip("1 host: no other host to compare with; --min-busbw GB/S judges each "
+               "rank's send/recv busbw here (nccl.bandwidth: this host's all_reduce)")
     hosts = all_gather_strings(ctx, ctx.host)
     units, names = schedule.units_of(hosts)
     one_host = len(set(hosts)) == 1
