@@ -60,26 +60,25 @@ def _shaped(host, inbound=False):
         run(undo, False)
 
 
-def test_healthy_hosts_pass_run_after_run_and_min_busbw_above_them_fails_on_every_host(
-        cluster):
+def test_healthy_hosts_pass_and_min_busbw_above_them_fails_on_every_host(cluster):
     hosts = cluster.hosts[:2]
-    for _ in range(2):  # no false alarm, run after run
-        res, check = _run(hosts, ["--min-busbw", "0.001"])
-        assert [r.code for r in res] == [0, 0], _where(res)
-        assert check["outcome"] == "passed" and check["verdict"] == "ok", check
-        assert check["detail"].startswith("send/recv busbw per host, GB/s: node1 ")
-        assert check["detail"].endswith(
-            "; none below 1/3 of its peers' median; --min-busbw 0.001 GB/s met"), check
-        data = check["ranks"]["0"]["data"]
-        assert data["names"] == ["node1", "node2"] and data["slow"] == []
+    res, check = _run(hosts, ["--min-busbw", "0.001"])
+    assert [r.code for r in res] == [0, 0], _where(res)
+    assert check["outcome"] == "passed" and check["verdict"] == "ok", check
+    assert check["detail"].startswith("send/recv busbw per host, GB/s: node1 ")
+    assert check["detail"].endswith(
+        "; none below 1/3 of its peers' median; --min-busbw 0.001 GB/s met"), check
+    data = check["ranks"]["0"]["data"]
+    assert data["names"] == ["node1", "node2"] and data["slow"] == []
 
+    # the same healthy hosts again (bench/bench_bandwidth.py runs them many times more)
     res, check = _run(hosts, ["--min-busbw", "1000"])
     assert [r.code for r in res] == [1, 0], _where(res)
     assert check["outcome"] == "failed" and check["verdict"] == "unexpected", check
     assert check["detail"].startswith("ranks 0,1 on node1; 2,3 on node2: node1 sends at ")
     assert ", node2 sends at " in check["detail"]
     assert "GB/s: below --min-busbw 1000 GB/s (send/recv busbw per host" in check["detail"]
-    # the third healthy measurement: nothing slow against its peers, only the minimum
+    # nothing slow against its peers: only the minimum
     assert [s["why"] for s in check["ranks"]["0"]["data"]["slow"]] == ["min", "min"]
     assert "NET/IB, not NET/Socket" in check["advice"]
     assert "below --min-busbw 1000 GB/s" in _screen(res[0])
