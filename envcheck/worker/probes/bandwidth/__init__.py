@@ -98,7 +98,7 @@ def _per_host(ctx, c, torch, dist):
         "rank" if one_host else "host", "" if len(units) == 2 else " (out/in)",
         judge.table(names, out, inb), how)
     c.data = {"unit": "rank" if one_host else "host", "names": names,
-              "out_gbs": out, "in_gbs": inb, "bytes": nbytes, "repeats": repeats * rounds,
+              "out_gbs": out, "in_gbs": inb, "bytes": nbytes, "repeats": repeats * rounds, "rounds": rounds,
               "edges": [{"from": names[a], "to": names[b], "busbw_gbs": r}
                         for (a, b), r in sorted(rates.items())],
               "slow_ratio": judge.SLOW_RATIO, "min_busbw_gbs": min_busbw,
