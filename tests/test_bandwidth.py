@@ -79,9 +79,10 @@ def test_three_hosts_a_slow_inbound_link_names_the_receiver_only():
     assert out == [pytest.approx(1.0)] * 3
 
 
-def test_a_host_within_a_third_of_its_peers_is_not_slow():
-    slow, _, _ = _judge(3, lambda a, b, r: 0.0029 if a == 0 else 0.001)
-    assert slow == []
+def test_a_host_within_a_quarter_of_its_peers_is_not_slow():
+    assert _judge(3, lambda a, b, r: 0.0039 if a == 0 else 0.001)[0] == []
+    assert _judge(3, lambda a, b, r: 0.0041 if a == 0 else 0.001)[0] == [
+        (0, "out", pytest.approx(1 / 4.1), ("peers", pytest.approx(1.0)))]
 
 
 def test_min_busbw_fails_below_90_percent_of_it_as_nccl_tests_does():

@@ -9,7 +9,7 @@ it is bad, or which host it comes from. Check:
 - ``per_host``: each host sends to the next host (and, from 3 hosts, to the one after),
   nccl-tests' sendrecv_perf ring lifted from ranks to hosts (``schedule.py``); a
   receiver times each direction alone; a host's figure is its best edge each way
-  (``judge.py``). A host whose figure is below a third of its peers' median fails, on
+  (``judge.py``). A host whose figure is below a quarter of its peers' median fails, on
   that host's ranks, and so does one below ``--min-busbw`` (nccl-tests'
   ``NCCL_TESTS_MIN_BW``: below 90 % of it). With 2 hosts each direction is judged by
   its sender; on 1 host there is no host to compare: each rank is measured and judged
@@ -33,7 +33,7 @@ CHECKS = ("per_host",)
 # 2-core machine must stay under 0.3 s for the whole check (docs/performance.md), and a
 # link shaped to tens of Mbit/s must still finish in seconds. GPU/NCCL: nccl-tests'
 # territory, large enough for the network's bandwidth rather than its latency.
-CPU_BYTES, CPU_REPEATS = 1 << 20, 3
+CPU_BYTES, CPU_REPEATS = 1 << 20, 5
 GPU_BYTES, GPU_REPEATS = 64 << 20, 5
 # A host that looks slow is measured again, up to this many rounds in all, before it is
 # named: a rate limit stays, a stall of a loaded machine does not (all ranks decide

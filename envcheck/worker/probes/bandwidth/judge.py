@@ -15,9 +15,10 @@ other's in, so only *out* is judged: a slow direction names its sender.
 import statistics
 
 # A unit is slow when its figure is below its peers' median divided by this. A real
-# degraded link (a NIC at 10 of 100 Gb/s, a port at 1 of 25) is 4x to 100x down; on a
-# loaded machine best-of-N figures of healthy links stay within 2x of each other.
-SLOW_RATIO = 3.0
+# degraded link (a NIC at 25 or 10 of 100 Gb/s, a port at 1 of 25) is 4x to 100x down.
+# Healthy links of this 2-core test machine under a load of 8-13 gave best-of-3 figures
+# up to 2.6x apart run to run (12 runs of 2 hosts: docs/nodes-slow.md); 3 was too close.
+SLOW_RATIO = 4.0
 # nccl-tests fails NCCL_TESTS_MIN_BW when the average busbw is below 90 % of it
 # (src/common.cu: ``bw[0] < check_avg_bw*(0.9)``): the same slack here.
 MIN_BUSBW_SLACK = 0.9
