@@ -17,9 +17,8 @@ from cluster.jobs import Torchrun
 from conftest import ROOT, checks_by_id, validate_report
 
 _jobs = itertools.count(1)
-# 200 Mbit/s: 25 MB/s for the host, 12.5 MB/s per rank pair, 50-100x below what the
-# veth links do here even on a loaded machine (0.7-1.4 GB/s per pair, measured), and a
-# slow run still ends in about a second.
+# 200 Mbit/s: 25 MB/s, 50-100x below what the veth links do here even on a loaded
+# machine (1.3-2.4 GB/s, measured), and a slow run still ends in seconds.
 RATE = "200mbit"
 
 
