@@ -65,7 +65,7 @@ def probe_bandwidth(ctx):
 def _per_host(ctx, c, torch, dist):
     from ....core.text import rank_numbers
     from ...gather import all_gather_strings
-    from . import judge, measure, schedule
+    from . import judge, schedule
 
     if ctx.world_size == 1:
         c.skip("1 rank: nobody to send to (run 2 ranks or more)")
@@ -81,30 +81,19 @@ def _per_host(ctx, c, torch, dist):
     hosts = all_gather_strings(ctx, ctx.host)
     units, names = schedule.units_of(hosts)
     one_host = len(set(hosts)) == 1
-    phase_list = schedule.phases(len(units))
     # GPUs: every local rank pairs with its peer on the other host (each GPU's NIC rail).
     # CPU: gloo's TCP leaves by the host's one link whichever rank sends, so one pair per
     # host measures it, and the host's other ranks leave it the cores.
     senders = units if gpu else [u[:1] for u in units]
-    times, wrong, rounds = [[] for _ in hosts], 0, 0
-    while True:
-        more, bad = measure.run(torch, dist, ctx, senders, phase_list, nbytes, repeats,
-                                warmup=rounds == 0)
-        times = [t + m for t, m in zip(times, more)]
-        wrong, rounds = wrong + bad, rounds + 1
-        rates = judge.edge_rates(senders, phase_list, times, nbytes)
-        out, inb = judge.unit_rates(len(units), rates)
-        slow = judge.judge(names, out, inb, min_busbw, by_peers=not one_host)
-        suspect = judge.judge(names, out, inb, min_busbw, by_peers=not one_host,
-                              ratio=judge.SUSPECT_RATIO)
-        if not suspect or rounds == ROUNDS:
-            break
+    rates, out, inb, slow, rounds, wrong = _measure(
+        ctx, torch, dist, senders, names, nbytes, repeats, min_busbw, one_host)
     how = "%s, %s, best of %d" % (ctx.backend, _human(nbytes), repeats * rounds)
     figures = "send/recv busbw per %s%s, GB/s: %s (%s)" % (
         "rank" if one_host else "host", "" if len(units) == 2 else " (out/in)",
         judge.table(names, out, inb), how)
     c.data = {"unit": "rank" if one_host else "host", "names": names,
-              "out_gbs": out, "in_gbs": inb, "bytes": nbytes, "repeats": repeats * rounds, "rounds": rounds,
+              "out_gbs": out, "in_gbs": inb, "bytes": nbytes, "rounds": rounds,
+              "repeats": repeats * rounds,
               "edges": [{"from": names[a], "to": names[b], "busbw_gbs": r}
                         for (a, b), r in sorted(rates.items())],
               "slow_ratio": judge.SLOW_RATIO, "min_busbw_gbs": min_busbw,
@@ -132,6 +121,27 @@ def _per_host(ctx, c, torch, dist):
         c.detail += "; none below 1/%g of its peers' median" % judge.SLOW_RATIO
     if min_busbw is not None:
         c.detail += "; --min-busbw %s GB/s met" % judge.gbs(min_busbw)
+
+
+def _measure(ctx, torch, dist, senders, names, nbytes, repeats, min_busbw, one_host):
+    """Rounds of transfers until no unit is a suspect (or ROUNDS): (edge rates, out, in,
+    slow, rounds, wrong elements received)."""
+    from . import judge, measure, schedule
+
+    phase_list = schedule.phases(len(senders))
+    times, wrong, rounds = [[] for _ in range(ctx.world_size)], 0, 0
+    while True:
+        more, bad = measure.run(torch, dist, ctx, senders, phase_list, nbytes, repeats,
+                                warmup=rounds == 0)
+        times = [t + m for t, m in zip(times, more)]
+        wrong, rounds = wrong + bad, rounds + 1
+        rates = judge.edge_rates(senders, phase_list, times, nbytes)
+        out, inb = judge.unit_rates(len(senders), rates)
+        verdict = [judge.judge(names, out, inb, min_busbw, by_peers=not one_host,
+                               ratio=ratio)
+                   for ratio in (judge.SLOW_RATIO, judge.SUSPECT_RATIO)]
+        if not verdict[1] or rounds == ROUNDS:
+            return rates, out, inb, verdict[0], rounds, wrong
 
 
 def _advice(names, bad):

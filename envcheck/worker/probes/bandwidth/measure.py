@@ -10,10 +10,10 @@ def run(torch, dist, ctx, units, phase_list, nbytes, repeats, warmup=True):
     """With ``warmup``, every phase once first, untimed (NCCL opens a pair's connection
     on its first send/recv; TCP starts a connection, and restarts one idle since the
     last probe, with a small window that only a transfer of the full size opens), then
-    ``repeats`` rounds of every phase at ``nbytes``. Returns (times, wrong): times[rank] = that rank's seconds
-    per step (0 where it only sent or sat out: the receiver's clock is the one read),
-    gathered to every rank; wrong: elements this rank received that were not its
-    sender's."""
+    ``repeats`` rounds of every phase at ``nbytes``. Returns (times, wrong):
+    times[rank] = that rank's seconds per step (0 where it only sent or sat out: the
+    receiver's clock is the one read), gathered to every rank; wrong: elements this
+    rank received that were not its sender's."""
     from . import schedule
 
     roles = [schedule.roles(units, p) for p in phase_list]
