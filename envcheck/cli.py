@@ -222,6 +222,11 @@ def run(
                                              "pkg.module:factory or path/to/file.py:factory."),
     min_busbw: Optional[str] = typer.Option(None, "--min-busbw", metavar="GB/S",
                                             help=MIN_BUSBW_HELP),
+    framework: List[str] = typer.Option([], "--framework", metavar="NAME",
+                                        help="Check the model the way this framework wraps "
+                                             "and launches it (lightning, accelerate, "
+                                             "deepspeed; repeatable), and fail where it is "
+                                             "not installed [default: the installed ones]."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
                                             help="Also write the JSON report here (atomically)."),
     junit_path: Optional[str] = typer.Option(None, "--junit", metavar="PATH",
@@ -255,7 +260,8 @@ def run(
     plan = runner.make_plan(runner.RunOptions(
         nproc=nproc, backend=backend, probes=tuple(probe), skip=tuple(skip),
         timeout=timeout, python=python, probe_paths=tuple(probe_path), model=model,
-        master_port=master_port, startup_timeout=startup_timeout, min_busbw=min_busbw))
+        master_port=master_port, startup_timeout=startup_timeout,
+        frameworks=tuple(framework), min_busbw=min_busbw))
     matrix = []
 
     def load_matrix():
@@ -303,6 +309,7 @@ def report(
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
     no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
     verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
+    records_on_stdin: bool = typer.Option(False, "--records-on-stdin", hidden=True),
 ):
     """Render a saved JSON report again (re-judged with --matrix DIR); runs nothing."""
     from .matrix import frameworks, load as matrix_load, verdicts
@@ -310,6 +317,18 @@ def report(
     from .run import command as runner
 
     _check_format(fmt)
+    judged_by = None
+    if records_on_stdin:
+        # Started early by rank 0 of a launched job (worker/launched.py): get the imports
+        # and the matrix done while the probes run, then wait for the records' path. No
+        # line: the rank never got that far, and its watcher reports instead.
+        from .explain.diagnose import diagnose  # noqa: F401 - imported now, used below
+        from .run.launcher import build  # noqa: F401
+
+        judged_by = matrix_load.load(tuple(matrix_dir))
+        records = sys.stdin.readline().strip()
+        if not records:
+            raise typer.Exit(0)
     if (path is None) == (records is None):
         raise UsageError("give either a saved report (FILE.json) or --records FILE|DIR")
     for out in (json_path, junit_path):
@@ -327,7 +346,7 @@ def report(
         if matrix_dir or saved.matrix is None:
             from .explain.diagnose import diagnose
 
-            judged_by = matrix_load.load(tuple(matrix_dir))
+            judged_by = judged_by or matrix_load.load(tuple(matrix_dir))
             verdicts.apply(saved, judged_by)
             diagnose(saved, judged_by)
             frameworks.advise(saved)

@@ -6,7 +6,11 @@ import pytest
 from conftest import checks_by_id, load_report, run_cli
 
 SHAPES_2 = ("DDP raised only on rank(s) 1 of 2 although rank 1 has a parameter of another "
-            "shape; rank(s) 0 blocked waiting for it (with no timeout, a hang)")
+            "shape; rank(s) 0 blocked in DDP's setup until it left")
+OUT_OF_STEP_2 = ("rank 1 never reached DDP's setup: rank(s) 0 waited for it in "
+                 "_verify_param_shape_across_processes, a hang bounded only by the default "
+                 "process-group timeout, 30 min for gloo in this torch "
+                 "(torch.distributed.constants); with timeout=0.5 s DDP raised after ")
 
 
 def _run(tmp_path, nproc, *args):
@@ -23,7 +27,10 @@ def test_two_ranks_one_detects_the_other_waits(tmp_path):
     shapes = checks["ddp-sync.mismatched_shapes"]
     assert (shapes["outcome"], shapes["verdict"]) == ("failed", "known")
     assert shapes["detail"] == shapes["error"]["message"] == SHAPES_2
-    assert "Lightning Fabric" in shapes["advice"]
+    # The real Fabric with a shape mismatch: the rank that raised exits and its peer is
+    # released in a second or two; the Fabric hang (seed 002) is out_of_step, below.
+    assert "Lightning Fabric" not in shapes["advice"]
+    assert "hang" not in shapes["detail"]
     # Every rank says the same: the verdict is about the job.
     assert {r: e["detail"] for r, e in shapes["ranks"].items()} == {"0": SHAPES_2,
                                                                     "1": SHAPES_2}
@@ -33,6 +40,17 @@ def test_two_ranks_one_detects_the_other_waits(tmp_path):
     assert (extra["outcome"], extra["verdict"]) == ("passed", "ok")
     assert extra["detail"].startswith("raised on all 2 ranks, here in ")
     assert "DDP expects same model across all ranks" in extra["detail"]
+    # One rank never reaches DDP's setup: the other waits in the seed's frame, for the
+    # default timeout's real value, and an explicit timeout= ends it in an error.
+    step = checks["ddp-sync.out_of_step"]
+    assert (step["outcome"], step["verdict"]) == ("failed", "known")
+    assert step["error"]["message"].startswith(OUT_OF_STEP_2)
+    assert "Timed out waiting 500ms" in step["error"]["message"]
+    waited = step["ranks"]["0"]["data"]
+    assert (waited["where"], waited["default_timeout_s"], waited["seen"]) == (
+        "_verify_param_shape_across_processes", {"gloo": 1800.0}, ["timed_out"])
+    assert waited["seconds_to_error"] >= 0.5
+    assert step["ranks"]["1"]["error"]["message"] == step["ranks"]["0"]["error"]["message"]
 
 
 def test_one_rank_has_nothing_to_disagree_with(tmp_path):

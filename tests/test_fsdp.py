@@ -91,8 +91,9 @@ def test_two_ranks_pass_every_check_and_reshard_to_three_and_one(two):
     result, report, checks, run_tmp = two
     assert result.code == 0, result.stdout + result.stderr
     fsdp = [c["check"] for c in report["checks"] if c["probe"] == "fsdp"]
-    assert fsdp == ["train_step", "save_load", "subgroup", "hsdp", "cpu_offload",
-                    "reshard_grow", "reshard_shrink"]
+    assert fsdp == ["train_step", "deepcopy", "ema_copy", "gradient_divide", "save_load",
+                    "subgroup", "hsdp", "cpu_offload", "reshard_grow", "train_state_grow",
+                    "reshard_shrink", "train_state_shrink"]
     step = checks["fsdp.train_step"]
     assert step["outcome"] == "passed"
     data = step["ranks"]["0"]["data"]

@@ -85,6 +85,43 @@ def test_report_from_per_rank_files_matches_the_gathered_one(two_nodes):
         [(c["id"], c["outcome"]) for c in b["checks"]]
 
 
+def test_rank_0s_early_report_helper_reads_the_path_then_reports_or_leaves_quietly(two_nodes):
+    """Rank 0 starts its report helper as it starts (--records-on-stdin) and gives it the
+    records' path at the end: the same report as --records PATH. Given no path (the rank
+    died first), it leaves without a word, exit 0: the watcher reports instead."""
+    d, out, report_path, _, _, _ = two_nodes
+    again = d / "stdin.json"
+    cmd = [sys.executable, "-m", "envcheck", "report", "--records-on-stdin", "--json",
+           str(again), "--format", "json"]
+    proc = subprocess.run(cmd, input=str(out / launched.MERGED_RECORDS) + "\n",
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    a, b = load_report(str(report_path)), load_report(str(again))
+    assert [(c["id"], c["outcome"], c["verdict"]) for c in a["checks"]] == \
+        [(c["id"], c["outcome"], c["verdict"]) for c in b["checks"]]
+    proc = subprocess.run(cmd[:5], input="", capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+
+
+def test_silent_ranks_are_named_by_host_even_when_they_sent_nothing(tmp_path):
+    """After a link cut, rank 2's records reached rank 0 but rank 3's did not: both are
+    named on node2, rank 3 from the hosts rank 0's launch probe gathered."""
+    from envcheck.core.records import RecordWriter
+
+    for rank, host in ((0, "node1"), (2, "node2")):
+        w = RecordWriter(str(tmp_path / ("records-rank%d.jsonl" % rank)), rank)
+        w.write("hello", pid=1, host=host)
+        if rank == 0:
+            w.write("check", probe="launch", check="rank_mapping", outcome="passed",
+                    data={"hosts": ["node1", "node1", "node2", "node2"]})
+        w.close()
+    assert launched._ranks_on_hosts(str(tmp_path), [2, 3]) == "rank(s) 2,3 on node2"
+    # Without the launch probe's hosts, the rank that sent nothing stays unknown.
+    os.remove(tmp_path / "records-rank0.jsonl")
+    assert launched._ranks_on_hosts(str(tmp_path), [2, 3]) == \
+        "rank(s) 2 on node2; rank(s) 3 on an unknown host"
+
+
 def test_slurm_env_as_srun_sets_it(tmp_path):
     port = free_port()
     procs = []

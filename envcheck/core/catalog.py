@@ -28,8 +28,8 @@ from .errors import UsageError
 
 BUILTIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                            "worker", "probes")
-BUILTIN_ORDER = ("launch", "collectives", "nccl", "bandwidth", "serialization", "checkpoint",
-                 "ddp-sync", "fsdp")
+BUILTIN_ORDER = ("launch", "hosts", "collectives", "nccl", "bandwidth", "serialization",
+                 "checkpoint", "ddp-sync", "frameworks", "fsdp")
 # Built-in probes that run only when asked for (-p NAME): each costs more than the whole
 # default suite's budget (fsdp starts ranks twice more, at other world sizes; see
 # docs/fsdp.md for the figures).
@@ -143,9 +143,29 @@ def _source(path):
     return limits.read_input(path, 16 << 20).decode("utf-8")
 
 
+# Parsed probe files, by (path, size, mtime): every command reads the built-in probes'
+# declarations several times (the catalog, the matrix's check ids), and parsing them all
+# was a third of what 'envcheck report' spent on the CPU.
+_TREES = {}
+
+
+def _tree(path):
+    try:
+        st = os.stat(path)
+        key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None
+    tree = _TREES.get(key) if key else None
+    if tree is None:
+        tree = ast.parse(_source(path), filename=path)
+        if key:
+            _TREES[key] = tree
+    return tree
+
+
 def follow_ups_in_file(path):
     """{probe name: follow-ups} a file declares (ValueError when malformed)."""
-    tree = ast.parse(_source(path), filename=path)
+    tree = _tree(path)
     return _follow_ups(tree, path, probes_in_file(path))
 
 
@@ -163,7 +183,7 @@ def probes_in_file(path):
 
     ValueError (or SyntaxError, OSError) when the file or its CHECKS is malformed.
     """
-    tree = ast.parse(_source(path), filename=path)
+    tree = _tree(path)
     found = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \

@@ -27,6 +27,8 @@ except ImportError:  # Python < 3.11
 BUILTIN_DIR = os.path.join(os.path.dirname(__file__), "data")
 KINDS = ("release", "cuda", "expectation", "signature") + facts.KINDS
 TOP_KEYS = set(KINDS) | {"about"}
+# Checks that report several findings, each judged on its own (matrix.verdicts).
+FINDING_CHECKS = ("hosts.skew",)
 
 _ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
 _PTX = re.compile(r"^compute_\d{2,3}[af]?$")
@@ -44,7 +46,7 @@ CUDA_KEYS = {"version", "min_driver", "compat_driver", "archs", "source", "uncon
 EXPECTATION_KEYS = {"check", "torch", "cuda", "variants", "python", "platform", "backend",
                     "model", "outcome", "numpy", "unsupported",
                     "message", "advice", "source", "observed", "note", "framework_advice"}
-OBSERVED_KEYS = {"torch", "envcheck", "date", "evidence"}
+OBSERVED_KEYS = {"torch", "envcheck", "date", "evidence", "frameworks"}
 
 
 class MatrixError(UsageError):
@@ -298,6 +300,26 @@ def _spec(errors, where, label, value):
         return None
 
 
+def _observed_frameworks(errors, where, o):
+    """``frameworks = {lightning = "2.6.6"}``: the framework versions the observed run
+    had (core.frameworks), for facts about a framework's own layer."""
+    from ..core.frameworks import FRAMEWORKS
+
+    value = o.get("frameworks")
+    if value is None:
+        return ()
+    if not isinstance(value, dict) or not all(isinstance(v, str) and v
+                                              for v in value.values()):
+        errors.add(where, "observed frameworks must be a table of versions "
+                   "{lightning = \"2.6.6\"}")
+        return ()
+    unknown = sorted(set(value) - set(FRAMEWORKS))
+    if unknown:
+        errors.add(where, "observed frameworks: unknown framework %s (known: %s)"
+                   % (", ".join(map(repr, unknown)), ", ".join(FRAMEWORKS)))
+    return tuple(sorted(value.items()))
+
+
 def _observations(errors, where, value, directory):
     if value is None:
         return ()
@@ -319,7 +341,7 @@ def _observations(errors, where, value, directory):
             errors.add(where, "evidence file %s does not exist (relative to %s)"
                        % (evidence, directory))
         out.append(Observation(str(o["torch"]), str(o["envcheck"]), str(o["date"]),
-                               evidence))
+                               evidence, _observed_frameworks(errors, where, o)))
     return tuple(out)
 
 
@@ -407,7 +429,9 @@ def _expectation(errors, where, e, directory, probes):
                    % "/".join(outcome))
     message = None
     if e.get("message") is not None:
-        if outcome == ("passed",):
+        if outcome == ("passed",) and any(c not in FINDING_CHECKS for c in checks):
+            # A pass-only entry with a pattern names findings that are harmless; only a
+            # check that reports findings (matrix.verdicts.judge_findings) has them.
             errors.add(where, "message is only for failures (outcome is passed)")
         try:
             message = re.compile(e["message"])

@@ -123,6 +123,9 @@ class Observation:
     envcheck: str
     date: str
     evidence: Optional[str] = None  # file under the matrix directory
+    # (("lightning", "2.6.6"), ...): the framework versions the run had, for facts about
+    # a framework's own layer (the frameworks probe)
+    frameworks: Tuple[Tuple[str, str], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,6 +24,15 @@ An entry marked ``unsupported`` (this torch on this Python or NumPy: a combinati
 does not support) turns a matching failure into verdict ``unsupported``, whose advice
 names the Pythons the release supports (``releases.toml``). It fails the run like
 ``unexpected``: the fix is the environment, not user code.
+
+A check that compares several things at once (``hosts.skew``: torch, NCCL, numpy, each
+variable...) lists what it found in its root rank's ``data["findings"]``, one sentence
+each, and each finding is judged on its own, as ``CheckFailed: <finding>``, by the
+entries that carry a message pattern: an entry that allows a failure makes it known (a
+warning), a pass-only entry makes it harmless, and a finding no pattern matches is
+unexpected (the check's premise, its entry without a pattern, is that nothing differs).
+The check's verdict is its worst finding's; a check whose findings are all harmless
+passed.
 """
 
 from .model import Target
@@ -58,6 +67,41 @@ def judge(check, applicable):
     return Verdict.UNEXPECTED, failing
 
 
+def findings_of(check):
+    """The root rank's list of findings (strings), or None."""
+    if check.root_rank is None or not check.ranks:
+        return None
+    data = (check.ranks.get(str(check.root_rank)) or {}).get("data") or {}
+    found = data.get("findings") if isinstance(data, dict) else None
+    if isinstance(found, list) and found and all(isinstance(f, str) for f in found):
+        return found
+    return None
+
+
+_RANK = {Verdict.OK: 0, Verdict.KNOWN: 1, Verdict.UNEXPECTED: 2}
+
+
+def judge_findings(findings, applicable):
+    """(verdict, entry, [{finding, verdict, file, entry, source}]): each finding by the first
+    entry whose message pattern matches it; the worst one decides."""
+    premise = next((e for e in applicable if e.allows_pass and e.message is None),
+                   applicable[0])
+    judged = []
+    for text in findings:
+        entry = next((e for e in applicable if e.message is not None
+                      and e.matches_message("CheckFailed: " + text)), None)
+        if entry is None:
+            verdict, entry = Verdict.UNEXPECTED, premise
+        else:
+            verdict = Verdict.KNOWN if entry.expects_failure else Verdict.OK
+        judged.append((verdict, entry, text))
+    worst = max(judged, key=lambda j: _RANK[j[0]])
+    return worst[0], worst[1], [
+        {"finding": t, "verdict": v.value, "file": e.where.file, "entry": e.where.index,
+         "source": e.source}
+        for v, e, t in judged]
+
+
 def _fixed_advice(e):
     return ("the matrix expects %s here (%s entry %d) but it passed: the matrix may be "
             "stale for this build, or this environment differs; if it keeps passing, "
@@ -88,12 +132,30 @@ def apply(report, matrix):
             # No range covers this release, but both observed neighbours agree: judged
             # as on them, and the report says so (not "no data", not a guess either).
             applicable = [between[0]]
-        verdict, entry = judge(check, applicable)
+        findings = findings_of(check) if applicable and check.outcome in (
+            Outcome.FAILED.value, Outcome.PASSED.value) else None
+        judged = None
+        if findings:
+            verdict, entry, judged = judge_findings(findings, applicable)
+            # Differences the matrix calls harmless do not fail the check.
+            check.outcome = (Outcome.PASSED if verdict == Verdict.OK else Outcome.FAILED).value
+        else:
+            verdict, entry = judge(check, applicable)
         check.verdict = verdict.value if verdict else None
         check.expectation = entry.to_dict() if entry else None
+        if judged:
+            check.expectation["findings"] = judged
         if between and entry is not None:
             check.expectation["between"] = [between[1], between[2]]
-        if verdict == Verdict.UNSUPPORTED:
+        if judged and verdict == Verdict.KNOWN and entry.advice \
+                and entry.advice not in (check.advice or ""):
+            # The probe's advice says what to fix ("make node2 match the other hosts
+            # (numpy): pip install ..."); the matrix's how much that matters (a warning,
+            # unconfirmed): it joins the head, which is what a summary line shows.
+            head, sep, rest = (check.advice or "").partition(": ")
+            check.advice = "%s, %s%s%s" % (head, entry.advice, sep, rest) if head \
+                else entry.advice
+        elif verdict == Verdict.UNSUPPORTED:
             # The probe's advice is about the failure; the fix is the environment.
             check.advice = unsupported_advice(entry, matrix, target)
         elif verdict == Verdict.KNOWN and entry.advice and not check.advice:

@@ -10,6 +10,14 @@ def _gpus(env):
             for g in env.get("gpus") or []]
 
 
+def _frameworks(env):
+    from ..core.frameworks import FRAMEWORKS
+
+    found = env.get("frameworks") or {}
+    return ", ".join(("%s %s" % (f.name, found[k])).strip()
+                     for k, f in FRAMEWORKS.items() if k in found)
+
+
 def facts(report):
     """Raw values, keyed for machines (JUnit properties use these names)."""
     env = report.environment or {}
@@ -31,6 +39,8 @@ def facts(report):
         "os": env.get("os"),
         "glibc": env.get("glibc"),
         "numpy": env.get("numpy"),
+        # "Lightning 2.6.6, Accelerate 1.15.0": the training frameworks the ranks have
+        "frameworks": _frameworks(env),
         "world_size": plan.get("nproc"),
         "hosts": ",".join(sorted({r.get("host") for r in ranks if r.get("host")})),
         "backend": ",".join(backends) or plan.get("backend"),
@@ -52,6 +62,7 @@ def rows(report):
         ("Python", "%s (%s)" % (f["python"] or "?", f["python_executable"] or "?")),
         ("OS / glibc", "%s / %s" % (f["os"] or "?", f["glibc"] or "-")),
         ("numpy", f["numpy"] or "not installed"),
+    ] + ([("frameworks", f["frameworks"])] if f["frameworks"] else []) + [
         ("ranks", "%s on %s, backend %s" % (f["world_size"] or "?",
                                               f["hosts"].replace(",", ", ") or "?",
                                               f["backend"])),

@@ -30,6 +30,7 @@ class RunOptions:
     model: str = None
     master_port: int = None  # None: a free port
     startup_timeout: float = None
+    frameworks: tuple = ()  # --framework: keys of core.frameworks.FRAMEWORKS
     min_busbw: str = None  # GB/s, as given: checked by plan_mod.min_busbw
 
 
@@ -95,10 +96,20 @@ def make_plan(opts):
     too_few = limits.check_processes(nproc)
     if too_few:
         raise UsageError(too_few)
-    specs = catalog.select(catalog.all_probes(opts.probe_paths), opts.probes, opts.skip)
+    from ..core.frameworks import FRAMEWORKS
+
+    for name in opts.frameworks:
+        if name not in FRAMEWORKS:
+            raise UsageError("--framework %r: choose from %s" % (name, ", ".join(FRAMEWORKS)))
+    wanted = opts.probes
+    if opts.frameworks and wanted and "frameworks" not in wanted:
+        wanted = tuple(wanted) + ("frameworks",)  # asked for by name: its probe runs
+    specs = catalog.select(catalog.all_probes(opts.probe_paths), wanted, opts.skip)
     options = {}
     if opts.min_busbw is not None:
         options["min_busbw"] = plan_mod.min_busbw(opts.min_busbw)
+    if opts.frameworks:
+        options["frameworks"] = sorted(set(opts.frameworks))
     if opts.model:
         from .model_spec import check_model_found, check_model_spec
         options["model"] = check_model_spec(opts.model)

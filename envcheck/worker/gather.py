@@ -33,3 +33,19 @@ def all_gather_ints(ctx, values):
     out = [torch.zeros_like(buf) for _ in range(ctx.world_size)]
     dist.all_gather(out, buf)
     return [[int(v) for v in t.cpu().tolist()] for t in out]
+
+
+def broadcast_text(ctx, text, src=0):
+    """``text`` as rank ``src`` has it, on every rank, at any length (tensors only)."""
+    import torch
+    import torch.distributed as dist
+
+    data = (text or "").encode("utf-8") if ctx.rank == src else b""
+    size = torch.tensor([len(data)], dtype=torch.int64, device=ctx.device)
+    dist.broadcast(size, src=src)
+    buf = torch.zeros(int(size.item()), dtype=torch.uint8, device=ctx.device)
+    if ctx.rank == src and data:
+        buf.copy_(torch.tensor(list(data), dtype=torch.uint8))
+    if buf.numel():
+        dist.broadcast(buf, src=src)
+    return bytes(buf.cpu().tolist()).decode("utf-8", "replace")

@@ -25,7 +25,8 @@ What the supervisor does for ``envcheck run`` happens here instead:
   import only the stdlib and torch, so the report itself is built where envcheck is
   installed: ``envcheck report --records ...``. Rank 0 runs that for you when this
   interpreter (or an ``envcheck`` on PATH) has envcheck's dependencies; its exit code is
-  rank 0's.
+  rank 0's. It starts it as it starts itself, so that the helper's imports and the
+  matrix are done before the probes end (every other host waits for rank 0 then).
 
 Records this mode adds to ``records.py``'s: ``launch`` (every rank, first: launcher,
 world size, the plan), ``gather_start`` / ``report_start`` (after ``bye``) and ``hang``
@@ -98,6 +99,14 @@ def export_identity(environ):
         environ["LOCAL_RANK"] = environ.get("SLURM_LOCALID", "0")
         environ["LOCAL_WORLD_SIZE"] = str(local_world)
         environ["GROUP_RANK"] = environ.get("SLURM_NODEID", "0")
+    elif any(name.startswith("ACCELERATE_") for name in environ):
+        # accelerate launch without --multi_gpu (or --num_processes 1) runs the script
+        # once, as a plain process: no RANK, no WORLD_SIZE. On CPU too, --multi_gpu is the
+        # flag that makes it start several ranks (accelerate 1.15.0, observed).
+        raise UsageError("started by accelerate launch as a single process (ACCELERATE_* "
+                         "is set, RANK/WORLD_SIZE are not): add --multi_gpu, which starts "
+                         "--num_processes ranks on CPU too: accelerate launch --multi_gpu "
+                         "--num_processes 2 -m envcheck.worker.launched ...")
     else:
         raise UsageError("start this with torchrun or srun: neither RANK/WORLD_SIZE nor "
                           "SLURM_PROCID/SLURM_NTASKS is set (on one machine, use "
@@ -195,24 +204,62 @@ def _report_commands(args, merged):
         yield [found] + tail
 
 
-def render_report(args, records):
-    """Rank 0: build and judge the report with envcheck's CLI, as envcheck run would.
+def _on_terminal():
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def start_report(args):
+    """Rank 0, as it starts: the report helper (this interpreter's envcheck), started
+    now so that its imports and the matrix are done while the probes run; it then waits
+    for the records' path on its stdin (``envcheck report --records-on-stdin``). That
+    takes its start off the end of the job, where every other host waits for rank 0.
+    None where it cannot start; ``render_report`` then starts one as before."""
+    cmd = next(_report_commands(args, "-"))
+    cmd[cmd.index("--records"):cmd.index("--records") + 2] = ["--records-on-stdin"]
+    try:
+        return watcher_mod.start_helper(cmd, stdout=None if _on_terminal()
+                                        else subprocess.PIPE)
+    except OSError:
+        return None
+
+
+def _finish_helper(proc, records, timeout):
+    """The started helper, given the records' path: a CompletedProcess (what it said
+    when it ended before: this interpreter lacks envcheck's dependencies, say)."""
+    try:
+        out, err = proc.communicate(None if proc.poll() is not None else records + "\n",
+                                    timeout=timeout)
+    except (BrokenPipeError, ValueError):  # it ended as the path was written
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def render_report(args, records, started=None):
+    """Rank 0: build and judge the report with envcheck's CLI, as envcheck run would
+    (``started``: the helper ``start_report`` started early).
 
     Returns its exit code, or None where no envcheck with its dependencies can be found
     (this interpreter lacks them and none is on PATH).
     """
-    try:
-        terminal = sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        terminal = False
+    terminal = _on_terminal()
     sys.stdout.flush()
     for cmd in _report_commands(args, records):
         try:
             # On a terminal the helper writes to it itself, so that its screen is fitted
             # to it and coloured, as envcheck run's is (an envcheck that lacks its
             # dependencies fails on import, before it writes any of it).
-            proc = watcher_mod.run_helper(cmd, 300, stdout=None if terminal
-                                          else subprocess.PIPE)
+            proc = _finish_helper(started, records, 300) if started else None
+            started = None
+            if proc is None:
+                proc = watcher_mod.run_helper(cmd, 300, stdout=None if terminal
+                                              else subprocess.PIPE)
         except (OSError, subprocess.TimeoutExpired):
             continue
         if not _missing_dependencies(proc.stderr):
@@ -365,18 +412,26 @@ def _prefer_local(out, collected):
             continue
 
 
+def _records_of(directory, rank):
+    try:
+        with open(records_path(directory, rank), encoding="utf-8", errors="replace") as f:
+            return records_mod.parse(f.read())[0]
+    except OSError:
+        return []
+
+
 def _ranks_on_hosts(directory, ranks):
-    """'rank(s) 2,3 on node2', from the host each rank's records name."""
+    """'rank(s) 2,3 on node2', from the host each rank's records name, else from the
+    hosts rank 0 learnt in the launch probe (a rank may have sent nothing at all)."""
+    mapping = next((x.get("data", {}).get("hosts") for x in _records_of(directory, 0)
+                    if x.get("t") == "check" and x.get("probe") == "launch"
+                    and x.get("check") == "rank_mapping"), None) or []
     by_host = {}
     for r in ranks:
-        host = "an unknown host"
-        try:
-            with open(records_path(directory, r), encoding="utf-8", errors="replace") as f:
-                recs, _ = records_mod.parse(f.read())
-            host = next((x["host"] for x in recs if x.get("host")), host)
-        except OSError:
-            pass
-        by_host.setdefault(host, []).append(r)
+        host = next((x["host"] for x in _records_of(directory, r) if x.get("host")), None)
+        if host is None and 0 <= r < len(mapping) and isinstance(mapping[r], str):
+            host = mapping[r]
+        by_host.setdefault(host or "an unknown host", []).append(r)
     return "; ".join("rank(s) %s on %s" % (",".join(map(str, rs)), h)
                      for h, rs in by_host.items())
 
@@ -403,6 +458,7 @@ def _rank_main(job):
         publisher.append(pub)
         return writer
 
+    report = start_report(args) if rank == 0 else None
     ctx = runtime.run_rank(job.plan, args.out, job.identity, wrap=watched)
     records = ctx.records
     records.write("gather_start")
@@ -417,7 +473,7 @@ def _rank_main(job):
         write_atomic(merged, b"".join(c if c.endswith(b"\n") or not c else c + b"\n"
                                        for c in chunks))
         records.write("report_start")
-        code = render_report(args, merged)
+        code = render_report(args, merged, report)
         if code is None:
             code = _unjudged(merged, chunks)
     publisher[0].flush()

@@ -270,6 +270,14 @@ def run_helper(cmd, timeout, stdout=subprocess.PIPE):
                           preexec_fn=lambda: lifetime.die_with_parent(parent))
 
 
+def start_helper(cmd, stdout=subprocess.PIPE):
+    """``run_helper``'s process, started now and fed on its stdin later (Popen)."""
+    parent = os.getpid()
+    return subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=lambda: lifetime.die_with_parent(parent))
+
+
 def run_relay(job, collect):
     """``python -m envcheck.worker.relay`` for this rank; the ranks that never said done
     (rank 0 with ``collect``), or None when the store was out of reach."""

@@ -111,6 +111,9 @@ def _rank_mapping(ctx, c):
                             "LOCAL_WORLD_SIZE=%s" % (host, len(on_host), sizes))
         groups[host] = sorted(set(i[3] for i in on_host))
     problems += _group_problems(groups, names, hosts, ids)
+    # Every rank's host, by rank: after a bad end, rank 0 names the host of a rank that
+    # sent nothing of its own (worker/launched.py).
+    c.data = {"hosts": hosts}
     if problems:
         c.fail("; ".join(problems))
     c.detail = "%d ranks on %d host(s)" % (ctx.world_size, len(names))

@@ -30,6 +30,8 @@ CHECKS = (
     "save_module_with_group",
 )
 
+from .. import leaving
+
 # Imported in the background while the rank waits at the rendezvous (worker/runtime):
 # DistributedDataParallel's first construction imports torch._dynamo (seconds).
 PRELOAD = ("torch._dynamo",)
@@ -40,7 +42,9 @@ _GROUP_ADVICE = (
 _COPY_ADVICE = (
     "do not deepcopy a model that stores a process group: build the EMA model fresh and "
     "copy the weights (ema = build_model(); ema.load_state_dict(model.state_dict())), or "
-    "look the group up at call time instead of storing it on the module")
+    "look the group up at call time instead of storing it on the module; under FSDP2 "
+    "load full tensors instead (get_model_state_dict(model, options=StateDictOptions("
+    "full_state_dict=True)): verified by fsdp.ema_copy)")
 _DDP_COPY_ADVICE = (
     "do not deepcopy the DDP wrapper: build the copy fresh and load the weights "
     "(ema = build_model(); ema.load_state_dict(ddp.module.state_dict()))")
@@ -91,7 +95,7 @@ def _process_group_checks(ctx, torch, dist):
         torch.manual_seed(0)
         holder = toy.GroupHoldingNet(subgroup or dist.group.WORLD).to(ctx.device)
         clone = copy.deepcopy(holder)
-        _verify_copy(c, clone, holder, torch)
+        verify_copy(c, clone, holder, torch)
         c.detail = "module with .group: " + c.detail
     return subgroup
 
@@ -141,12 +145,50 @@ def _ddp_wrap(ctx, subject, torch):
             c.skip(subject.skip)
         c.advice = ("DistributedDataParallel(model) failed before any copy was made: every "
                     "rank must build the same model, with parameters that require grad")
+        if ctx.world_size > 1 and leaving.ranks_disagree(ctx, subject.model):
+            _disagreeing_ddp(ctx, c, subject)
         subject.ddp = _wrap_ddp(ctx, subject.model, torch)
         c.detail = "DistributedDataParallel(%s)" % subject.label
     if not subject.skip:
         subject.skip = _disagree(
             ctx, subject.ddp is not None, all_gather_ints,
             "DistributedDataParallel(model) failed (see serialization.ddp_wrap)")
+
+
+def _disagreeing_ddp(ctx, c, subject):
+    """The ranks' models differ in what DDP compares: DDP raises on some ranks and leaves
+    the others blocked in its setup. Show what it does, on a subgroup a rank can leave
+    (``worker/leaving.py``, as a training script's rank that exits on the error does), so
+    that no rank waits in a collective of envcheck's making; the same words on every rank.
+    DDP's verification does not depend on the device: it runs on CPU, over gloo."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = subject.model.to("cpu")
+    tried = leaving.try_setup(ctx, leaving.fresh_group(ctx), "envcheck/serialization/ddp_wrap/",
+                              lambda g: DDP(model, process_group=g))
+    c.data = dict(tried.data, ranks=tried.by_kind)
+    if not tried.by_kind["raised"] and not tried.by_kind["waited"]:
+        subject.model.to(ctx.device)
+        return  # DDP accepted it (a dtype differs, say): the wrap below is the check
+    rank, line = tried.first_raised()
+    words = ["%s's parameters differ across ranks" % subject.label]
+    if rank is not None:
+        raised = tried.by_kind["raised"]
+        words.append("DDP(model) raised on %s: %s" % (
+            "all %d ranks" % ctx.world_size if len(raised) == ctx.world_size
+            else "rank(s) %s of %d" % (leaving.ranks_text(raised), ctx.world_size),
+            line[:160]))
+    if tried.by_kind["waited"]:
+        words.append("rank(s) %s blocked in DDP's setup until the rank that raised left (a "
+                     "rank that exits on the error releases them; one that catches it and "
+                     "lives on leaves them waiting)" % leaving.ranks_text(tried.by_kind["waited"]))
+    if tried.by_kind["went_on"]:
+        words.append("rank(s) %s went on with no error" % leaving.ranks_text(
+            tried.by_kind["went_on"]))
+    c.fail("; ".join(words),
+           advice="every rank must build the same model: its parameter shapes must not "
+                  "depend on the rank (DDP compares them at construction); build "
+                  "rank-specific parts after wrapping, or outside the DDP module")
 
 
 def _ddp_copies(ctx, subject, torch):
@@ -161,7 +203,7 @@ def _ddp_copies(ctx, subject, torch):
             c.skip(subject.skip)
         c.advice = _DDP_COPY_ADVICE
         clone = copy.deepcopy(ddp)
-        _verify_copy(c, clone.module, ddp.module, torch, runner=clone)
+        verify_copy(c, clone.module, ddp.module, torch, runner=clone)
         c.detail = "%s: %s" % (label, c.detail)
 
     with ctx.check("deepcopy_ddp_module") as c:
@@ -169,7 +211,7 @@ def _ddp_copies(ctx, subject, torch):
             c.skip(subject.skip)
         c.advice = _COPY_ADVICE
         subject.ema = copy.deepcopy(ddp.module)
-        _verify_copy(c, subject.ema, ddp.module, torch)
+        verify_copy(c, subject.ema, ddp.module, torch)
         c.detail = "%s: %s" % (label, c.detail)
 
     with ctx.check("fresh_load_state_dict") as c:
@@ -183,7 +225,7 @@ def _ddp_copies(ctx, subject, torch):
         c.advice = ("pickle or save the weights, not the DDP wrapper: "
                     "torch.save(ddp.module.state_dict(), path)")
         loaded = pickle.loads(pickle.dumps(ddp))
-        _verify_copy(c, loaded.module, ddp.module, torch)
+        verify_copy(c, loaded.module, ddp.module, torch)
         c.detail = "%s: %s" % (label, c.detail)
 
 
@@ -205,9 +247,9 @@ def _fresh_load_state_dict(ctx, c, subject, torch):
     digests = _gather_digest(ctx, fresh if error is None else None, torch)
     if error is not None:
         raise error
-    _verify_copy(c, fresh, ddp.module, torch)
+    verify_copy(c, fresh, ddp.module, torch)
     if subject.ema is not None:
-        _verify_copy(c, fresh, subject.ema, torch)
+        verify_copy(c, fresh, subject.ema, torch)
         versus = "equals original and deepcopy"
     else:
         versus = "equals original (where deepcopy failed)"
@@ -233,7 +275,7 @@ def _save_module_with_group(ctx, group, torch):
             path = os.path.join(tmp, "module.pt")
             torch.save(holder, path)
             loaded = torch.load(path, weights_only=False)
-        _verify_copy(c, loaded, holder, torch)
+        verify_copy(c, loaded, holder, torch)
         c.detail = "module with .group: " + c.detail
 
 
@@ -254,7 +296,7 @@ def _disagree(ctx, ok, all_gather_ints, reason):
     return "%s on rank(s) %s" % (reason, ", ".join(map(str, bad)))
 
 
-def _verify_copy(c, clone, original, torch, runner=None):
+def verify_copy(c, clone, original, torch, runner=None):
     """Fail ``c`` unless ``clone`` has the original's weights in its own memory and runs."""
     theirs = original.state_dict()
     mine = clone.state_dict()

@@ -28,8 +28,9 @@ import os
 
 from ..checkpoint.dcp_api import DcpFailed
 
-CHECKS = ("model", "train_step", "save_load", "subgroup", "hsdp", "cpu_offload",
-          "reshard_grow", "reshard_shrink")
+CHECKS = ("model", "train_step", "deepcopy", "ema_copy", "gradient_divide", "save_load",
+          "subgroup", "hsdp", "cpu_offload", "reshard_grow", "reshard_shrink",
+          "train_state_grow", "train_state_shrink")
 
 # Phases at other world sizes, run by `envcheck run` after the main run (core.plan):
 # "N" is the main run's world size. A world size equal to N, or below 1, is skipped.
@@ -87,6 +88,14 @@ def probe_fsdp(ctx):
             trained = dcp_checks.agreed(ctx, run.trained)
         after = missing or (None if trained else
                             "FSDP2 did not take a step here: see fsdp.train_step")
+        from . import divide, ema
+
+        with ctx.check("deepcopy") as c:
+            ema.deepcopy(ctx, c, run, after)
+        with ctx.check("ema_copy") as c:
+            ema.ema_copy(ctx, c, run, after)
+        with ctx.check("gradient_divide") as c:
+            divide.gradient_divide(ctx, c, run, after)
         with ctx.check("save_load") as c:
             if unshared and unshared.fail and not after:
                 c.fail(unshared.message, advice=unshared.advice)
@@ -108,13 +117,34 @@ def resume_elsewhere(ctx):
 
     with ctx.check(ctx.phase["check"]) as c:
         _resume(ctx, c, torch)
+    # The rest of what TorchTitan saves (lr scheduler, per-rank dataloader state), at the
+    # same world size, so that "reshard passed" does not stand for the whole restart.
+    with ctx.check(ctx.phase["check"].replace("reshard_", "train_state_")) as c:
+        _resume_train_state(ctx, c, torch)
+
+
+def _resume_train_state(ctx, c, torch):
+    from . import train_state
+    from ..checkpoint.dcp_api import Dcp, DcpMissing
+
+    meta_path = os.path.join(ctx.handoff, "meta.json")
+    if not os.path.exists(meta_path):
+        c.skip("the %d-rank run saved no checkpoint to load (see fsdp.save_load)"
+               % ctx.phase["saved_world_size"])
+    with open(meta_path, encoding="utf-8") as f:
+        meta = json.load(f)
+    try:
+        dcp = Dcp(torch)
+    except DcpMissing as exc:
+        c.skip(str(exc))
+    train_state.resume(ctx, c, dcp, meta, torch)
 
 
 class _Subject:
     """The model: the built-in LayeredNet, or the user's (--model)."""
 
     def __init__(self, ctx, torch):
-        from ...gather import all_gather_ints
+        from ...gather import all_gather_strings
         from ...model import describe_model, model_spec, user_model
 
         self.ctx, self.torch = ctx, torch
@@ -132,13 +162,32 @@ class _Subject:
             c.advice = ("make %s import and return a torch.nn.Module in every rank, called "
                         "with no arguments or with rank=/device= (see the traceback)"
                         % self.spec["spec"])
-            model = user_model(ctx)
+            built = None
+            try:
+                model = user_model(ctx)
+            except Exception as exc:  # raised after the gather: the others wait in it
+                built = exc
+            # Every rank, built or not, before any collective of the model's own: a
+            # rank whose model differs (or did not build) must not leave the others
+            # waiting in FSDP's all-gathers, nor abort gloo with mismatched sizes.
+            layouts = all_gather_strings(ctx, "" if model is None else _layout(model))
+            if built is not None:
+                raise built
+            if len(set(layouts)) > 1 and all(layouts):
+                c.fail(_layout_difference(ctx, model, layouts), advice=(
+                    "build the same model in every rank: its parameters' names and shapes "
+                    "must not depend on the rank (FSDP2 shards each parameter across the "
+                    "ranks and all-gathers it back, so every rank must hold the same "
+                    "shapes; nothing in torch checks it: on gloo the first all-gather "
+                    "aborts a rank with SIGABRT and the others see 'Connection reset by "
+                    "peer')"))
             c.detail = "%s: %s on %s" % (self.label, describe_model(model), ctx.device)
-        bad = [r for r, (ok,) in enumerate(all_gather_ints(ctx, [model is not None]))
-               if not ok]
+        bad = [r for r, text in enumerate(layouts) if not text]
         if bad:
             self.skip = ("the model did not build on rank(s) %s (see fsdp.model)"
                          % ",".join(map(str, bad)))
+        elif len(set(layouts)) > 1:
+            self.skip = "the model's parameters differ between ranks (see fsdp.model)"
 
     def build(self, seed):
         """A new model on the rank's device, the same on every rank."""
@@ -190,12 +239,14 @@ class _Run:
                           not_compared=self.no_forward or "no example_inputs")
             return model, opt, how, None, None
         ref_out = fs.reference_step(ref, ref_opt, batches)
+        c.data["sharded"] = how  # also when the step below fails
         try:
-            _, out = fs.step(model, opt, batches[ctx.rank])
+            _, out = fs.step(model, opt, batches[ctx.rank], ctx.rank)
         except Exception as exc:
             c.fail("fully_shard worked, but the sharded model's forward/backward on %s "
                    "(backend %s) raised %s: %s" % (ctx.device.type, ctx.backend,
-                                                   type(exc).__name__, _first_line(exc)))
+                                                   type(exc).__name__, _first_line(exc)),
+                   advice=fs.split_advice(ref) if self.subject.spec else None)
         forward_exact = len(out) == len(ref_out[ctx.rank]) and all(
             _same(a, b, self.torch) for a, b in zip(out, ref_out[ctx.rank]))
         bad_g, worst_g, exact_g = fs.compare(fs.grads(model), fs.grads(ref))
@@ -328,13 +379,19 @@ class _Run:
         from ..checkpoint.state import cpu
 
         torch = self.torch
+        from . import train_state
+
         full = cpu(self.fsdp.full_state(model, opt))  # a collective: every rank
         if self.ctx.rank == 0:
             torch.save(full, os.path.join(self.ctx.handoff, "expected.pt"))
+        try:  # collectives (DCP): every rank; a failure here is every rank's
+            extra = train_state.save(self.ctx, self.dcp, self.ctx.handoff, torch)
+        except DcpFailed:
+            extra = None
         dist.barrier()
         if self.ctx.rank == 0:
             meta = {"saved_world_size": self.ctx.world_size, "label": self.subject.label,
-                    "api": self.fsdp.api}
+                    "api": self.fsdp.api, "train_state": extra}
             tmp = os.path.join(self.ctx.handoff, "meta.json.tmp")
             with open(tmp, "w", encoding="utf-8") as f:
                 json.dump(meta, f)
@@ -522,6 +579,37 @@ def _resume(ctx, c, torch):
                 "(model + AdamW state) bit-exact as full tensors on every rank; %s, %s"
                 % (saved, ctx.world_size, rows[0], "/".join(str(r) for (r,) in everyone),
                    count_tensors(expected, torch), meta["label"], how))
+
+
+def _layout(model):
+    """A digest of the model's parameter and buffer names, shapes and dtypes."""
+    import hashlib
+
+    items = [(n, tuple(t.shape), str(t.dtype)) for n, t in model.state_dict().items()
+             if hasattr(t, "shape")]
+    return hashlib.sha1(repr(items).encode("utf-8")).hexdigest()
+
+
+def _layout_difference(ctx, model, layouts):
+    """The first entry whose name or shape differs between the ranks (collectives of
+    every rank, in the same order: all ranks reach this with their layouts differing)."""
+    from ...gather import all_gather_ints, all_gather_strings
+
+    items = [(n, tuple(t.shape)) for n, t in model.state_dict().items()
+             if hasattr(t, "shape")]
+    counts = [n for (n,) in all_gather_ints(ctx, [len(items)])]
+    groups = {}
+    for r, text in enumerate(layouts):
+        groups.setdefault(text, []).append(r)
+    which = "; ".join("rank(s) %s" % _ranks(g) for g in groups.values())
+    for i in range(min(counts)):
+        name, shape = items[i]
+        seen = all_gather_strings(ctx, "%s %s" % (name, list(shape)))
+        if len(set(seen)) > 1:
+            return ("the model differs between ranks (%s): %s" % (which, ", ".join(
+                "rank %d has %s" % (r, text) for r, text in enumerate(seen))))
+    return ("the model differs between ranks (%s): %s tensors in its state dict"
+            % (which, ", ".join("rank %d has %d" % (r, n) for r, n in enumerate(counts))))
 
 
 def _shard_rows(model):

@@ -76,6 +76,14 @@ class Fsdp:
         msd, osd = self.get_state_dict(model, optimizer)
         return {"model": msd, "optimizer": osd}
 
+    def full_model_state(self, model):
+        """The EMA-safe copy of a sharded model's weights: whole tensors on every rank
+        (a collective), loadable into an unsharded copy of the model."""
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+        return get_model_state_dict(
+            model, options=self.StateDictOptions(full_state_dict=True))
+
     def load_state(self, model, optimizer, state):
         self.set_state_dict(model, optimizer, model_state_dict=state["model"],
                             optim_state_dict=state["optimizer"])

@@ -1,0 +1,170 @@
+"""frameworks: the model the way Lightning Fabric, Accelerate and DeepSpeed wrap and launch it.
+
+The serialization and checkpoint probes test bare DDP. A framework adds its own layer:
+``fabric.setup`` returns a ``_FabricModule`` that reaches the strategy and its launcher,
+``accelerator.prepare`` a DDP model and its own save/load. What holds for bare DDP can
+fail there. The real case: under Fabric's own launcher (``python train.py``, rank 0
+starts the other ranks), ``copy.deepcopy`` of the Fabric-wrapped model fails on rank 0
+only ("cannot pickle '_thread.lock' object") and rank 1 then dies with "Connection
+closed by peer", while envcheck's bare-DDP check said deepcopy works
+(``own_launcher.py``; observed with Lightning 2.6.6, torch 2.13.0).
+
+A framework's checks run where its package is installed in the ranks' interpreter
+(found as ``core.frameworks`` finds it, without importing it) or where the user asked
+for it with ``--framework NAME`` (then a missing package is a failure, not a skip). The
+model is the user's (``--model``) or the built-in toy. Ranks whose models differ are told
+before any framework wraps the model (DDP would leave a rank waiting in its setup; see
+``worker/leaving.py``): the setup check fails with that reason on every rank.
+"""
+
+import os
+import shutil
+import tempfile
+
+from ... import leaving
+
+# The checks this probe reports, in the order it runs them (``envcheck probes --checks``,
+# the matrix validation and the ranks read this; a check not declared here is an error).
+CHECKS = (
+    "lightning_setup",
+    "lightning_deepcopy",
+    "lightning_save_load",
+    "lightning_own_launcher",
+    "accelerate_prepare",
+    "accelerate_deepcopy",
+    "accelerate_save_load",
+    "deepspeed_initialize",
+)
+
+# DDP's first construction imports torch._dynamo (seconds).
+PRELOAD = ("torch._dynamo",)
+
+_FABRIC_COPY_ADVICE = (
+    "do not deepcopy the model fabric.setup returned: deepcopy the plain module "
+    "(ema = copy.deepcopy(model.module), or copy before fabric.setup), or build the EMA "
+    "model fresh and load the weights (ema.load_state_dict(model.state_dict()))")
+
+
+def _present(ctx, key):
+    """(installed, version or "", asked for with --framework)."""
+    import importlib.metadata
+    import importlib.util
+
+    from ....core.frameworks import FRAMEWORKS
+
+    asked = key in ((ctx.options or {}).get("frameworks") or ())
+    framework = FRAMEWORKS[key]
+    for module in framework.modules:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if found:
+            version = ""
+            for dist in framework.distributions:
+                try:
+                    version = importlib.metadata.version(dist)
+                    break
+                except importlib.metadata.PackageNotFoundError:
+                    continue
+            return True, version, asked
+    return False, "", asked
+
+
+def _absent(c, name, key, asked):
+    words = ("%s is not installed in the ranks' interpreter" % name)
+    if asked:
+        c.fail(words + " (asked for with --framework %s)" % key,
+               advice="install it in the training environment, at the version you train "
+                      "with, or point --python at that environment's interpreter")
+    c.skip(words + " (--framework %s makes this a failure)" % key)
+
+
+def gate(c, model, present, name, key, call):
+    """The start of a framework's setup check: skip (or fail, where asked for) without the
+    framework; fail where the ranks' models differ; else the advice for ``call``."""
+    installed, _, asked = present
+    if not installed:
+        _absent(c, name, key, asked)
+    if model.skip:
+        c.fail(model.skip, advice="every rank must build the same model before %s" % call)
+    c.advice = "%s failed: see the traceback" % call
+
+
+class _Model:
+    """The model under test, fresh on demand; why the framework checks cannot run."""
+
+    def __init__(self, ctx, torch):
+        from ... import toy
+        from ...gather import all_gather_ints
+        from ...model import model_spec, user_model
+
+        self.ctx, self.torch = ctx, torch
+        spec = model_spec(ctx)
+        self.label = spec["spec"] if spec else "toy model"
+        self.build = (lambda: user_model(ctx)) if spec else (
+            lambda: toy.build_toy(0, ctx.device))
+        self.skip = None
+        model = None
+        try:
+            model = self.build()
+        except Exception as exc:  # serialization.model reports the user's traceback
+            self.skip = "the model did not build: %s" % str(exc).splitlines()[0][:200]
+        bad = [r for r, (ok,) in enumerate(all_gather_ints(ctx, [model is not None])) if not ok]
+        if bad and not self.skip:
+            self.skip = "the model did not build on rank(s) %s" % leaving.ranks_text(bad)
+        if not bad and ctx.world_size > 1 and leaving.ranks_disagree(ctx, model):
+            self.skip = ("%s's parameters differ across ranks: the framework's DDP would "
+                         "raise on some ranks and leave the others waiting in its setup "
+                         "(see serialization.ddp_wrap)" % self.label)
+
+
+class _SharedDir:
+    """A directory rank 0 makes and every rank sees (frameworks save on rank 0 and load
+    everywhere), or the reason there is none; removed by rank 0 at the end."""
+
+    def __init__(self, ctx):
+        import torch.distributed as dist
+
+        from ...gather import all_gather_ints, broadcast_text
+
+        self.ctx = ctx
+        made = tempfile.mkdtemp(prefix="envcheck-frameworks-") if ctx.rank == 0 else ""
+        self.path = broadcast_text(ctx, made)
+        seen = all_gather_ints(ctx, [1 if os.path.isdir(self.path) else 0])
+        blind = [r for r, (ok,) in enumerate(seen) if not ok]
+        self.skip = ("rank 0's directory %s is not visible on rank(s) %s (another host): "
+                     "the framework saves on rank 0 and loads on every rank, so it needs a "
+                     "directory all ranks share" % (self.path, leaving.ranks_text(blind))
+                     if blind else None)
+        self._dist = dist
+
+    def close(self):
+        self._dist.barrier()
+        if self.ctx.rank == 0:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+def probe_frameworks(ctx):
+    """Lightning Fabric (setup, deepcopy, save/load, its own launcher) and Accelerate (prepare, deepcopy, save/load) on the model; DeepSpeed's engine"""
+    import torch
+
+    model = _Model(ctx, torch)
+    shared = _SharedDir(ctx)
+    try:
+        from . import fabric, hf_accelerate
+
+        fabric.checks(ctx, model, shared, _present(ctx, "lightning"), torch)
+        hf_accelerate.checks(ctx, model, shared, _present(ctx, "accelerate"), torch)
+    finally:
+        shared.close()
+    installed, version, asked = _present(ctx, "deepspeed")
+    with ctx.check("deepspeed_initialize") as c:
+        if not installed:
+            _absent(c, "DeepSpeed", "deepspeed", asked)
+        # Not run, by design: on CPU deepspeed.initialize needs DeepSpeed's CPU
+        # accelerator (DS_ACCELERATOR=cpu, built with oneCCL), which a pip install of
+        # deepspeed does not bring; on GPUs envcheck has not been checked against it yet.
+        c.skip("DeepSpeed %s is installed, but envcheck does not run deepspeed.initialize: "
+               "on CPU its engine needs DeepSpeed's CPU accelerator (DS_ACCELERATOR=cpu, "
+               "oneCCL), and on GPUs this check is not written yet" % version)
