@@ -41,6 +41,10 @@ FORMATS = ("table", "json", "markdown")
 MATRIX_HELP = ("Also read the matrix files in DIR (repeatable); a file named like a "
                "built-in one replaces it. See docs/matrix.md.")
 REPORT_MATRIX_HELP = MATRIX_HELP + " Given here, the saved report is judged again."
+MIN_BUSBW_HELP = (
+    "Fail a host whose send/recv bus bandwidth (GB/s, nccl-tests' busbw) is below 90 % "
+    "of this, as nccl-tests' NCCL_TESTS_MIN_BW does (the bandwidth probe; on one host, "
+    "each rank) [default: judged only against the other hosts].")
 STRICT_HELP = "Known issues fail too (exit 1), not only unexpected results."
 VERBOSE_HELP = ("A row per check with its detail, and every piece of advice with its "
                 "source [default: the answer, what needs action, a line per known issue].")
@@ -216,6 +220,8 @@ def run(
     model: Optional[str] = typer.Option(None, "--model", metavar="MODULE:FACTORY",
                                         help="Run serialization and checkpoint checks on your model: "
                                              "pkg.module:factory or path/to/file.py:factory."),
+    min_busbw: Optional[str] = typer.Option(None, "--min-busbw", metavar="GB/S",
+                                            help=MIN_BUSBW_HELP),
     framework: List[str] = typer.Option([], "--framework", metavar="NAME",
                                         help="Check the model the way this framework wraps "
                                              "and launches it (lightning, accelerate, "
@@ -255,7 +261,7 @@ def run(
         nproc=nproc, backend=backend, probes=tuple(probe), skip=tuple(skip),
         timeout=timeout, python=python, probe_paths=tuple(probe_path), model=model,
         master_port=master_port, startup_timeout=startup_timeout,
-        frameworks=tuple(framework)))
+        frameworks=tuple(framework), min_busbw=min_busbw))
     matrix = []
 
     def load_matrix():

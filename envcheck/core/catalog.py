@@ -28,8 +28,8 @@ from .errors import UsageError
 
 BUILTIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                            "worker", "probes")
-BUILTIN_ORDER = ("launch", "hosts", "collectives", "nccl", "serialization", "checkpoint",
-                 "ddp-sync", "frameworks", "fsdp")
+BUILTIN_ORDER = ("launch", "hosts", "collectives", "nccl", "bandwidth", "serialization",
+                 "checkpoint", "ddp-sync", "frameworks", "fsdp")
 # Built-in probes that run only when asked for (-p NAME): each costs more than the whole
 # default suite's budget (fsdp starts ranks twice more, at other world sizes; see
 # docs/fsdp.md for the figures).

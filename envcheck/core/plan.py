@@ -6,8 +6,10 @@ as catalog entries in the order they run, and the probe options (``--model``).
 """
 
 import json
+import math
 
 from . import catalog
+from .errors import UsageError
 
 DEFAULT_TIMEOUT = 60.0
 # Past a day a timeout is a typo (or inf): datetime.timedelta and the OS wait would take it.
@@ -28,6 +30,20 @@ def group_timeout(timeout):
 def startup_timeout(timeout):
     """Starting Python and importing torch: slow on a cold shared filesystem."""
     return max(120.0, timeout)
+
+
+def min_busbw(text):
+    """``--min-busbw`` as a float in GB/s; a UsageError quoting the bad value."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or not math.isfinite(value) or value <= 0:
+        raise UsageError("--min-busbw %s: a bus bandwidth in GB/s above 0 is needed, as "
+                         "nccl-tests' NCCL_TESTS_MIN_BW (e.g. --min-busbw 40)" % (text,))
+    return value
 
 
 def rank_plan(backend, timeout, entries, options=None):

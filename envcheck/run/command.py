@@ -31,6 +31,7 @@ class RunOptions:
     master_port: int = None  # None: a free port
     startup_timeout: float = None
     frameworks: tuple = ()  # --framework: keys of core.frameworks.FRAMEWORKS
+    min_busbw: str = None  # GB/s, as given: checked by plan_mod.min_busbw
 
 
 @dataclasses.dataclass
@@ -105,6 +106,8 @@ def make_plan(opts):
         wanted = tuple(wanted) + ("frameworks",)  # asked for by name: its probe runs
     specs = catalog.select(catalog.all_probes(opts.probe_paths), wanted, opts.skip)
     options = {}
+    if opts.min_busbw is not None:
+        options["min_busbw"] = plan_mod.min_busbw(opts.min_busbw)
     if opts.frameworks:
         options["frameworks"] = sorted(set(opts.frameworks))
     if opts.model:

@@ -333,6 +333,10 @@ def parse_args(argv):
                         "hosts is not tested]" % SHARED_DIR_ENV)
     p.add_argument("--startup-timeout", type=float, metavar="SECONDS",
                    help="for importing torch before setup [the larger of --timeout and 120]")
+    p.add_argument("--min-busbw", metavar="GB/S",
+                   help="fail a host whose send/recv bus bandwidth (GB/s, nccl-tests' "
+                        "busbw) is below 90%% of this, as nccl-tests' NCCL_TESTS_MIN_BW "
+                        "does [judged only against the other hosts]")
     args = p.parse_args(argv)
     for flag, value in (("--timeout", args.timeout), ("--startup-timeout", args.startup_timeout)):
         if value is not None and not 0 < value <= plan_mod.MAX_TIMEOUT:
@@ -353,7 +357,8 @@ class Job:
         self.timeout = args.timeout
         self.startup_timeout = (args.startup_timeout
                                 or plan_mod.startup_timeout(args.timeout))
-        self.plan = plan_mod.rank_plan(args.backend, args.timeout, entries)
+        self.plan = plan_mod.rank_plan(args.backend, args.timeout, entries,
+                                       args.probe_options)
         self.run_id = run_id(os.environ)
         self.host = runtime.host_name()
         # How long rank 0 waits, after its own bad end, for the other ranks' last words:
@@ -486,6 +491,9 @@ def main(argv=None):
             for path in (args.json, args.junit):
                 if path:
                     _check_writable(path)
+        args.probe_options = {}
+        if args.min_busbw is not None:
+            args.probe_options["min_busbw"] = plan_mod.min_busbw(args.min_busbw)
         if args.checkpoint_dir:
             _check_checkpoint_dir(args.checkpoint_dir)
             os.environ[SHARED_DIR_ENV] = args.checkpoint_dir
