@@ -66,31 +66,79 @@ def _error(exc):
             "traceback": traceback.format_exc()}
 
 
+def _modules(entries):
+    """The probe modules of ``entries`` (a --probe-path file runs only when its turn
+    comes), imported; one that does not import is left for its turn to report."""
+    for entry in entries:
+        if not entry.get("module"):
+            continue
+        try:
+            yield importlib.import_module(entry["module"])
+        except Exception:
+            continue
+
+
+def _import_all(names):
+    for name in dict.fromkeys(names):
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass  # left for the probe to meet and report
+
+
 def preload(entries):
     """Import what the planned probes will import lazily (a probe module's ``PRELOAD``:
     torch._dynamo, which DistributedDataParallel's first construction pulls in, DCP), so
     that it runs while this rank waits anyway: for its peers at the rendezvous and in the
     first probes' collectives. Errors are left for the probe to meet and report."""
-    names = []
-    for entry in entries:
-        if not entry.get("module"):
-            continue  # a --probe-path file runs only when its turn comes
+    _import_all(name for module in _modules(entries) for name in getattr(module, "PRELOAD", ()))
+
+
+def preload_in_rank(entries):
+    """Import a probe module's ``PRELOAD_IN_RANK``: the training frameworks (Lightning,
+    Accelerate), which read the rank's environment as they import (Lightning sets
+    ``rank_zero_only.rank`` from RANK/LOCAL_RANK then): so in the rank, never in the
+    zygote before the fork, where RANK is not set yet."""
+    _import_all(name for module in _modules(entries)
+                for name in getattr(module, "PRELOAD_IN_RANK", ()))
+
+
+class Preloading:
+    """The thread importing what the probes will need, in two parts: every ``PRELOAD``
+    (torch's own modules; ``torch_done`` is set after them), then every
+    ``PRELOAD_IN_RANK`` (the frameworks: seconds, while the earlier probes run)."""
+
+    def __init__(self, plan):
+        self.torch_done = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(plan["probes"],),
+                                       name="envcheck-preload", daemon=True)
+        self.thread.start()
+
+    def _run(self, entries):
         try:
-            names.extend(getattr(importlib.import_module(entry["module"]), "PRELOAD", ()))
-        except Exception:
-            continue
-    for name in dict.fromkeys(names):
-        try:
-            importlib.import_module(name)
-        except Exception:
-            pass
+            preload(entries)
+        finally:
+            self.torch_done.set()
+        preload_in_rank(entries)
+
+    def wait_for(self, module):
+        """Before a probe of ``module`` runs. Never two threads importing torch's modules
+        at once (its circular imports could meet a half-initialised module): a probe
+        that imports any of them lazily waits for all of them. A probe that imports a
+        framework waits for the frameworks too; so does code of the user's (``--model``,
+        a --probe-path file: run_probes waits before it), which may import them itself
+        (Lightning imports part of transformers). The default suite's own probes run
+        beside a framework's import: the modules they import for the first time there
+        were compared with what Lightning and Accelerate import (fsspec is the only one
+        both do, and nothing in it imports back), and waiting only blocks."""
+        if getattr(module, "PRELOAD_IN_RANK", None):
+            self.thread.join()
+        elif getattr(module, "PRELOAD", None):
+            self.torch_done.wait()
 
 
 def start_preload(plan):
-    thread = threading.Thread(target=preload, args=(plan["probes"],),
-                              name="envcheck-preload", daemon=True)
-    thread.start()
-    return thread
+    return Preloading(plan)
 
 
 def read_identity():
@@ -127,7 +175,7 @@ def start(plan, out_dir, identity):
     return records, host
 
 
-_preloading = None  # the thread importing what the probes will need (see preload)
+_preloading = None  # the Preloading of what the probes will need
 FORKED = None  # set by worker/zygote.py in a rank it forked: its pid and import time
 
 
@@ -234,12 +282,12 @@ def run_probes(ctx, entries):
         ctx._records.write("probe_start", probe=entry["name"])
         p0 = time.monotonic()
         try:
+            if _preloading is not None and (entry.get("path")
+                                            or (ctx.options or {}).get("model")):
+                _preloading.thread.join()  # the user's code: see Preloading.wait_for
             probe = load_probe(entry)
-            if _preloading is not None and getattr(sys.modules.get(probe.__module__),
-                                                   "PRELOAD", None):
-                # Never import the same modules from two threads at once: torch's
-                # circular imports could meet a half-initialised module.
-                _preloading.join()
+            if _preloading is not None:
+                _preloading.wait_for(sys.modules.get(probe.__module__))
             probe(ctx)
         except BaseException as exc:
             if is_stop(exc):
