@@ -153,7 +153,7 @@ class _SharedDir:
 
 
 def probe_frameworks(ctx):
-    """Lightning Fabric (setup, deepcopy, save/load, its own launcher) and Accelerate (prepare, deepcopy, save/load) on the model; DeepSpeed's engine"""
+    """Lightning Fabric (setup, deepcopy, save/load; its own launcher with --framework lightning) and Accelerate (prepare, deepcopy, save/load) on the model; DeepSpeed's engine"""
     import torch
 
     model = _Model(ctx, torch)

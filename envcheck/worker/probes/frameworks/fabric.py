@@ -70,11 +70,11 @@ def checks(ctx, model, shared, present, torch):
     with ctx.check("lightning_own_launcher") as c:
         if not installed:
             c.skip("Lightning is not installed")
-        c.advice = _advice()
         if not asked:
             # A training job of its own: seconds to a minute, most of it two more
             # interpreters importing torch and Lightning; every run would pay it.
             c.skip(own_launcher.NOT_ASKED)
+        c.advice = _advice()
         _own_launcher(ctx, c)
 
 

@@ -77,12 +77,12 @@ _LAUNCHER_PREFIXES = ("TORCHELASTIC_", "SLURM_", "PMI_", "OMPI_", "ACCELERATE_")
 # more than the rest of the default suite together. What it would show, from envcheck's
 # own observed runs (matrix: frameworks.toml, with their evidence), and how to run it.
 NOT_ASKED = (
-    "not run unless asked for: envcheck run --framework lightning runs it (a job of its "
-    "own, python train.py under Fabric's launcher: 10-45 s). Known from envcheck's own "
-    "runs (Lightning 2.6.6, torch 2.13.0; its matrix, frameworks.toml): under Fabric's "
-    "own launcher, copy.deepcopy of the model fabric.setup returned raises on rank 0 only "
-    "(TypeError: cannot pickle '_thread.lock' object) and rank 1 then dies at its next "
-    "collective (Connection closed by peer); copy.deepcopy(model.module) works")
+    "not run (a job of its own, 10-45 s): envcheck run --framework lightning runs it. "
+    "Known from envcheck's own runs (Lightning 2.6.6, torch 2.13.0; its matrix, "
+    "frameworks.toml): under Fabric's own launcher (python train.py), copy.deepcopy of "
+    "the model fabric.setup returned raises on rank 0 only (TypeError: cannot pickle "
+    "'_thread.lock' object) and rank 1 then dies at its next collective (Connection "
+    "closed by peer); copy.deepcopy(model.module) works")
 
 # Two Python processes importing torch and Lightning: seconds each, more on a loaded
 # machine. Past this the job is killed and the check says so.
