@@ -145,11 +145,10 @@ class Preloading:
         for all of them. A probe that imports a framework waits for the frameworks too,
         and so does code of the user's (``user_code``: a --probe-path file; a --model,
         see ``finish_preload``), which may import them itself (Lightning imports part of
-        transformers). The
-        default suite's own probes run beside a framework's import: what they import
-        for the first time there was compared with what Lightning and Accelerate import
-        (configparser and fsspec are the only modules both do, neither imports back,
-        and a thread that meets a module another is importing waits for it)."""
+        transformers). The default suite's own probes run beside a framework's import:
+        what they import for the first time there was compared with what Lightning and
+        Accelerate import (configparser and fsspec are the only modules both do, neither
+        imports back, and a thread that meets a module another is importing waits)."""
         if user_code:
             self.finish()
             return
