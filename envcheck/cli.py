@@ -226,7 +226,9 @@ def run(
                                         help="Check the model the way this framework wraps "
                                              "and launches it (lightning, accelerate, "
                                              "deepspeed; repeatable), and fail where it is "
-                                             "not installed [default: the installed ones]."),
+                                             "not installed [default: the installed ones]. "
+                                             "lightning also runs a job under Fabric's own "
+                                             "launcher (10-45 s), skipped otherwise."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
                                             help="Also write the JSON report here (atomically)."),
     junit_path: Optional[str] = typer.Option(None, "--junit", metavar="PATH",

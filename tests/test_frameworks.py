@@ -28,7 +28,8 @@ def lightning_run(tmp_path_factory):
     fake_package(site, "lightning", "lightning", "2.5.1")
     fake_package(site, "deepspeed", "deepspeed", "0.16.4")
     # Ranks under an interpreter with torch only: the frameworks are the fakes alone,
-    # whatever the test venv has installed (CI installs the real ones).
+    # whatever the test venv has (a developer's may have the real ones; CI keeps them in
+    # a venv of their own). That venv is built once per machine, for other tests too.
     res = run_cli("run", "-p", "ddp-sync", "--format", "json", "-q",
                   "--python", torch_only_python(), env={"PYTHONPATH": str(site)})
     assert res.code == 0, res.stderr  # a known issue

@@ -2,13 +2,16 @@
 Face model do on 2 CPU ranks.
 
 The reference is the user's own code, run the user's way: ``python train.py`` with
-Fabric's launcher starting rank 1. envcheck must say what it did. CI installs the
-frameworks (dev/requirements-frameworks.txt) and sets ENVCHECK_REQUIRE_FRAMEWORKS=1: there
-a missing framework fails the test; elsewhere it skips.
+Fabric's launcher starting rank 1. envcheck must say what it did.
+
+The frameworks live in an interpreter of their own, which the ranks run under
+(``envcheck run --python``): ENVCHECK_FRAMEWORKS_PYTHON, which CI sets to a venv with
+torch and dev/requirements-frameworks.txt (.venv-frameworks), so that no other test's
+ranks import them; else this interpreter, where it has them. CI also sets
+ENVCHECK_REQUIRE_FRAMEWORKS=1: there a missing framework fails; elsewhere it skips.
 """
 
-import importlib.metadata
-import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -18,13 +21,34 @@ import pytest
 from conftest import ROOT, checks_by_id, load_report, run_cli
 
 NEEDED = ("lightning", "accelerate", "transformers")
-_missing = [m for m in NEEDED if importlib.util.find_spec(m) is None]
+
+
+def _frameworks_python():
+    """(interpreter, {package: version} of the frameworks there, what is missing)."""
+    python = os.environ.get("ENVCHECK_FRAMEWORKS_PYTHON") or sys.executable
+    code = ("import importlib.metadata as m, importlib.util as u, json, sys\n"
+            "print(json.dumps({n: u.find_spec(n) and m.version(n) for n in sys.argv[1:]}))")
+    try:
+        proc = subprocess.run([python, "-c", code, *NEEDED], capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL)
+        found = json.loads(proc.stdout)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        why = (str(exc).splitlines() or [""])[0]
+        return python, {}, ["the frameworks (it did not run: %s)" % why]
+    return python, found, [n for n in NEEDED if not found.get(n)]
+
+
+PYTHON, VERSIONS, _missing = _frameworks_python()
 if _missing:
+    where = "%s (%s)" % (PYTHON, "ENVCHECK_FRAMEWORKS_PYTHON" if os.environ.get(
+        "ENVCHECK_FRAMEWORKS_PYTHON") else "this interpreter")
     if os.environ.get("ENVCHECK_REQUIRE_FRAMEWORKS") == "1":
-        raise RuntimeError("ENVCHECK_REQUIRE_FRAMEWORKS=1 but %s not installed: "
-                           "pip install -r dev/requirements-frameworks.txt" % ", ".join(_missing))
-    pytest.skip("%s not installed (pip install -r dev/requirements-frameworks.txt)"
-                % ", ".join(_missing), allow_module_level=True)
+        raise RuntimeError("ENVCHECK_REQUIRE_FRAMEWORKS=1 but %s not installed in %s: pip "
+                           "install torch==<this torch> -r dev/requirements-frameworks.txt"
+                           % (", ".join(_missing), where))
+    pytest.skip("%s not installed in %s (set ENVCHECK_FRAMEWORKS_PYTHON to an interpreter "
+                "that has dev/requirements-frameworks.txt)" % (", ".join(_missing), where),
+                allow_module_level=True)
 
 # A tiny GPT-2 built from a config: no download. Tied embedding and lm_head.
 TINY_HF = '''
@@ -80,7 +104,7 @@ def real(workdir):
     """What the user's script really does under Fabric's launcher."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-    proc = subprocess.run([sys.executable, "train.py"], cwd=str(workdir), env=env,
+    proc = subprocess.run([PYTHON, "train.py"], cwd=str(workdir), env=env,
                           capture_output=True, text=True, timeout=300,
                           stdin=subprocess.DEVNULL, start_new_session=True)
     return proc
@@ -89,8 +113,11 @@ def real(workdir):
 @pytest.fixture(scope="module")
 def envcheck_run(workdir):
     report = workdir / "r.json"
+    # Asked for by name: Fabric's own launcher runs (a job of its own) and a missing
+    # DeepSpeed is a failure.
     result = run_cli("run", "-p", "serialization", "-p", "frameworks", "--model",
-                     "tinyhf.py:build", "--framework", "deepspeed", "--json", str(report),
+                     "tinyhf.py:build", "--framework", "lightning", "--framework",
+                     "deepspeed", "--python", PYTHON, "--json", str(report),
                      cwd=str(workdir), timeout=400)
     return result, load_report(report)
 
@@ -132,7 +159,7 @@ def test_what_holds_under_envchecks_ranks_holds_for_the_frameworks(envcheck_run,
     assert "GPT2LMHeadModel" in checks["serialization.model"]["detail"]
     assert checks["frameworks.lightning_setup"]["detail"] == (
         "Lightning %s: fabric.setup(tinyhf.py:build) gave _FabricModule over DDPStrategy"
-        % importlib.metadata.version("lightning"))
+        % VERSIONS["lightning"])
     assert checks["frameworks.lightning_deepcopy"]["detail"].endswith(
         "17 tensors equal, own memory, same output")
     # Asked for with --framework and absent: a failure that says so; the only one.
@@ -144,17 +171,44 @@ def test_what_holds_under_envchecks_ranks_holds_for_the_frameworks(envcheck_run,
     assert bad == ["frameworks.deepspeed_initialize"]
     assert result.code == 1
     # The versions join the environment and its header.
-    versions = {k: importlib.metadata.version(k) for k in ("lightning", "accelerate")}
+    versions = {k: VERSIONS[k] for k in ("lightning", "accelerate")}
     assert data["environment"]["frameworks"] == versions
     assert "frameworks           Lightning %s, Accelerate %s" % (
         versions["lightning"], versions["accelerate"]) in result.stdout
 
 
+def test_without_asking_fabrics_own_launcher_is_skipped_saying_what_it_shows(tmp_path):
+    # The default: frameworks installed, none asked for. The job under Fabric's own
+    # launcher costs more than the rest of the suite: not run, but its known result is
+    # said, with its source, and how to run it. The rest runs and passes.
+    report = tmp_path / "r.json"
+    result = run_cli("run", "-p", "frameworks", "--python", PYTHON, "--json", str(report),
+                     "-q", timeout=300)
+    assert result.code == 0, result.stdout + result.stderr
+    data = load_report(report)
+    verdicts = {c["id"]: (c["outcome"], c["verdict"]) for c in data["checks"]}
+    for name in ("lightning_setup", "lightning_deepcopy", "lightning_save_load",
+                 "accelerate_prepare", "accelerate_deepcopy", "accelerate_save_load"):
+        assert verdicts["frameworks." + name] == ("passed", "ok")
+    check = checks_by_id(data)["frameworks.lightning_own_launcher"]
+    assert (check["outcome"], check["verdict"]) == ("skipped", None)
+    assert check["detail"] == (
+        "not run (a job of its own, 10-45 s): envcheck run --framework lightning runs it. "
+        "Known from envcheck's own runs (Lightning 2.6.6, torch 2.13.0; its matrix, "
+        "frameworks.toml): under Fabric's own launcher (python train.py), copy.deepcopy of "
+        "the model fabric.setup returned raises on rank 0 only (TypeError: cannot pickle "
+        "'_thread.lock' object) and rank 1 then dies at its next collective (Connection "
+        "closed by peer); copy.deepcopy(model.module) works")
+
+
 def test_accelerate_launch_without_multi_gpu_is_refused_naming_the_flag(workdir):
-    accelerate = os.path.join(os.path.dirname(sys.executable), "accelerate")
+    accelerate = os.path.join(os.path.dirname(PYTHON), "accelerate")
+    # envcheck's worker from this checkout: the frameworks' interpreter need not have it.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
     proc = subprocess.run([accelerate, "launch", "--num_processes", "2", "-m",
                            "envcheck.worker.launched", "--out", str(workdir / "acc")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
                           stdin=subprocess.DEVNULL)
     assert proc.returncode != 0
     assert ("envcheck: error: started by accelerate launch as a single process "

@@ -49,6 +49,9 @@ def user_model(ctx):
         return None
     import torch
 
+    from . import runtime
+
+    runtime.finish_preload()  # the user's module may import a framework the thread imports
     factory = _load_factory(spec)
     kwargs = _factory_kwargs(spec, factory, ctx)
     try:

@@ -67,31 +67,110 @@ def _error(exc):
             "traceback": traceback.format_exc()}
 
 
+def _module(entry):
+    """A planned probe's module, imported (probe modules import only the stdlib at their
+    top); None for a --probe-path file (it runs only when its turn comes) or one that does
+    not import (left for its turn to report)."""
+    if not entry.get("module"):
+        return None
+    try:
+        return importlib.import_module(entry["module"])
+    except Exception:
+        return None
+
+
+def _import_all(names):
+    for name in dict.fromkeys(names):
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass  # left for the probe to meet and report
+
+
 def preload(entries):
     """Import what the planned probes will import lazily (a probe module's ``PRELOAD``:
     torch._dynamo, which DistributedDataParallel's first construction pulls in, DCP), so
     that it runs while this rank waits anyway: for its peers at the rendezvous and in the
     first probes' collectives. Errors are left for the probe to meet and report."""
-    names = []
-    for entry in entries:
-        if not entry.get("module"):
-            continue  # a --probe-path file runs only when its turn comes
+    _import_all(name for e in entries for name in getattr(_module(e), "PRELOAD", ()))
+
+
+class Preloading:
+    """The rank's thread importing what its probes will need, in two parts.
+
+    First every ``PRELOAD`` (torch's own modules; already done where the zygote did it
+    before the fork), from the start. Then every ``PRELOAD_IN_RANK``: the training
+    frameworks (Lightning, Accelerate: a second or more of CPU each). Those only ever
+    here, never in the zygote: they read the rank's environment as they import
+    (Lightning sets ``rank_zero_only.rank`` from RANK), which the zygote's lacks. And
+    they begin only when the probe before the first that needs them starts (ddp-sync,
+    in the default suite, which mostly waits on its peers): begun with the rank, they
+    took the GIL and cores from the CPU-bound probes before (checkpoint's round trips)
+    and made a 2-rank run on 2 cores a second longer. With no probe before, at once.
+    """
+
+    def __init__(self, plan):
+        entries = plan["probes"]
+        need = [i for i, e in enumerate(entries)
+                if getattr(_module(e), "PRELOAD_IN_RANK", None)]
+        self._begin_at = max(0, need[0] - 1) if need else None
+        self._begin = threading.Event()
+        if self._begin_at == 0:
+            self._begin.set()
+        self.torch_done = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(entries,),
+                                       name="envcheck-preload", daemon=True)
+        self.thread.start()
+
+    def _run(self, entries):
         try:
-            names.extend(getattr(importlib.import_module(entry["module"]), "PRELOAD", ()))
-        except Exception:
-            continue
-    for name in dict.fromkeys(names):
-        try:
-            importlib.import_module(name)
-        except Exception:
-            pass
+            preload(entries)
+        finally:
+            self.torch_done.set()
+        if self._begin_at is None:
+            return
+        self._begin.wait()
+        _import_all(name for e in entries
+                    for name in getattr(_module(e), "PRELOAD_IN_RANK", ()))
+
+    def finish(self):
+        """Everything imported, now."""
+        self._begin.set()
+        self.thread.join()
+
+    def before(self, index, entry, user_code):
+        """Before the probe at ``index`` of the plan (``entry``) is loaded and runs.
+
+        Never two threads importing torch's modules at once (its circular imports could
+        meet a half-initialised module): a probe that imports any of them lazily waits
+        for all of them. A probe that imports a framework waits for the frameworks too,
+        and so does code of the user's (``user_code``: a --probe-path file; a --model,
+        see ``finish_preload``), which may import them itself (Lightning imports part of
+        transformers). The default suite's own probes run beside a framework's import:
+        what they import for the first time there was compared with what Lightning and
+        Accelerate import (configparser and fsspec are the only modules both do, neither
+        imports back, and a thread that meets a module another is importing waits)."""
+        if user_code:
+            self.finish()
+            return
+        if self._begin_at is not None and index >= self._begin_at:
+            self._begin.set()
+        module = _module(entry)
+        if getattr(module, "PRELOAD_IN_RANK", None):
+            self.finish()
+        elif getattr(module, "PRELOAD", None):
+            self.torch_done.wait()
 
 
 def start_preload(plan):
-    thread = threading.Thread(target=preload, args=(plan["probes"],),
-                              name="envcheck-preload", daemon=True)
-    thread.start()
-    return thread
+    return Preloading(plan)
+
+
+def finish_preload():
+    """Before the user's code runs (worker/model.py, a --model): whatever the preload
+    thread imports is imported, so the two never import the same module at once."""
+    if _preloading is not None:
+        _preloading.finish()
 
 
 def read_identity():
@@ -128,7 +207,7 @@ def start(plan, out_dir, identity):
     return records, host
 
 
-_preloading = None  # the thread importing what the probes will need (see preload)
+_preloading = None  # the Preloading of what the probes will need
 FORKED = None  # set by worker/zygote.py in a rank it forked: its pid and import time
 
 
@@ -234,7 +313,7 @@ def _await_listener(port, seconds):
 
 
 def run_probes(ctx, entries):
-    for entry in entries:
+    for index, entry in enumerate(entries):
         ctx.probe = entry["name"]
         ctx.declared = entry.get("checks")
         # A probe with follow-up phases (core.plan.follow_ups): where it hands state on,
@@ -243,12 +322,9 @@ def run_probes(ctx, entries):
         ctx._records.write("probe_start", probe=entry["name"])
         p0 = time.monotonic()
         try:
+            if _preloading is not None:
+                _preloading.before(index, entry, bool(entry.get("path")))
             probe = load_probe(entry)
-            if _preloading is not None and getattr(sys.modules.get(probe.__module__),
-                                                   "PRELOAD", None):
-                # Never import the same modules from two threads at once: torch's
-                # circular imports could meet a half-initialised module.
-                _preloading.join()
             probe(ctx)
         except BaseException as exc:
             if is_stop(exc):

@@ -48,7 +48,9 @@ def _preload(probes):
 
     Only on a CPU build: on a CUDA build an import might initialise the driver (a device
     count, a capability check), and a CUDA driver initialised before ``fork`` is unusable
-    in the child. There each rank imports them in the background itself (runtime)."""
+    in the child. There each rank imports them in the background itself (runtime).
+    Never a probe's ``PRELOAD_IN_RANK`` (the frameworks): those read the rank's
+    environment as they import, so each rank imports them itself."""
     import torch
 
     if torch.version.cuda or getattr(torch.version, "hip", None):

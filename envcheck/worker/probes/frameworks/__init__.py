@@ -11,7 +11,9 @@ closed by peer", while envcheck's bare-DDP check said deepcopy works
 
 A framework's checks run where its package is installed in the ranks' interpreter
 (found as ``core.frameworks`` finds it, without importing it) or where the user asked
-for it with ``--framework NAME`` (then a missing package is a failure, not a skip). The
+for it with ``--framework NAME`` (then a missing package is a failure, not a skip).
+The job under Fabric's own launcher runs only where asked for (``--framework
+lightning``): it costs more than the rest of the default suite. The
 model is the user's (``--model``) or the built-in toy. Ranks whose models differ are told
 before any framework wraps the model (DDP would leave a rank waiting in its setup; see
 ``worker/leaving.py``): the setup check fails with that reason on every rank.
@@ -38,6 +40,11 @@ CHECKS = (
 
 # DDP's first construction imports torch._dynamo (seconds).
 PRELOAD = ("torch._dynamo",)
+# The frameworks (a second or more each on a loaded machine), imported in the background
+# while the earlier probes run (worker/runtime.Preloading), in the rank itself: Lightning
+# reads RANK as it imports. Where one is not installed, its import fails at once and the
+# check skips.
+PRELOAD_IN_RANK = ("lightning.fabric", "accelerate")
 
 _FABRIC_COPY_ADVICE = (
     "do not deepcopy the model fabric.setup returned: deepcopy the plain module "
@@ -146,7 +153,7 @@ class _SharedDir:
 
 
 def probe_frameworks(ctx):
-    """Lightning Fabric (setup, deepcopy, save/load, its own launcher) and Accelerate (prepare, deepcopy, save/load) on the model; DeepSpeed's engine"""
+    """Lightning Fabric (setup, deepcopy, save/load; its own launcher with --framework lightning) and Accelerate (prepare, deepcopy, save/load) on the model; DeepSpeed's engine"""
     import torch
 
     model = _Model(ctx, torch)

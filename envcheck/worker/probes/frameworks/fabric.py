@@ -1,5 +1,6 @@
-"""Lightning Fabric's checks: the model through ``fabric.setup`` in envcheck's ranks, and
-a deepcopy under Fabric's own launcher (``own_launcher.py``)."""
+"""Lightning Fabric's checks: the model through ``fabric.setup`` in envcheck's ranks, and,
+where asked for (``--framework lightning``), a deepcopy under Fabric's own launcher
+(``own_launcher.py``)."""
 
 import copy
 import os
@@ -25,7 +26,7 @@ def checks(ctx, model, shared, present, torch):
     from . import gate
     from ..serialization import verify_copy
 
-    installed, version, _ = present
+    installed, version, asked = present
     state = {}
     with ctx.check("lightning_setup") as c:
         gate(c, model, present, NAME, "lightning", "fabric.setup(model)")
@@ -69,6 +70,10 @@ def checks(ctx, model, shared, present, torch):
     with ctx.check("lightning_own_launcher") as c:
         if not installed:
             c.skip("Lightning is not installed")
+        if not asked:
+            # A training job of its own: seconds to a minute, most of it two more
+            # interpreters importing torch and Lightning; every run would pay it.
+            c.skip(own_launcher.NOT_ASKED)
         c.advice = _advice()
         _own_launcher(ctx, c)
 
