@@ -17,8 +17,9 @@ making, blamed on the rank that only waited. So a setup that may disagree runs h
 - It does not leave the instant it raised: a peer released that way drops what it still
   had to send (at 3 ranks rank 0, blocked sending to rank 2, drops its broadcast to rank
   1), so ranks in step must finish first. Every rank says what it saw in the store as
-  soon as it knows; the rank that raised leaves once every other rank has said so, or
-  after ``SETTLE_S``. At 2 ranks it leaves at once: its one peer has no third rank to
+  soon as it knows; the rank that raised leaves once every other rank has said so or is
+  blocked in the setup (inside it for ``BLOCKED_S`` without a word), or after
+  ``SETTLE_S``. At 2 ranks it leaves at once: its one peer has no third rank to
   lose a message to. A released rank does not leave in turn, for the same reason.
 - Then every rank learns what every other rank saw (``Tried.everyone``) on the default
   group, which every rank reaches: the verdict is the job's, the same on every rank.
@@ -37,6 +38,9 @@ import traceback
 # How long a rank whose setup raised waits for its peers to say what they saw before it
 # leaves: ranks in step finish in milliseconds.
 SETTLE_S = 0.5
+# A peer inside the setup that has not said what it saw for this long, as this rank
+# watched it, is blocked there (see _settle).
+BLOCKED_S = 0.1
 
 # The short timeout of the subgroup: past it, a rank that did not detect the
 # disagreement stops waiting. Detection itself is one allgather or broadcast of
@@ -104,16 +108,29 @@ def _say(store, key, rank, seen):
 
 
 def _settle(store, key, ctx):
-    """Until every other rank said what it saw, at most SETTLE_S."""
-    others = [key + str(r) for r in range(ctx.world_size) if r != ctx.rank]
-    deadline = time.monotonic() + SETTLE_S
-    while time.monotonic() < deadline:
+    """Until every other rank said what it saw, or is blocked in the setup: it entered
+    the setup (``key + "in/R"``, said before it) and has not come out of it for BLOCKED_S
+    since this rank saw it there. Ranks in step raise within milliseconds of each other,
+    and a blocked rank says nothing until it is released, so waiting for it would always
+    cost the whole SETTLE_S. At most SETTLE_S (a rank that never entered, say)."""
+    others = [r for r in range(ctx.world_size) if r != ctx.rank]
+    now = time.monotonic()
+    deadline, inside = now + SETTLE_S, {}
+    while now < deadline and store is not None:
         try:
-            if store is not None and store.check(others):
+            waiting = [r for r in others if not store.check([key + str(r)])]
+            for r in waiting:
+                if r not in inside and store.check([key + "in/" + str(r)]):
+                    inside[r] = now
+            if all(r in inside and now - inside[r] >= BLOCKED_S for r in waiting):
                 return
         except Exception:
             store = None
         time.sleep(0.005)
+        now = time.monotonic()
+    while now < deadline:  # no store: only the time
+        time.sleep(0.005)
+        now = time.monotonic()
 
 
 def _leave(fds):
@@ -188,6 +205,7 @@ def try_setup(ctx, group, key, setup):
     store = _store()
     t0 = time.monotonic()
     seen, error, data, first = "went_on", None, {}, ""
+    _say(store, key + "in/", ctx.rank, "1")  # for a peer that raised: see _settle
     try:
         setup(group)
         _say(store, key, ctx.rank, seen)

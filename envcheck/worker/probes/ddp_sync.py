@@ -48,7 +48,7 @@ PRELOAD = ("torch._dynamo",)
 # never comes, so any timeout ends their wait the same way: a short one keeps the check
 # cheap (every run pays it). The subgroup's connections are up before it counts
 # (leaving.fresh_group), so it only times DDP's wait for the missing rank.
-OUT_OF_STEP_TIMEOUT_S = 0.5
+OUT_OF_STEP_TIMEOUT_S = 0.25
 
 
 def _warm_up():
