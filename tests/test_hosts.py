@@ -126,3 +126,26 @@ def test_one_host_passes_and_skips_the_clock_with_the_reason(tmp_path):
         assert (checks["hosts." + name]["outcome"], checks["hosts." + name]["verdict"]) \
             == ("passed", "ok"), checks["hosts." + name]
     assert checks["hosts.skew"]["detail"].startswith("2 rank(s) on 1 host(s) agree: torch ")
+
+
+def test_a_known_difference_between_hosts_has_its_own_heading_not_the_code_pitfalls():
+    """Another numpy on node2 is a warning about the hosts: the screen lists it under
+    its own heading and counts it apart from what the user's code must avoid."""
+    from envcheck.report import table
+
+    c = _judged(["numpy differs: 2.2.6 on node2, 2.4.6 on node1"])
+    assert c.verdict == "known"
+    pickle = CheckResult("serialization", "pickle_default_group", "failed",
+                         detail="cannot pickle", verdict="known",
+                         advice="a process group cannot be pickled or copied")
+    report = Report("0.1.0", "2026-11-23T00:00:00+00:00", {}, {"torch": "2.13.0+cpu"},
+                    [{"rank": 0, "host": "h", "backend": "gloo"}], [pickle, c], 1.0)
+    lines = table.render(report, width=80).splitlines()
+    assert lines[1:3] == ["  nothing unexpected; 1 known torch pitfall your code must avoid "
+                          "(below)", "  1 known difference between hosts (below)"]
+    heads = [l for l in lines if l.startswith("Known ")]
+    assert heads == ["Known torch pitfalls (1): what your code must avoid; -v: advice, "
+                     "sources",
+                     "Known differences between hosts (1): warnings; -v: advice, sources"]
+    below = lines[lines.index(heads[1]) + 1]
+    assert below.startswith("  ! hosts.skew: make node2 match the other hosts")

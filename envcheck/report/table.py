@@ -187,20 +187,39 @@ def pitfall_text(c):
     return vocabulary.advice_gist(c.advice) or " ".join(story(c)[0].split())
 
 
+# Probes whose known issues are about the hosts (what differs between them, their
+# limits), not something the user's code must avoid: listed under a heading of their own.
+HOST_PROBES = ("hosts",)
+
+
+def _host_issue(c):
+    return c.probe in HOST_PROBES
+
+
 def _pitfall_lines(report, width, paint, strict):
     """The known issues, an entry each (checks of a probe with the same advice as one):
-    what the user's code must avoid; -v has the whole advice and its sources."""
+    what the user's code must avoid, then what differs between the hosts; -v has the
+    whole advice and its sources."""
+    out = []
+    for hosts, title in ((False, "Known torch pitfalls (%d)%s: what your code must avoid"),
+                         (True, "Known differences between hosts (%d)%s: warnings")):
+        checks = [c for c in report.checks
+                  if vocabulary.is_pitfall(c) and _host_issue(c) == hosts]
+        out += _known_group(checks, title, width, paint, strict)
+    return out
+
+
+def _known_group(checks, title, width, paint, strict):
     groups = {}
-    for c in report.checks:
-        if vocabulary.is_pitfall(c):
-            groups.setdefault((c.probe, pitfall_text(c)), []).append(c)
+    for c in checks:
+        groups.setdefault((c.probe, pitfall_text(c)), []).append(c)
     if not groups:
         return []
     n = sum(len(g) for g in groups.values())
     known = vocabulary.VERDICTS["known"]
     style = "bold red" if strict else known.style
-    head = "Known torch pitfalls (%d)%s: what your code must avoid; -v: advice, sources" % (
-        n, ", failing under --strict" if strict else "")
+    head = (title + "; -v: advice, sources") % (n, ", failing under --strict" if strict
+                                                 else "")
     out = [paint(head if len(head) <= width else head.split(";")[0], "bold")]
     for (probe, text), checks in groups.items():
         names = "%s.%s" % (probe, ", ".join(c.check for c in checks))
@@ -252,10 +271,18 @@ def verdict_lines(report, strict=False, paint=PLAIN):
         return [paint("✗ Not ready for distributed training: %s" % ", ".join(bad),
                       "bold red"), "  " + where]
     out = [paint("✓ Ready for distributed training: %s" % where, "bold green")]
-    known = sum(1 for c in report.checks if vocabulary.is_pitfall(c))
+    known = sum(1 for c in report.checks if vocabulary.is_pitfall(c) and not _host_issue(c))
+    hosts = sum(1 for c in report.checks if vocabulary.is_pitfall(c) and _host_issue(c))
+    said = []  # a line each: an 80-column screen has no room for both on one
     if known:
-        out.append("  nothing unexpected; %d known torch pitfall%s your code must avoid "
-                   "(below)" % (known, "" if known == 1 else "s"))
+        said.append("%d known torch pitfall%s your code must avoid (below)" % (
+            known, "" if known == 1 else "s"))
+    if hosts:
+        said.append("%d known difference%s between hosts (below)" % (
+            hosts, "" if hosts == 1 else "s"))
+    if said:
+        out.append("  nothing unexpected; " + said[0])
+        out.extend("  " + line for line in said[1:])
     return out
 
 
