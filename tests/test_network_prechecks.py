@@ -64,6 +64,20 @@ def test_another_address_of_the_same_host_is_no_disagreement():
     assert [e["outcome"] for e in entries.values()] == ["passed", "passed"]
 
 
+def test_two_hosts_that_are_one_machine_agree_whatever_the_loopback_answer():
+    """Agents given host names on one machine (tests, --node-rank on one box): one
+    resolves MASTER_ADDR to its address, the other to 127.0.0.1; one machine, one store.
+    A real second host with a loopback answer is still named (the test above)."""
+    entries = {0: _entry("10.0.0.1", ["127.0.0.1", "10.0.0.1"]),
+               2: _entry("127.0.0.1", ["127.0.0.1", "10.0.0.1"])}
+    compare_master_addr(entries, {0: "nodeA", 2: "nodeB"})
+    assert [e["outcome"] for e in entries.values()] == ["passed", "passed"]
+    entries = {0: _entry("10.0.0.1", ["127.0.0.1", "10.0.0.1"]),
+               2: _entry("127.0.0.1", ["127.0.0.1", "10.0.0.2"])}
+    compare_master_addr(entries, {0: "node1", 2: "node2"})
+    assert [e["outcome"] for e in entries.values()] == ["passed", "failed"]
+
+
 def _situation(several, backend="gloo", **env):
     environ = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT="1", RANK="0",
                    LOCAL_RANK="0", **env)

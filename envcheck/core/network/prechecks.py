@@ -52,6 +52,7 @@ class Situation:
         self.ifaces = ifs.interfaces()
         self.target = None  # MASTER_ADDR's first address, once resolved
         self.port_failed = False  # master_port failed: nothing else can be reached
+        self.same_machine = False  # MASTER_ADDR is loopback and the job's store is here
 
 
 def _result(check, outcome, detail, advice=None, **data):
@@ -70,8 +71,14 @@ def master_addr(s):
     s.target = addrs[0]
     local = sorted({a for i in s.ifaces.values() for a in i.addresses})
     data = dict(name=s.addr, address=s.target, local=local)
-    if s.several_hosts and is_loopback(s.target) and not s.store_here and not s.own_store \
-            and not _holds_rank0(s):
+    if s.several_hosts and is_loopback(s.target):
+        # Every rank that rendezvouses on a loopback address runs on this machine (the
+        # "hosts" are this machine's: tests, a launcher's --node-rank on one box), so a
+        # loopback name or interface below is right. Another host's loopback MASTER_ADDR
+        # reaches no store: that one fails here.
+        s.same_machine = (s.store_here or s.own_store or _holds_rank0(s)
+                          or connect(s.target, s.port, CONNECT_S)[0] == OPEN)
+    if s.several_hosts and is_loopback(s.target) and not s.same_machine:
         return _result("master_addr", "failed",
                        "%s resolves MASTER_ADDR=%s to %s, a loopback address: its ranks "
                        "would look for the rendezvous on %s itself" % (
@@ -171,6 +178,10 @@ def host_name(s):
                        % name)
     chosen, addrs = _own_name_address(name)
     used_by_gloo = s.backend == "gloo" and not s.environ.get("GLOO_SOCKET_IFNAME")
+    if s.same_machine:
+        return _result("host_name", "passed", "%s resolves to %s; MASTER_ADDR %s is a "
+                       "loopback address, so every rank is on this machine" % (
+                           name, chosen, s.target), name=name, address=chosen)
     if chosen is not None and not is_loopback(chosen):
         return _result("host_name", "passed", "%s resolves to %s" % (name, chosen),
                        name=name, address=chosen)
@@ -232,7 +243,7 @@ def socket_interface(s):
         picked = picked[:1]  # NCCL's bootstrap listens on the first
         how = "%s=%s" % (var, value) if value else "NCCL's default"
     iface = picked[0]
-    if not s.several_hosts:
+    if not s.several_hosts or (s.same_machine and not s.port_failed):
         return _result("socket_interface", "passed", "%s: %s (%s) on %s" % (
             how, iface.name, ", ".join(iface.addresses[:2]), s.host), interface=iface.name)
     if iface.loopback or all(is_loopback(a) for a in iface.addresses):
