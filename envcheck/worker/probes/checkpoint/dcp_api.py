@@ -39,8 +39,10 @@ def _failure(exc, how):
         by_error.setdefault("%s: %s" % (type(inner).__name__, first), []).append(str(rank))
     parts = ["rank%s %s: %s" % ("s" * (len(ranks) > 1), ",".join(ranks), error)
              for error, ranks in by_error.items()]
-    return DcpFailed("%s raised %s on %d rank(s): %s" % (
+    failed = DcpFailed("%s raised %s on %d rank(s): %s" % (
         how, type(exc).__name__, len(failures), "; ".join(parts)))
+    failed.failures = failures  # by rank, as torch's: which ranks' own part failed
+    return failed
 
 
 def _params(fn):

@@ -120,6 +120,16 @@ def resume(ctx, c, dcp, meta, torch):
     except BaseException as exc:
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
+        failures = getattr(exc, "failures", None)  # DCP's CheckpointException: by rank
+        if isinstance(failures, dict) and failures and ctx.rank not in failures:
+            # Every rank raises DCP's collective error; this rank's own part loaded. The
+            # ranks whose part failed fail the check, so the report names them.
+            c.data["loaded_here"] = True
+            c.detail = ("saved by %d ranks, loaded by %d: %s; this rank's %s state "
+                        "loaded, rank(s) %s's did not" % (
+                            saved, ctx.world_size, what, info["dataloader"],
+                            ",".join(map(str, sorted(failures)))))
+            return
         c.fail("%s loaded; the %s state, saved by %d ranks, does not load at %d: "
                "%s" % (what, info["dataloader"], saved, ctx.world_size, _line(exc)))
     c.detail = ("saved by %d ranks, loaded by %d: %s, and %s's per-rank state"
