@@ -60,11 +60,18 @@ def _copy_distribution(name, required, site):
             sys.exit("build_zipapp: %s is not installed here: pip install -e '.[test]' "
                      "first" % name)
         return None
+    files = [str(f) for f in dist.files or []]
     for f in dist.files or []:
         parts = f.parts
         if ".." in parts or "__pycache__" in parts or parts[0] in ("bin", "Scripts"):
             continue
         if str(f).endswith((".so", ".pyd", ".dylib")):
+            # A mypyc build (tomli's wheels) keeps every module's source beside its
+            # compiled form, and the source runs on any Python: leave the compiled parts
+            # out. Anything else compiled cannot run on every node.
+            stem = str(f).split(".", 1)[0]
+            if "__mypyc" in str(f) or stem + ".py" in files:
+                continue
             sys.exit("build_zipapp: %s %s has a compiled part (%s): a single file could "
                      "not run on every node" % (name, dist.version, f))
         src = dist.locate_file(f)
