@@ -186,9 +186,9 @@ def test_torchtitans_dataloader_state_does_not_reshard_and_says_what_to_do(gpt2)
     assert grow["root_rank"] == 2
     assert grow["error"]["message"] == (
         "lr scheduler (LambdaLR) at step 3 loaded; the torchtitan 0.2.2 "
-        "ParallelAwareDataloader state, saved by 2 ranks, does not load at 3: DCP failed "
-        "on rank 2: RuntimeError: Missing key in checkpoint state_dict: "
-        "dataloader.dp_rank_2.")
+        "ParallelAwareDataloader state, saved by 2 ranks, does not load at 3: dcp.load "
+        "raised CheckpointException on 1 rank(s): rank 2: RuntimeError: Missing key in "
+        "checkpoint state_dict: dataloader.dp_rank_2.")
     # Ranks 0 and 1 loaded their own part: only rank 2 fails, so the report names it.
     assert [grow["ranks"][r]["outcome"] for r in "012"] == ["passed", "passed", "failed"]
     assert grow["ranks"]["0"]["detail"].endswith(

@@ -114,6 +114,10 @@ def _merge(probe, check, ranks, root_rank=None):
         # words, so the same run always reads the same.
         root_rank = min(candidates, key=lambda r: (ranks[r].get("time") or 0, r)) \
             if outcome.is_bad else min(candidates)
+        # Ranks that failed with the same words (a host's ranks, a verdict gathered from
+        # every rank): the lowest of them, whichever wrote its record first.
+        root_rank = min(r for r in candidates
+                        if ranks[r].get("detail") == ranks[root_rank].get("detail"))
     root = ranks[root_rank]
     detail = root["detail"]
     differing = sorted(r for r, e in ranks.items() if e["outcome"] != outcome.value)

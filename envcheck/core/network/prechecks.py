@@ -77,7 +77,7 @@ def master_addr(s):
         # loopback name or interface below is right. Another host's loopback MASTER_ADDR
         # reaches no store: that one fails here.
         s.same_machine = (s.store_here or s.own_store or _holds_rank0(s)
-                          or connect(s.target, s.port, CONNECT_S)[0] == OPEN)
+                          or _store_answers(s))
     if s.several_hosts and is_loopback(s.target) and not s.same_machine:
         return _result("master_addr", "failed",
                        "%s resolves MASTER_ADDR=%s to %s, a loopback address: its ranks "
@@ -88,6 +88,20 @@ def master_addr(s):
                        % (s.host, s.addr), **data)
     shown = s.addr if s.addr == s.target else "%s (%s)" % (s.addr, s.target)
     return _result("master_addr", "passed", "%s on %s" % (shown, s.host), **data)
+
+
+def _store_answers(s):
+    """The job's store answers at MASTER_ADDR:MASTER_PORT from here, within the wait a
+    store that is not up yet gets (rank 0's, under srun; torchrun's agent store is up
+    before any rank starts)."""
+    agent = s.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    deadline = time.monotonic() + s.wait_s
+    while True:
+        if connect(s.target, s.port, CONNECT_S)[0] == OPEN:
+            return True
+        if agent or time.monotonic() + RETRY_S >= deadline:
+            return False
+        time.sleep(RETRY_S)
 
 
 def _holds_rank0(s):

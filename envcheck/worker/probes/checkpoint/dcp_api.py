@@ -41,7 +41,7 @@ def _failure(exc, how):
              for error, ranks in by_error.items()]
     failed = DcpFailed("%s raised %s on %d rank(s): %s" % (
         how, type(exc).__name__, len(failures), "; ".join(parts)))
-    failed.failures = failures  # by rank, as torch's: which ranks' own part failed
+    failed.by_rank = failures  # as torch's failures: which ranks' own part failed
     return failed
 
 

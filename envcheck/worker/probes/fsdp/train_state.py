@@ -120,7 +120,8 @@ def resume(ctx, c, dcp, meta, torch):
     except BaseException as exc:
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-        failures = getattr(exc, "failures", None)  # DCP's CheckpointException: by rank
+        # DCP's CheckpointException, by rank (DcpFailed keeps it as by_rank)
+        failures = getattr(exc, "by_rank", None) or getattr(exc, "failures", None)
         if isinstance(failures, dict) and failures and ctx.rank not in failures:
             # Every rank raises DCP's collective error; this rank's own part loaded. The
             # ranks whose part failed fail the check, so the report names them.
