@@ -213,3 +213,12 @@ def slurm(_slurm_session, cluster):
     _slurm_session.wait_idle(60.0)  # after a torchrun test that cut a host's link, say
     yield _slurm_session
     _slurm_session.wait_idle(30.0)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (the README's ``-n 2 --dist loadgroup``): every test on the
+    test cluster runs in the same worker, the one that builds it, once: the cluster's
+    hosts have fixed names and addresses, so two workers cannot each build one."""
+    for item in items:
+        if {"cluster", "slurm", "_cluster_session"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("cluster"))

@@ -52,8 +52,12 @@ def test_every_rank_has_its_phases_in_order(hung):
         lead = first["timing"]["started"] - first["timing"]["prepared"]
         assert 0 < start["import_torch_s"] <= lead + start["seconds"]
         ends = [p["start_s"] + p["seconds"] for p in phases[:-1]]
-        # Each phase begins where the one before ended (records are the boundaries).
-        assert all(abs(end - p["start_s"]) < 0.002 for end, p in zip(ends, phases[1:]))
+        # Each phase begins where the one before ended (records are the boundaries):
+        # never before it (-0.002: both are rounded to the millisecond), and after it by
+        # no more than the rank's own code between two records, which a busy machine
+        # can stretch to a few scheduler slices (seen: > 2 ms under pytest -n 2)
+        gaps = [round(p["start_s"] - end, 3) for end, p in zip(ends, phases[1:])]
+        assert all(-0.002 <= gap < 0.05 for gap in gaps), (rank, gaps, phases)
     # The probe the hang ended has no end.
     assert first["timing"]["ranks"]["1"][-1]["seconds"] is None
     for phases in second["timing"]["ranks"].values():
