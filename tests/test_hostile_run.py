@@ -190,6 +190,17 @@ def test_a_daemon_left_by_a_killed_envcheck_ends_with_the_next_run(tmp_path):
     if group is None:
         pytest.skip("no writable cgroup v2 hierarchy here")
     group.close()
+    # Both envchecks run in a cgroup of this test's own: any envcheck sweeps what a dead
+    # one left beside it, and under pytest -n 2 the other worker's would otherwise find
+    # the daemon first.
+    box = os.path.join(containment._mount(), containment._own_path().lstrip("/"),
+                       "test-daemon-%d" % os.getpid())
+    os.mkdir(box)
+
+    def in_box():
+        with open(os.path.join(box, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
     probes = tmp_path / "daemon.py"
     probes.write_text(DAEMON.replace("time.sleep(0.01)\n", "time.sleep(0.01)\n"
                                      "            time.sleep(600)\n"))
@@ -199,7 +210,7 @@ def test_a_daemon_left_by_a_killed_envcheck_ends_with_the_next_run(tmp_path):
     first = subprocess.Popen([sys.executable, "-m", "envcheck", "run", "--probe-path",
                               str(probes), "-p", "daemon", "-q"], cwd=ROOT, env=env,
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+                             stderr=subprocess.DEVNULL, preexec_fn=in_box)
     pid = None
     try:
         deadline = time.monotonic() + 120
@@ -210,7 +221,7 @@ def test_a_daemon_left_by_a_killed_envcheck_ends_with_the_next_run(tmp_path):
         first.wait()
         time.sleep(1.0)  # the ranks' lifeline ends what it can find
         assert _alive(pid), "nothing should have found the daemon yet"
-        proc = _envcheck(["run", "-p", "launch", "-q"], tmp_path)
+        proc = _envcheck(["run", "-p", "launch", "-q"], tmp_path, preexec_fn=in_box)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert not _alive(pid), "the daemon outlived the next run"
     finally:
@@ -218,6 +229,12 @@ def test_a_daemon_left_by_a_killed_envcheck_ends_with_the_next_run(tmp_path):
             with open("/proc/%d/cmdline" % pid, "rb") as f:
                 if f.read().startswith(b"sleep\0600"):
                     os.kill(pid, signal.SIGKILL)
+        for _ in range(100):
+            try:
+                os.rmdir(box)  # empty once its processes are gone
+                break
+            except OSError:
+                time.sleep(0.05)
 
 
 def _close_fds(*fds):

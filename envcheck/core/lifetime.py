@@ -267,3 +267,13 @@ def die_with_parent(parent):
         return
     if os.getppid() != parent:  # it died before the prctl took effect
         os._exit(1)
+
+
+def outlive_parent():
+    """Undo ``die_with_parent``: from now on this process outlives its parent."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass

@@ -16,7 +16,9 @@ What the supervisor does for ``envcheck run`` happens here instead:
 - **Timeouts.** This process forks the rank and stays beside it as its watcher
   (``watcher.py``): a process, so that a rank stuck in C++ holding the GIL is still timed
   out, its stacks kept (SIGUSR1), a ``hang`` record written, and the rank killed (exit
-  124), so that the launcher tears the job down.
+  124), so that the launcher tears the job down. Under torchrun, with several ranks on a
+  host, the host's zygote forks the rank instead (``hostzygote.py``: one import of torch
+  for every local rank), and this process watches it all the same.
 - **One report.** After the last probe, rank 0 gathers every rank's records through the
   process group (tensors only: all_gather_object needs numpy in some torch builds) and
   writes them, all ranks, to ``DIR/records.jsonl``. When the job fails instead, every
@@ -50,7 +52,7 @@ from ..core.atomic import write_atomic
 from ..core.errors import UsageError
 from ..core.outcomes import RankExit
 from ..core.records import MERGED_RECORDS, records_path, stacks_path
-from . import relay, runtime, watcher as watcher_mod
+from . import hostzygote, relay, runtime, watcher as watcher_mod
 from .probes.checkpoint.files import SHARED_DIR_ENV
 
 
@@ -360,6 +362,9 @@ class Job:
         self.plan = plan_mod.rank_plan(args.backend, args.timeout, entries,
                                        args.probe_options)
         self.run_id = run_id(os.environ)
+        # When this rank's process started its work (the report's duration counts from
+        # it): in a rank the host's zygote forked, its watcher's (run_forked).
+        self.started = time.time()
         self.host = runtime.host_name()
         # How long rank 0 waits, after its own bad end, for the other ranks' last words:
         # they meet their own deadline at about the same time, plus a grace.
@@ -443,7 +448,7 @@ def _rank_main(job):
     stacks = open(stacks_path(args.out, rank), "a", encoding="utf-8")
     faulthandler.register(signal.SIGTERM, file=stacks, all_threads=True, chain=True)
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
-    t0 = time.time()
+    t0 = job.started
     publisher = []
 
     def watched(writer):
@@ -480,34 +485,67 @@ def _rank_main(job):
     runtime.finish(records, code)
 
 
-def main(argv=None):
+def prepare(argv):
+    """The Job this process's arguments and launcher's environment describe; raises
+    UsageError (or OSError: --out cannot be made) on bad input."""
     args = parse_args(argv)
+    launcher = export_identity(os.environ)
+    entries = plan_entries(args.probe, args.skip, args.probe_path)
+    identity = runtime.read_identity()
+    os.makedirs(args.out, exist_ok=True)  # first: --json may be a file in --out
+    if identity[0] == 0:
+        for path in (args.json, args.junit):
+            if path:
+                _check_writable(path)
+    args.probe_options = {}
+    if args.min_busbw is not None:
+        args.probe_options["min_busbw"] = plan_mod.min_busbw(args.min_busbw)
+    if args.checkpoint_dir:
+        _check_checkpoint_dir(args.checkpoint_dir)
+        os.environ[SHARED_DIR_ENV] = args.checkpoint_dir
+    return Job(args, launcher, identity, entries)
+
+
+def run_forked(argv, started):
+    """A rank the host's zygote forked (``hostzygote.py``) for the watcher that sent
+    ``argv`` and its environment, and started its work at ``started``: the same job,
+    rebuilt from them. Never returns."""
     try:
-        launcher = export_identity(os.environ)
-        entries = plan_entries(args.probe, args.skip, args.probe_path)
-        identity = runtime.read_identity()
-        os.makedirs(args.out, exist_ok=True)  # first: --json may be a file in --out
-        if identity[0] == 0:
-            for path in (args.json, args.junit):
-                if path:
-                    _check_writable(path)
-        args.probe_options = {}
-        if args.min_busbw is not None:
-            args.probe_options["min_busbw"] = plan_mod.min_busbw(args.min_busbw)
-        if args.checkpoint_dir:
-            _check_checkpoint_dir(args.checkpoint_dir)
-            os.environ[SHARED_DIR_ENV] = args.checkpoint_dir
+        job = prepare(argv)
+    except (UsageError, OSError) as exc:  # its watcher's own prepare() passed: a race
+        print("envcheck: error: %s" % exc, file=sys.stderr)
+        return RankExit.USAGE
+    job.started = started
+    _rank_main(job)
+    return 1
+
+
+def _start_rank(job, argv):
+    """Fork the rank, or have the host's zygote fork it (one import of torch for every
+    local rank under torchrun): its pid, and the zygote's Fork or None."""
+    if hostzygote.wanted(job.launcher, job.local_world_size):
+        if job.local_rank == 0:
+            hostzygote.start(argv, job.local_world_size, job.startup_timeout)
+        fork = hostzygote.ask(argv, job.started)
+        if fork is not None:
+            return fork.pid, fork
+    return watcher_mod.fork_rank(lambda: _rank_main(job)), None
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        job = prepare(argv)
     except (UsageError, OSError) as exc:
         print("envcheck: error: %s" % exc, file=sys.stderr)
         sys.exit(RankExit.USAGE)
-    job = Job(args, launcher, identity, entries)
-    for stale in (records_path(args.out, job.rank), stacks_path(args.out, job.rank)):
+    for stale in (records_path(job.out, job.rank), stacks_path(job.out, job.rank)):
         try:
             os.remove(stale)  # a previous job's, in a reused --out
         except FileNotFoundError:
             pass
-    pid = watcher_mod.fork_rank(lambda: _rank_main(job))
-    sys.exit(watcher_mod.Watcher(pid, job).run())
+    pid, fork = _start_rank(job, argv)
+    sys.exit(watcher_mod.Watcher(pid, job, fork).run())
 
 
 if __name__ == "__main__":

@@ -74,8 +74,9 @@ def _size(path):
 class Watcher:
     """One rank's watcher; ``run()`` returns the exit code for the launcher."""
 
-    def __init__(self, pid, job):
+    def __init__(self, pid, job, fork=None):
         self.pid = pid
+        self.fork = fork  # hostzygote.Fork: the host's zygote forked the rank, not this
         self.job = job  # launched.Job: rank, out, timeouts, run id, host, ...
         self.tail = RecordTail(records_path(job.out, job.rank))
         self.stacks = stacks_path(job.out, job.rank)
@@ -97,6 +98,9 @@ class Watcher:
     def _reap(self, block=False):
         if self.exit_status is not None:
             return True
+        if self.fork is not None:  # its parent, the zygote, sends its wait status
+            self.exit_status = self.fork.status(block)
+            return self.exit_status is not None
         try:
             pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
         except ChildProcessError:
