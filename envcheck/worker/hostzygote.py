@@ -6,8 +6,8 @@ for DDP, DCP): 2-3 s of CPU per rank, on a node of 8 ranks 8 times over, while t
 of every host wait for the slowest. So local rank 0's process starts this *host zygote*,
 which imports them once, and every local rank's process (its watcher, ``launched.py``)
 asks it for its rank. The zygote forks it, and the fork becomes that rank with that
-process's arguments, environment, working directory, umask, CPU affinity, stdout and
-stderr (the last two passed over the socket): the rank ``envcheck run``'s zygote would
+process's arguments, environment, working directory, stdout and stderr (the last two
+passed over the socket): the rank ``envcheck run``'s zygote would
 have forked (``zygote.py``). The watcher watches it as it watches a rank it forked
 itself; the rank's exit status comes back over the socket.
 
@@ -17,7 +17,8 @@ Only where that is the same rank as one that imported torch itself:
   environment but for the per-rank variables. Under srun each task may have a cgroup of
   its own (its GPUs, its CPUs), so there every task imports torch itself.
 - A rank whose environment differs from local rank 0's in any other variable imports
-  torch itself: torch reads some of them as it imports.
+  torch itself (torch reads some of them as it imports), and so does one bound to other
+  CPUs (``--numa-binding``, numactl: maybe to a NUMA node's memory too).
 - On a CUDA build the zygote imports torch only, as envcheck run's does: no CUDA call
   before the fork.
 
@@ -158,15 +159,18 @@ def ask(argv, started, environ=os.environ, connect_s=CONNECT_S):
                    "affinity": sorted(os.sched_getaffinity(0))}
         _send(sock, json.dumps(request).encode() + b"\n", (1, 2))
         reply = b""
-        while not reply.endswith(b"\n"):
+        while b"\n" not in reply:
             chunk = sock.recv(256)
             if not chunk:
                 raise OSError("the zygote ended")
             reply += chunk
-        word, _, value = reply.decode().strip().partition(" ")
+        line, _, rest = reply.partition(b"\n")
+        word, _, value = line.decode().partition(" ")
         if word != "pid":
             raise OSError(value)
-        return Fork(sock, int(value), zygote_pid)
+        fork = Fork(sock, int(value), zygote_pid)
+        fork._buf = rest  # its status, where it ended at once
+        return fork
     except (OSError, ValueError):
         sock.close()
         return None
@@ -220,6 +224,7 @@ class Zygote:
         self.deadline = time.monotonic() + startup_timeout
         self.argv = argv
         self.env = dict(os.environ)  # before torch's import, which may add to it
+        self.affinity = sorted(os.sched_getaffinity(0))
         self.listener = None
         self.clients = []
         self.served = 0
@@ -265,6 +270,10 @@ class Zygote:
             why = "another interpreter"
         elif differs:
             why = "its environment differs: %s" % ", ".join(differs[:5])
+        elif request["affinity"] != self.affinity:
+            # bound to CPUs of its own (torchrun --numa-binding, numactl): then maybe to
+            # a NUMA node's memory too, which a fork of this process would not be
+            why = "its CPU affinity differs"
         elif len(client.fds) != 2:
             why = "no stdout and stderr came with the request"
         if why:
@@ -303,9 +312,11 @@ class Zygote:
             if self.listener is not None:
                 self.listener.close()
             for other in self.clients:
+                if other is not client:  # another rank's stdout, stderr: not this one's
+                    for fd in other.fds:
+                        os.close(fd)
                 other.sock.close()  # the zygote's, not this rank's
             os.chdir(request["cwd"])
-            os.sched_setaffinity(0, request["affinity"])
             os.environ.clear()
             os.environ.update(request["env"])
             sys.argv = request["sys_argv"]

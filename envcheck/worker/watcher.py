@@ -152,9 +152,7 @@ class Watcher:
 
     def _ask_stacks(self):
         before = _size(self.stacks)
-        try:
-            os.kill(self.pid, signal.SIGUSR1)
-        except ProcessLookupError:
+        if not self._signal(signal.SIGUSR1):
             return ""
         deadline = time.monotonic() + STACKS_WAIT_S
         last = -1
@@ -186,11 +184,24 @@ class Watcher:
         sys.stderr.flush()
         return self._bad_end(RankExit.HANG)
 
+    def _signal(self, sig):
+        """Signal the rank; False where it is gone. A rank this process forked is its
+        child, not yet reaped: its PID is its own. One the host's zygote forked is
+        signalled only while its parent is that zygote (which forks nothing else), the
+        process pinned first (``signal_proven``): the zygote may have reaped it and its
+        PID been reused since."""
+        if self.fork is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                return False
+            return True
+        zygote = self.fork.zygote_pid
+        return lifetime.signal_proven(self.pid, sig,
+                                      lambda pid: lifetime.parent_of(pid) == zygote)
+
     def _kill(self):
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        self._signal(signal.SIGKILL)
         self._reap(block=True)
 
     def _torn_down(self):
@@ -200,10 +211,7 @@ class Watcher:
         if _stopped(self.pid):
             self._kill()
         else:
-            try:
-                os.kill(self.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            self._signal(signal.SIGTERM)
             deadline = time.monotonic() + TERM_WAIT_S
             while not self._reap() and time.monotonic() < deadline:
                 time.sleep(POLL_S)
