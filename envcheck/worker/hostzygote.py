@@ -46,9 +46,9 @@ import signal
 import socket
 import sys
 import time
-import traceback
 
 from ..core import lifetime
+from . import zygote as zygote_mod
 
 OFF_ENV = "ENVCHECK_SHARED_IMPORT"
 CONNECT_S = 5.0  # how long a local rank's process looks for the zygote before it forks
@@ -295,12 +295,11 @@ class Zygote:
 
     def _become(self, client, request):
         """In the fork: the rank its watcher asked for; never returns."""
-        code = 1
-        try:
+        def become():
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
                 signal.signal(sig, signal.SIG_DFL)
             os.setsid()  # as a rank the watcher forks: the watcher passes torchrun's
-            # SIGTERM on, and its group's SIGKILL ends the watcher, then this (below)
+            # SIGTERM on, and its group's SIGKILL ends the watcher, then this (_closed)
             lifetime.die_with_parent(os.getppid())
             out, err = client.fds
             os.dup2(out, 1)
@@ -325,17 +324,9 @@ class Zygote:
             from . import launched, runtime
 
             runtime.FORKED = {"zygote_pid": os.getppid(), "torch_import_s": self.import_s}
-            code = launched.run_forked(request["argv"], request["started"])
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            finally:
-                os._exit(code)
+            return launched.run_forked(request["argv"], request["started"])
+
+        zygote_mod.run_forked(become)
 
     def _reap(self):
         while True:

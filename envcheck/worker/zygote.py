@@ -61,10 +61,30 @@ def _preload(probes):
     return True
 
 
-def _child(rank, spec):
-    """In the forked process: become rank ``rank`` and run it; never returns."""
+def run_forked(become):
+    """In a forked process: ``become()`` (the rank; its return value, or SystemExit's
+    code, is the exit code), then leave without Python's teardown; never returns."""
     code = 1
     try:
+        code = become() or 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:
+            sys.stderr.write("%s\n" % exc.code)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _child(rank, spec):
+    """In the forked process: become rank ``rank`` and run it; never returns."""
+    def become():
         os.setsid()  # its own session and process group: the supervisor kills the group
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -82,20 +102,8 @@ def _child(rank, spec):
 
         runtime.FORKED = {"zygote_pid": os.getppid(), "torch_import_s": spec["import_s"]}
         main(spec["argv"])
-        code = 0
-    except SystemExit as exc:
-        if exc.code is None or isinstance(exc.code, int):
-            code = exc.code or 0
-        else:
-            sys.stderr.write("%s\n" % exc.code)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+
+    run_forked(become)
 
 
 def _orders():
