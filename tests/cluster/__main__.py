@@ -29,7 +29,10 @@ def main(argv=None):
     def stop(signum, frame):
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, stop)
+    # SIGINT too: started in the background by a script (job control off), a process
+    # begins with SIGINT ignored, and Ctrl-C (or kill -INT) would leave the hosts up
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
     try:
         with Cluster(args.hosts, base=base) as c:
             for h in c.hosts:
