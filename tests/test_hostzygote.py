@@ -147,3 +147,56 @@ def _local_rank(pid):
     except OSError:
         return None
     return env.get(b"LOCAL_RANK", b"").decode()
+
+
+# In the host's zygote only: its import of torch never ends, as on a stalled filesystem.
+STALLED_IMPORT = '''
+import sys, time
+with open("/proc/self/cmdline", "rb") as _f:
+    if b"envcheck.worker.hostzygote" in _f.read():
+        class _Stall:
+            def find_spec(self, name, path=None, target=None):
+                if name == "torch":
+                    time.sleep(3600)
+        sys.meta_path.insert(0, _Stall())
+'''
+
+
+def test_a_zygote_stuck_importing_torch_leaves_each_rank_to_import_it_itself(tmp_path):
+    """The watchers wait for the zygote's reply no longer than --startup-timeout; then
+    each forks its rank itself, which imports torch with a startup timeout of its own,
+    and the job passes. The stuck zygote ends with local rank 0's process."""
+    import subprocess
+
+    from conftest import launcher_env
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(STALLED_IMPORT)
+    out = tmp_path / "out"
+    env = launcher_env()
+    env["PYTHONPATH"] = os.pathsep.join((str(site), env["PYTHONPATH"]))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
+           "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+           "127.0.0.1:%d" % free_port(), "-m", "envcheck.worker.launched", "--out", str(out),
+           "-p", "launch", "--timeout", "30", "--startup-timeout", "4"]
+    t0 = time.monotonic()
+    agent = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, timeout=120)
+    took = time.monotonic() - t0
+    assert agent.returncode == 0, agent.stderr
+    assert [h.get("zygote_pid") for h in _hellos(out, 2).values()] == [None, None]
+    assert took < 60, took  # not the zygote's hour
+    deadline = time.monotonic() + 10
+    while [p for p in map(int, filter(str.isdigit, os.listdir("/proc")))
+           if b"envcheck.worker.hostzygote" in _cmdline(p) and bytes(out) in _cmdline(p)]:
+        assert time.monotonic() < deadline, "the zygote outlived the job"
+        time.sleep(0.1)
+
+
+def _cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""

@@ -138,8 +138,11 @@ def _trusted_server(sock):
     return uid == os.getuid() and lifetime.parent_of(leader) == os.getppid(), pid
 
 
-def ask(argv, started, environ=os.environ, connect_s=CONNECT_S):
-    """This rank, forked by the host's zygote: a Fork, or None (fork it yourself)."""
+def ask(argv, started, reply_s, environ=os.environ, connect_s=CONNECT_S):
+    """This rank, forked by the host's zygote: a Fork, or None (fork it yourself). The
+    zygote imports torch before it forks: its reply may take up to ``reply_s`` (the
+    startup timeout); past it the rank is forked by its watcher, and imports torch
+    itself."""
     deadline = time.monotonic() + connect_s
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -159,6 +162,7 @@ def ask(argv, started, environ=os.environ, connect_s=CONNECT_S):
                    "affinity": sorted(os.sched_getaffinity(0))}
         _send(sock, json.dumps(request).encode() + b"\n", (1, 2))
         reply = b""
+        sock.settimeout(reply_s)
         while b"\n" not in reply:
             chunk = sock.recv(256)
             if not chunk:
@@ -168,6 +172,7 @@ def ask(argv, started, environ=os.environ, connect_s=CONNECT_S):
         word, _, value = line.decode().partition(" ")
         if word != "pid":
             raise OSError(value)
+        sock.settimeout(None)
         fork = Fork(sock, int(value), zygote_pid)
         fork._buf = rest  # its status, where it ended at once
         return fork
@@ -388,6 +393,9 @@ def main(argv=None):
     local_world_size, agent, leader, startup_timeout = argv[:4]
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
+    # Its forks inherit this until they register faulthandler for it: a watcher's SIGUSR1
+    # (dump your stacks) that comes before must not kill the rank
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     zygote = Zygote(int(local_world_size), int(agent), int(leader), float(startup_timeout),
                     argv[5:])
     # While it imports, it dies with local rank 0's process (a job that failed at once

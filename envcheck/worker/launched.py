@@ -365,6 +365,7 @@ class Job:
         # When this rank's process started its work (the report's duration counts from
         # it): in a rank the host's zygote forked, its watcher's (run_forked).
         self.started = time.time()
+        self.started_mono = time.monotonic()  # the watcher's startup clock starts here
         self.host = runtime.host_name()
         # How long rank 0 waits, after its own bad end, for the other ranks' last words:
         # they meet their own deadline at about the same time, plus a grace.
@@ -526,9 +527,12 @@ def _start_rank(job, argv):
     if hostzygote.wanted(job.launcher, job.local_world_size):
         if job.local_rank == 0:
             hostzygote.start(argv, job.local_world_size, job.startup_timeout)
-        fork = hostzygote.ask(argv, job.started)
+        fork = hostzygote.ask(argv, job.started, job.startup_timeout)
         if fork is not None:
             return fork.pid, fork
+        # Refused, or no fork within the startup timeout (the zygote's import stalled):
+        # this rank imports torch itself, with a startup timeout of its own.
+        job.started_mono = time.monotonic()
     return watcher_mod.fork_rank(lambda: _rank_main(job)), None
 
 

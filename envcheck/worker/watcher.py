@@ -80,7 +80,9 @@ class Watcher:
         self.job = job  # launched.Job: rank, out, timeouts, run id, host, ...
         self.tail = RecordTail(records_path(job.out, job.rank))
         self.stacks = stacks_path(job.out, job.rank)
-        self.tracker = PhaseTracker()
+        # startup counts from this process's start: the host's zygote may have spent
+        # some of it importing torch before it forked the rank
+        self.tracker = PhaseTracker(job.started_mono)
         self.limit = job.startup_timeout
         self.graced = None
         self.exit_status = None
@@ -257,6 +259,10 @@ def fork_rank(run_rank):
     parent = os.getpid()
     sys.stdout.flush()
     sys.stderr.flush()
+    # The rank inherits this until it registers faulthandler for SIGUSR1: a request for
+    # its stacks that comes before must not kill it (SIGUSR1's default). The watcher
+    # itself is never sent one.
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     pid = os.fork()
     if pid == 0:
         try:
