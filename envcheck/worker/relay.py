@@ -93,6 +93,8 @@ class Publisher(threading.Thread):
     def run(self):
         try:
             store = connect(self.rank, self.world_size, self.connect_s, self.host_store)
+            # at once, then every PERIOD_S: a host that dies early has said it started
+            publish_file(store, self.keys, self.rank, self.path)
             while not self._halt.wait(PERIOD_S):
                 publish_file(store, self.keys, self.rank, self.path)
             publish_file(store, self.keys, self.rank, self.path)
