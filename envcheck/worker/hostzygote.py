@@ -7,9 +7,9 @@ of every host wait for the slowest. So local rank 0's process starts this *host 
 which imports them once, and every local rank's process (its watcher, ``launched.py``)
 asks it for its rank. The zygote forks it, and the fork becomes that rank with that
 process's arguments, environment, working directory, stdout and stderr (the last two
-passed over the socket): the rank ``envcheck run``'s zygote would
-have forked (``zygote.py``). The watcher watches it as it watches a rank it forked
-itself; the rank's exit status comes back over the socket.
+passed over the socket), as ``envcheck run``'s zygote forks its ranks (``zygote.py``).
+The watcher watches it as it watches a rank it forked itself; the rank's exit status
+comes back over the socket.
 
 Only where that is the same rank as one that imported torch itself:
 
@@ -22,8 +22,9 @@ Only where that is the same rank as one that imported torch itself:
 - On a CUDA build the zygote imports torch only, as envcheck run's does: no CUDA call
   before the fork.
 
-Whatever goes wrong (no zygote within ``CONNECT_S``, a refusal, the zygote ends before it
-forked), the watcher forks the rank itself, as it did before this existed.
+Whatever goes wrong (no zygote within ``CONNECT_S``, a refusal, no fork within the
+startup timeout, the zygote ends before it forked), the watcher forks the rank itself, as
+it did before this existed.
 ``ENVCHECK_SHARED_IMPORT=0`` turns it off.
 
 Nothing outlives the job: the zygote is in local rank 0's process group, which torchrun

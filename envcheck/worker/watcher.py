@@ -1,7 +1,9 @@
 """Launcher mode's watcher: a process beside each rank that bounds it and reports for it.
 
 torchrun or srun start ``python -m envcheck.worker.launched``; that process forks the
-rank and stays behind as its *watcher*. A thread inside the rank cannot do this job: a
+rank (or, under torchrun with several local ranks, has the host's zygote fork it:
+``hostzygote.py``, which then passes on the rank's wait status) and stays behind as its
+*watcher*. A thread inside the rank cannot do this job: a
 rank stuck in C++ (gloo's or NCCL's init, a collective) may hold the GIL, and then no
 thread of its own runs (seen on torch 2.13 with gloo: the rendezvous wait ended only at
 faulthandler's last-resort timer). A process of its own always runs. The watcher never
