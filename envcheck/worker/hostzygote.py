@@ -85,7 +85,7 @@ def _peer(sock):
 
 def start(argv, local_world_size, startup_timeout):
     """Local rank 0's process: the zygote, started now (its import of torch begins while
-    this process goes on). None where it cannot start."""
+    this process goes on). Where it cannot start, no rank finds it: each forks itself."""
     import subprocess
 
     cmd = [sys.executable, "-m", "envcheck.worker.hostzygote", str(local_world_size),
@@ -93,19 +93,19 @@ def start(argv, local_world_size, startup_timeout):
     try:
         # Not a session of its own: torchrun kills local rank 0's process group at its
         # teardown, and the zygote with it.
-        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     except OSError:
-        return None
+        pass
 
 
 class Fork:
     """A rank the zygote forked for this process: its pid, and its wait status."""
 
-    def __init__(self, sock, pid, zygote_pid):
+    def __init__(self, sock, pid, zygote_pid, pending=b""):
         self.sock = sock
         self.pid = pid
         self.zygote_pid = zygote_pid
-        self._buf = b""
+        self._buf = pending  # what came after the pid: its status, if it ended at once
 
     def status(self, block=False):
         """The rank's wait status once it has ended, else None (``block``: wait)."""
@@ -174,9 +174,7 @@ def ask(argv, started, reply_s, environ=os.environ, connect_s=CONNECT_S):
         if word != "pid":
             raise OSError(value)
         sock.settimeout(None)
-        fork = Fork(sock, int(value), zygote_pid)
-        fork._buf = rest  # its status, where it ended at once
-        return fork
+        return Fork(sock, int(value), zygote_pid, rest)
     except (OSError, ValueError):
         sock.close()
         return None
