@@ -31,12 +31,14 @@ this checkout).
 """
 
 import argparse
+import collections
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -49,14 +51,40 @@ EVIDENCE_DIR = os.path.join(ROOT, "envcheck", "matrix", "data", "evidence")
 NEEDS_LOOK = ("new", "failure", "unexpected", "fixed")
 MODEL_DIR = os.path.join(ROOT, "dev", "models")
 MODEL_SPEC = "mymodels.stdit:build_model"
-# (label, ranks, with the Open-Sora-shaped --model, probes: [] = all). With --model only
-# the probes that use it run.
+FRAMEWORKS_REQ = os.path.join(ROOT, "dev", "requirements-frameworks.txt")
+
+
+class Variant(collections.namedtuple(
+        "Variant", "label nproc model probes since framework launcher")):
+    """One run of a release: its evidence label, ranks, the Open-Sora-shaped --model or
+    not, the probes ([] = the default suite), the first release it applies to, the
+    --framework it asks for (its frameworks installed first), and whether it runs under
+    torchrun (launcher mode) instead of envcheck run."""
+
+    def applies(self, release):
+        return self.since is None or versions.parse_version(release) >= \
+            versions.parse_version(self.since)
+
+
+# With --model only the probes that use it run. FSDP2 (fully_shard) exists from 2.4; on
+# older releases the fsdp probe's checks are observed skipped (saying why).
 VARIANTS = (
-    ("", 2, False, []),
-    ("nproc4", 4, False, []),
-    ("opensora-model", 2, True, ["serialization", "checkpoint"]),
-    ("nproc4-opensora-model", 4, True, ["serialization", "checkpoint"]),
+    Variant("", 2, False, [], None, None, False),
+    Variant("nproc4", 4, False, [], None, None, False),
+    Variant("opensora-model", 2, True, ["serialization", "checkpoint"], None, None, False),
+    Variant("nproc4-opensora-model", 4, True, ["serialization", "checkpoint"], None, None,
+            False),
+    Variant("fsdp", 2, False, ["fsdp"], None, None, False),
+    Variant("fsdp-nproc4", 4, False, ["fsdp"], None, None, False),
+    Variant("torchrun", 2, False, [], None, None, True),
 )
+# After the variants above, with the frameworks of dev/requirements-frameworks.txt
+# installed (those that install beside this torch).
+FRAMEWORK_VARIANT = Variant("frameworks", 2, False, ["frameworks"], None, "lightning", False)
+
+
+class RunFailed(Exception):
+    """envcheck (or torchrun) could not produce a report for one variant."""
 
 
 def numpy_sets(release):
@@ -80,9 +108,45 @@ def run_envcheck(python, probes, extra, cwd=None):
     proc = subprocess.run(cmd, cwd=cwd or tempfile.gettempdir(), env=env,
                           capture_output=True, text=True)
     if proc.returncode not in (0, 1) or not os.path.getsize(path):
-        sys.exit("envcheck run failed (exit %d): %s" % (proc.returncode,
-                                                        proc.stderr.strip()[-2000:]))
+        os.unlink(path)
+        raise RunFailed("envcheck run failed (exit %d): %s" % (
+            proc.returncode, proc.stderr.strip()[-2000:]))
     return path
+
+
+def run_torchrun(python, nproc, extra):
+    """Launcher mode: torchrun --standalone starts the ranks (python -m
+    envcheck.worker.launched, which needs only torch), then this envcheck builds and
+    judges the report from rank 0's records."""
+    out = tempfile.mkdtemp(prefix="envcheck-observe-torchrun-")
+    try:
+        cmd = [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+               str(nproc), "-m", "envcheck.worker.launched", "--out", out] + list(extra)
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        proc = subprocess.run(cmd, cwd=tempfile.gettempdir(), env=env,
+                              capture_output=True, text=True)
+        records = os.path.join(out, "records.jsonl")
+        if not os.path.exists(records):
+            raise RunFailed("torchrun exited %d and rank 0 wrote no records: %s" % (
+                proc.returncode, _last_line(proc.stderr)))
+        fd, path = tempfile.mkstemp(prefix="envcheck-observe-", suffix=".json")
+        os.close(fd)
+        rep = subprocess.run([sys.executable, "-m", "envcheck", "report", "--records",
+                              records, "--json", path, "--format", "json"],
+                             cwd=tempfile.gettempdir(), env=env, capture_output=True,
+                             text=True)
+        if rep.returncode not in (0, 1) or not os.path.getsize(path):
+            os.unlink(path)
+            raise RunFailed("envcheck report --records failed (exit %d): %s" % (
+                rep.returncode, _last_line(rep.stderr)))
+        return path
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _last_line(text):
+    lines = [x.strip() for x in (text or "").splitlines() if x.strip()]
+    return lines[-1][:300] if lines else "(nothing on stderr)"
 
 
 def _first_line(text):
@@ -115,6 +179,7 @@ def trim(report):
         "backend": report.ranks[0].get("backend") if report.ranks else None,
         "probes": (report.plan or {}).get("probes"),
         "model": ((report.plan or {}).get("options") or {}).get("model", {}).get("spec"),
+        "frameworks": env.get("frameworks") or {},
         "checks": checks,
     }
 
@@ -137,10 +202,15 @@ def save(obs, directory=EVIDENCE_DIR, label=None):
               if k.split(".")[0] not in ran}
     checks.update(obs["checks"])
     runs = [r for r in old.get("runs", []) if set(r.get("probes") or []) - ran]
-    runs.append({"date": obs["date"], "envcheck": obs["envcheck"], "probes": obs["probes"],
-                 "nproc": obs["nproc"], "backend": obs["backend"], "model": obs["model"]})
+    run = {"date": obs["date"], "envcheck": obs["envcheck"], "probes": obs["probes"],
+           "nproc": obs["nproc"], "backend": obs["backend"], "model": obs["model"]}
+    if obs.get("launcher"):
+        run["launcher"] = obs["launcher"]
+    runs.append(run)
     merged = {k: obs[k] for k in ("torch", "cuda", "nccl", "arch_list", "python", "numpy",
                                   "os")}
+    if obs.get("frameworks"):
+        merged["frameworks"] = obs["frameworks"]
     merged["runs"] = runs
     merged["checks"] = dict(sorted(checks.items()))
     os.makedirs(directory, exist_ok=True)
@@ -179,12 +249,13 @@ def fact_lines(matrix, env):
     return out
 
 
-def diff(path, matrix, save_to=None, label=None):
+def diff(path, matrix, save_to=None, label=None, launcher=None):
     """Print the diff of one report against the matrix; the number of lines that need a
     look. ``save_to``: merge the trimmed observation into that evidence directory."""
     report = report_mod.load(path)
     verdicts.apply(report, matrix)
     obs = trim(report)
+    obs["launcher"] = launcher
     print("torch %s (cuda %s, nccl %s), Python %s, numpy %s, %s, %s ranks%s, envcheck %s, %s"
           % (obs["torch"], obs["cuda"], obs["nccl"], obs["python"], obs["numpy"],
              obs["backend"], obs["nproc"], ", --model " + obs["model"] if obs["model"] else "",
@@ -210,23 +281,69 @@ def diff(path, matrix, save_to=None, label=None):
     return look
 
 
-def _pip(venv, *args):
+def _pip(venv, *args, check=True):
     cmd = [os.path.join(venv, "bin", "python"), "-m", "pip", "install", "-q",
            "--no-cache-dir", "--disable-pip-version-check"] + list(args)
-    print("$ %s" % " ".join(cmd[3:]), flush=True)
+    print("$ pip install %s" % " ".join(cmd[6:]), flush=True)
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode:
-        sys.exit("pip failed (exit %d): %s" % (proc.returncode, proc.stderr.strip()[-2000:]))
+    if proc.returncode and check:
+        raise RunFailed("pip failed (exit %d): %s" % (proc.returncode,
+                                                      proc.stderr.strip()[-2000:]))
+    return proc.returncode == 0
 
 
-def observe_release(args, matrix):
-    """Every variant of one release in a throw-away venv; (variant, lines to look at)."""
-    release = args.release
+def _frameworks():
+    """The framework pins of dev/requirements-frameworks.txt."""
+    with open(FRAMEWORKS_REQ, encoding="utf-8") as f:
+        return [line.split("#")[0].strip() for line in f
+                if line.split("#")[0].strip()]
+
+
+def install_frameworks(venv, torch_req, np_req):
+    """Install the frameworks beside this torch (pinned on the same line, so that pip
+    never swaps the torch under observation): all at once, else each one that installs.
+    Returns the pins installed."""
+    pins = _frameworks()
+    if _pip(venv, torch_req, np_req, *pins, check=False):
+        return pins
+    installed = []
+    for pin in pins:
+        if _pip(venv, torch_req, np_req, pin, check=False):
+            installed.append(pin)
+        else:
+            print("  %s does not install beside %s" % (pin, torch_req), flush=True)
+    return installed
+
+
+def _run_variant(args, matrix, release, python, variant, name):
+    """One variant: run, keep the full report, diff, save. Lines to look at."""
+    extra = ["-n", str(variant.nproc)] + (["--model", MODEL_SPEC] if variant.model else [])
+    if variant.framework:
+        extra += ["--framework", variant.framework]
+    print("\n=== torch %s, variant %s ===" % (release, name or "default"), flush=True)
+    if variant.launcher:
+        path = run_torchrun(python, variant.nproc,
+                            sum((["--probe", p] for p in variant.probes), []))
+    else:
+        path = run_envcheck(python, variant.probes, extra + list(args.extra),
+                            cwd=MODEL_DIR if variant.model else None)
+    kept = os.path.join(args.reports, "torch-%s%s.json" % (release, "-" + name if name else ""))
+    shutil.move(path, kept)
+    print("full report: %s" % kept)
+    return diff(kept, matrix, args.evidence_dir if args.save else None, name,
+                launcher="torchrun" if variant.launcher else None)
+
+
+def observe_release(args, matrix, release=None):
+    """Every variant of one release in a throw-away venv; (variant, lines to look at),
+    where lines is None for a variant that could not run (said in its line)."""
+    release = release or args.release
     venv = os.path.join(args.venv_dir, "torch-%s" % release)
     shutil.rmtree(venv, ignore_errors=True)
     os.makedirs(args.venv_dir, exist_ok=True)
     os.makedirs(args.reports, exist_ok=True)
     results = []
+    torch_req = args.torch_spec or "torch==%s" % release
     try:
         subprocess.run([args.venv_python or sys.executable, "-m", "venv", venv], check=True)
         py_label = ""
@@ -238,32 +355,99 @@ def observe_release(args, matrix):
         sets = [x for x in numpy_sets(release)
                 if args.numpy == "both" or (x[0] == "numpy1") == (args.numpy == "1")]
         for n, (np_label, np_req) in enumerate(sets):
-            if n == 0:
-                _pip(venv, args.torch_spec or "torch==%s" % release, np_req)
-            else:
-                _pip(venv, np_req)
-            for label, nproc, model, probes in VARIANTS:
-                name = "-".join(x for x in (py_label, np_label, label) if x) or None
-                extra = ["-n", str(nproc)] + (["--model", MODEL_SPEC] if model else [])
-                print("\n=== torch %s, %s, variant %s ===" % (release, np_req, name or "default"),
-                      flush=True)
-                path = run_envcheck(python, probes, extra + list(args.extra),
-                                    cwd=MODEL_DIR if model else None)
-                kept = os.path.join(args.reports, "torch-%s%s.json"
-                                    % (release, "-" + name if name else ""))
-                shutil.move(path, kept)
-                print("full report: %s" % kept)
-                look = diff(kept, matrix, args.evidence_dir if args.save else None, name)
-                results.append((name or "default", look))
+            _pip(venv, torch_req, np_req) if n == 0 else _pip(venv, np_req)
+            todo = [v for v in VARIANTS if v.applies(release)
+                    and (args.launcher or not v.launcher)]
+            if args.frameworks and n == len(sets) - 1:
+                todo.append(FRAMEWORK_VARIANT)
+            for variant in todo:
+                if variant.framework:
+                    # Last: the variants above ran without any framework installed.
+                    if not install_frameworks(venv, torch_req, np_req):
+                        results.append(("frameworks", None, "none of %s installs" %
+                                        ", ".join(_frameworks())))
+                        continue
+                name = "-".join(x for x in (py_label, np_label, variant.label) if x) or None
+                try:
+                    look = _run_variant(args, matrix, release, python, variant, name)
+                    results.append((name or "default", look, None))
+                except RunFailed as exc:
+                    print("could not run: %s" % exc, flush=True)
+                    results.append((name or "default", None, str(exc)))
                 sys.stdout.flush()
+    except RunFailed as exc:
+        print("could not observe torch %s: %s" % (release, exc), flush=True)
+        results.append(("install", None, str(exc)))
     finally:
         if not args.keep_venv:
             shutil.rmtree(venv, ignore_errors=True)
     print("\ntorch %s:" % release)
-    for name, look in results:
-        print("  %-28s %s" % (name, "%d line(s) need a look" % look if look
+    for name, look, why in results:
+        print("  %-28s %s" % (name, "could not run: %s" % why[:200] if look is None
+                              else "%d line(s) need a look" % look if look
                               else "observation and matrix agree"))
     return results
+
+
+def sweep_releases(matrix):
+    """The patch observed for each release series of releases.toml: its newest."""
+    out = []
+    for release in matrix.releases:
+        patches = sorted(release.patches, key=versions.parse_version)
+        out.append(patches[-1])
+    return out
+
+
+def sweep(args, matrix):
+    """Every release of releases.toml, one venv at a time, resumable: the state file
+    records each finished release (and its results), and a second run goes on from the
+    first release not finished. Prints how long each release and the whole sweep took."""
+    state_path = args.state or os.path.join(args.venv_dir, "envcheck-sweep-state.json")
+    state = {"releases": {}}
+    if os.path.exists(state_path) and not args.restart:
+        with open(state_path, encoding="utf-8") as f:
+            state = json.load(f)
+    todo = sweep_releases(matrix)
+    if args.only:
+        unknown = sorted(set(args.only) - set(todo))
+        if unknown:
+            sys.exit("error: --only %s: not a release the sweep observes (%s)" % (
+                ", ".join(unknown), ", ".join(todo)))
+        todo = [r for r in todo if r in args.only]
+    started = time.monotonic()
+    print("sweep: %d releases (%s); state %s" % (len(todo), ", ".join(todo), state_path),
+          flush=True)
+    for release in todo:
+        if release in state["releases"]:
+            print("torch %s: done in an earlier run (%.0f s), skipped" % (
+                release, state["releases"][release]["seconds"]), flush=True)
+            continue
+        t0 = time.monotonic()
+        results = observe_release(args, matrix, release)
+        state["releases"][release] = {
+            "seconds": round(time.monotonic() - t0, 1),
+            "results": [{"variant": n, "look": look, "could_not_run": why}
+                        for n, look, why in results]}
+        tmp = state_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(state, f, indent=1, sort_keys=True)
+        os.replace(tmp, state_path)
+        print("torch %s: %.0f s" % (release, time.monotonic() - t0), flush=True)
+    total = sum(r["seconds"] for r in state["releases"].values())
+    print("\nsweep: this run %.1f min; all releases in the state file %.1f min" % (
+        (time.monotonic() - started) / 60, total / 60))
+    bad = 0
+    for release in todo:
+        entry = state["releases"].get(release)
+        for r in (entry or {}).get("results", []):
+            if r["look"] or r["could_not_run"]:
+                bad += 1
+                print("  torch %-8s %-28s %s" % (release, r["variant"], (
+                    "could not run: " + r["could_not_run"][:150]) if r["could_not_run"]
+                    else "%d line(s) need a look" % r["look"]))
+    print("every release: observation and matrix agree" if not bad else
+          "%d variant(s) need a look (above)" % bad)
+    return 1 if bad else 0
 
 
 def table(paths, matrix):
@@ -296,7 +480,18 @@ def main(argv=None):
     ap.add_argument("--from-json", action="extend", nargs="+", default=[], metavar="REPORT",
                     help="diff these saved reports instead of running")
     ap.add_argument("--release", help="observe this PyPI release in a throw-away venv, "
-                                      "every variant (see above)")
+                                      "every variant (see above); 'all': every release "
+                                      "of releases.toml, resumable (the sweep)")
+    ap.add_argument("--only", action="extend", nargs="+", default=[], metavar="VERSION",
+                    help="with --release all: only these releases")
+    ap.add_argument("--state", help="with --release all: the sweep's state file "
+                                    "[default: VENV_DIR/envcheck-sweep-state.json]")
+    ap.add_argument("--restart", action="store_true",
+                    help="with --release all: forget the state file, start over")
+    ap.add_argument("--no-frameworks", dest="frameworks", action="store_false",
+                    help="with --release: skip the frameworks variant")
+    ap.add_argument("--no-launcher", dest="launcher", action="store_false",
+                    help="with --release: skip the torchrun (launcher mode) variant")
     ap.add_argument("--torch-spec", help="with --release: the pip requirement for torch "
                                          "[default: torch==RELEASE]")
     ap.add_argument("--venv-dir", default=os.environ.get("ENVCHECK_OBSERVE_VENVS")
@@ -327,7 +522,10 @@ def main(argv=None):
         return 2
     if args.release:
         args.reports = args.reports or os.path.join(args.venv_dir, "envcheck-reports")
-        return 1 if any(look for _, look in observe_release(args, matrix)) else 0
+        if args.release == "all":
+            return sweep(args, matrix)
+        return 1 if any(look or look is None for _, look, _ in observe_release(args, matrix)) \
+            else 0
     if args.table:
         table(args.from_json, matrix)
         return 0

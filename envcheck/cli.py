@@ -88,6 +88,7 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=F
     # every output below reads this one redacted copy. A screen alone shows no rank's
     # stderr or stacks in full: a flooded stderr kept in the report is cut first, not
     # searched for secrets megabyte by megabyte (JSON and JUnit keep everything).
+    report.strict = bool(strict)  # the JSON's answer says what this run exits with
     data = report.to_dict()
     if fmt != "json" and not json_path and not junit_path:
         data = _screen_sized(data)
@@ -608,6 +609,11 @@ def matrix_cmd(
     validate: bool = typer.Option(False, "--validate",
                                   help="Only validate the matrix: exit 0 if valid, 2 with "
                                        "every error listed."),
+    coverage: bool = typer.Option(False, "--coverage",
+                                  help="Per check, the releases its verdict rests on: "
+                                       "observed runs (evidence/), a public source alone, "
+                                       "runs that all skipped it; exit 1 naming any "
+                                       "release with none (also with --check)."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
     probe_path: List[str] = typer.Option([], "--probe-path", metavar="FILE.py",
                                          help="Also accept the checks of the probes in this file."),
@@ -620,8 +626,10 @@ def matrix_cmd(
 
     from .core.text import printable
 
-    _page(printable(matrix_command.run(torch, cuda, check_id, validate, tuple(matrix_dir),
-                                       tuple(probe_path))), enabled=not no_pager)
+    text, code = matrix_command.run(torch, cuda, check_id, validate, tuple(matrix_dir),
+                                    tuple(probe_path), coverage)
+    _page(printable(text), enabled=not no_pager)
+    raise typer.Exit(code)
 
 
 def _page(text, enabled=True):

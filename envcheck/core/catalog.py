@@ -41,6 +41,10 @@ SETUP_CHECKS = ("import_torch", "master_addr", "master_port", "host_name", "sock
                 "init_process_group", "final_barrier", "between_probes")
 # Every probe may also report ``run``: it broke outside any of its checks.
 RUN = "run"
+# Setup checks that exist only as a fault: a rank that hangs or dies after its last probe
+# or between two (run/merge.py). They record envcheck's supervision, not a behaviour of
+# torch, so no release can be observed passing them and the matrix holds none.
+FAULT_ONLY = ("setup.final_barrier", "setup.between_probes")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,11 +1,12 @@
-"""``envcheck matrix``: show (a filtered part of) the matrix, or just validate it."""
+"""``envcheck matrix``: show (a filtered part of) the matrix, or just validate it; with
+``--coverage`` (or ``--check``), what each check's verdict rests on, release by release."""
 
 import shutil
 import textwrap
 
 from tabulate import tabulate
 
-from . import load as matrix_load, versions
+from . import evidence as evidence_mod, load as matrix_load, versions
 from ..core.errors import UsageError
 from .versions import sm_tuple
 
@@ -168,24 +169,83 @@ def _expectations(matrix, version, variant, check):
     return "\n".join(blocks)
 
 
-def run(torch=None, cuda=None, check=None, validate=False, matrix_dirs=(), probe_paths=()):
-    """The text to print; MatrixError (exit 2) when the matrix is invalid."""
+def _coverage(matrix, check, version, probe_paths):
+    """(text, gaps): a row per check, the releases its verdict rests on a run of, and
+    those it rests on a public source alone or on runs that all skipped it; the releases
+    with none of these are errors."""
+    from ..core import catalog
+
+    ids = [c for c in evidence_mod.catalog_checks(probe_paths)
+           if not check or c == check or c.startswith(check + ".")]
+    cov = evidence_mod.coverage(matrix, evidence_mod.load(matrix), ids)
+    if version is not None:
+        series = versions.series(version)
+        cov = {c: {s: v for s, v in row.items() if s == series} for c, row in cov.items()}
+    rows = []
+    for cid, observed, fact, skipped, missing in evidence_mod.summary_rows(cov, matrix):
+        rest = ["%s: %s" % (label, text) for label, text in
+                (("source alone", fact), ("skipped in every run", skipped),
+                 ("NO DATA", missing)) if text]
+        rows.append((cid, observed or "-", "\n".join(rest)))
+    shown = sorted({s for row in cov.values() for s in row}, key=versions.parse_version)
+    width = max(shutil.get_terminal_size().columns, 60) - 1
+    out = ["Coverage: what each check's verdict rests on, by torch release (%s)"
+           % evidence_mod.spans(shown, matrix),
+           _fit(rows, ["check", "observed runs", "otherwise"], [None, 12, 24]), ""]
+    by_source = {}  # the same entry backs several checks: said once
+    for cid, row in cov.items():
+        for s, c in row.items():
+            if c.kind == evidence_mod.FACT:
+                by_source.setdefault(c.how, {}).setdefault(cid, []).append(s)
+    if by_source:
+        out.append("Judged by a public source alone (no run of those releases):")
+        for how, found in by_source.items():
+            entry, _, source = how.partition(": ")
+            said = ", ".join("%s (%s)" % (cid, evidence_mod.spans(series, matrix))
+                             for cid, series in found.items())
+            out += textwrap.wrap("%s: %s; source: %s" % (entry, said, source), width,
+                                 initial_indent="  ", subsequent_indent="      ")
+        out.append("")
+    if not check:
+        out += textwrap.wrap("Reported only as a fault (a rank that hangs or dies outside "
+                             "any probe), never judged by release: %s"
+                             % ", ".join(catalog.FAULT_ONLY), width) + [""]
+    gaps = evidence_mod.gaps(cov)
+    for cid, missing in gaps:
+        out += textwrap.wrap("error: %s has neither a run nor a source on torch %s"
+                             % (cid, evidence_mod.spans(missing, matrix)), width,
+                             subsequent_indent="    ")
+    if gaps:
+        out += textwrap.wrap("Observe every release (python dev/observe.py --release all "
+                             "--save, docs/matrix.md) and set the ranges from the runs.",
+                             width)
+    return "\n".join(out), gaps
+
+
+def run(torch=None, cuda=None, check=None, validate=False, matrix_dirs=(), probe_paths=(),
+        coverage=False):
+    """(text to print, exit code); MatrixError (exit 2) when the matrix is invalid. The
+    exit code is 1 where ``coverage`` or ``check`` finds a release that neither a run nor
+    a source covers."""
     matrix = matrix_load.load(matrix_dirs, probe_paths)
     files = ["  %s%s" % (f.path, "" if f.builtin else "  (--matrix)") for f in matrix.files]
     if validate:
         return ("matrix OK: %d releases, %d CUDA toolkits, %d expectations, %d failure "
                 "signatures from %d files\n%s\n"
                 % (len(matrix.releases), len(matrix.toolkits), len(matrix.expectations),
-                   len(matrix.signatures), len(matrix.files), "\n".join(files)))
+                   len(matrix.signatures), len(matrix.files), "\n".join(files))), 0
     version, variant = _filters(torch, cuda)
     if version is not None and matrix.release(version) is None:
         raise UsageError("--torch %s: the matrix knows releases %s" % (
             torch, ", ".join(r.series for r in matrix.releases)))
-    if check and not any(c == check or c.startswith(check + ".")
-                         for e in matrix.expectations for c in e.checks):
-        known = sorted({c for e in matrix.expectations for c in e.checks})
-        raise UsageError("--check %s: no expectation for it (expectations exist for %s)"
-                         % (check, ", ".join(known) or "nothing"))
+    declared = evidence_mod.catalog_checks(probe_paths)
+    if check and not any(c == check or c.startswith(check + ".") for c in declared):
+        probes = sorted({c.split(".")[0] for c in declared})
+        raise UsageError("--check %s: no such check or probe (probes: %s; 'envcheck probes "
+                         "--checks' lists every check)" % (check, ", ".join(probes)))
+    if coverage:
+        text, gaps = _coverage(matrix, check, version, probe_paths)
+        return text + "\n", 1 if gaps else 0
     out = []
     if not check:
         out += ["Releases (Linux x86_64 wheels)", _releases(matrix, version, variant), ""]
@@ -193,6 +253,11 @@ def run(torch=None, cuda=None, check=None, validate=False, matrix_dirs=(), probe
             out += ["Builds of %s" % versions.series(version),
                     _variant_detail(matrix, version, variant), ""]
         out += ["CUDA toolkits (Linux driver)", _toolkits(matrix, variant), ""]
-    out += ["Expectations", _expectations(matrix, version, variant, check), "",
-            "Files:"] + files
-    return "\n".join(out) + "\n"
+    out += ["Expectations", _expectations(matrix, version, variant, check), ""]
+    code = 0
+    if check:
+        text, gaps = _coverage(matrix, check, version, probe_paths)
+        out += [text]
+        code = 1 if gaps else 0
+    out += ["Files:"] + files
+    return "\n".join(out) + "\n", code

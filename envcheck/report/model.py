@@ -2,7 +2,9 @@
 
 It round-trips through JSON (``to_dict`` / ``from_dict``), so ``envcheck report FILE``
 renders a saved report exactly as the run did. The JSON layout is versioned by
-``SCHEMA_VERSION`` and described by ``schema/report.schema.json``.
+``SCHEMA_VERSION`` and described by ``schema/report.schema.json``; version 2 added the
+``answer`` (exit code and the one-line answer) and the verdict counts in ``summary``.
+Version 1 reports still load.
 """
 
 import dataclasses
@@ -12,9 +14,10 @@ import os
 
 from ..core import limits
 from ..core.errors import UsageError
-from ..core.outcomes import Outcome
+from ..core.outcomes import Outcome, Verdict
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 SCHEMA_PATH = os.path.join(os.path.dirname(__file__), "schema", "report.schema.json")
 
 
@@ -62,7 +65,7 @@ def _plain(value, skip=()):
 # What a saved report must hold, by type: `envcheck report` reads files from anywhere.
 _TOP_TYPES = {"envcheck_version": str, "created": str, "plan": dict, "environment": dict,
               "ranks": list, "checks": list, "attempts": list, "matrix": dict,
-              "interrupted": str}
+              "interrupted": str, "strict": bool}
 _CHECK_TYPES = {"probe": str, "check": str, "detail": str, "advice": str, "error": dict,
                 "ranks": dict, "verdict": str, "expectation": dict, "root_rank": int,
                 "diagnosis": dict}
@@ -81,17 +84,36 @@ class Report:
     attempts: list = dataclasses.field(default_factory=list)
     matrix: dict = None  # which matrix files judged this report
     schema_version: int = SCHEMA_VERSION
+    strict: bool = False  # judged with --strict (known issues fail): what ``answer`` says
 
     def summary(self):
+        """Outcomes (what happened) and, beside them, verdicts (what that means): a
+        healthy node has failed checks that are all known torch pitfalls."""
         counts = {o.value: 0 for o in Outcome}
+        judged = {v.value: 0 for v in Verdict}
+        unjudged = 0
         for c in self.checks:
             counts[c.outcome] += 1
+            if c.verdict in judged:
+                judged[c.verdict] += 1
+            else:
+                unjudged += 1
+        counts["verdicts"] = dict(judged, none=unjudged)
         return counts
+
+    def answer(self):
+        """{exit_code, ready, text, strict}: what ``envcheck run`` exits with and the
+        first line of its screen, as the JSON's first key."""
+        from .table import answer  # the screen's own words (table imports this module)
+
+        return answer(self, self.strict)
 
     def to_dict(self):
         d = _plain(self, skip=("checks",))
+        d["schema_version"] = SCHEMA_VERSION
         d["checks"] = [c.to_dict() for c in self.checks]
         d["summary"] = self.summary()
+        d["answer"] = self.answer()
         return d
 
     @classmethod
@@ -100,9 +122,9 @@ class Report:
         if not isinstance(data, dict):
             raise ValueError("top level is %s, not an object" % type(data).__name__)
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ValueError("schema_version is %r; this envcheck reads version %d"
-                             % (version, SCHEMA_VERSION))
+        if version not in READABLE_VERSIONS:
+            raise ValueError("schema_version is %r; this envcheck reads versions %s"
+                             % (version, ", ".join(map(str, READABLE_VERSIONS))))
         fields = {f.name for f in dataclasses.fields(cls)}
         required = {f.name for f in dataclasses.fields(cls)
                     if f.default is dataclasses.MISSING
