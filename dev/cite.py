@@ -115,9 +115,14 @@ def citations(entry, runs, matrix):
             problems.append("%s: %s" % (name, verdict))
             continue
         if series not in cited:
+            # The framework versions a frameworks run had: its facts hold for those.
+            found = {k: v for k, v in sorted((ev.get("frameworks") or {}).items()) if v}
+            extra = ", frameworks = {%s}" % ", ".join(
+                '%s = "%s"' % kv for kv in found.items()) if found and any(
+                c.startswith("frameworks.") for c in entry.checks) else ""
             cited[series] = '  {torch = "%s", envcheck = "%s", date = "%s", evidence = ' \
-                            '"../evidence/%s"},' % (ev["torch"], run.get("envcheck", "?"),
-                                                     run.get("date", "?"), name)
+                            '"../evidence/%s"%s},' % (ev["torch"], run.get("envcheck", "?"),
+                                                       run.get("date", "?"), name, extra)
     lines = [cited[s] for s in sorted(cited, key=versions.parse_version)]
     return lines, problems
 

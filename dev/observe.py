@@ -120,7 +120,7 @@ def run_torchrun(python, nproc, extra):
     judges the report from rank 0's records."""
     out = tempfile.mkdtemp(prefix="envcheck-observe-torchrun-")
     try:
-        cmd = [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+        cmd = [python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
                str(nproc), "-m", "envcheck.worker.launched", "--out", out] + list(extra)
         env = dict(os.environ, PYTHONPATH=ROOT)
         proc = subprocess.run(cmd, cwd=tempfile.gettempdir(), env=env,
@@ -363,10 +363,15 @@ def observe_release(args, matrix, release=None):
             for variant in todo:
                 if variant.framework:
                     # Last: the variants above ran without any framework installed.
-                    if not install_frameworks(venv, torch_req, np_req):
-                        results.append(("frameworks", None, "none of %s installs" %
-                                        ", ".join(_frameworks())))
+                    pins = install_frameworks(venv, torch_req, np_req)
+                    names = {p.split("==")[0] for p in pins}
+                    if not names & {"lightning", "accelerate"}:
+                        results.append(("frameworks", None, "neither Lightning nor "
+                                        "Accelerate installs beside %s (%s)" % (
+                                            torch_req, ", ".join(_frameworks()))))
                         continue
+                    if variant.framework not in names:  # its own job needs it installed
+                        variant = variant._replace(framework=None)
                 name = "-".join(x for x in (py_label, np_label, variant.label) if x) or None
                 try:
                     look = _run_variant(args, matrix, release, python, variant, name)
@@ -473,6 +478,35 @@ def table(paths, matrix):
             "%-*s" % (w, cells.get(c, "")) for w, c in zip(widths, cols))))
 
 
+def verdict_table(matrix, label_filter=None):
+    """Release x probe: every committed evidence file judged with today's matrix, its
+    checks counted by verdict (skipped checks as 'skip'), summed over the release's runs.
+    ``label_filter``: only files whose name contains it."""
+    from envcheck.matrix import evidence as evidence_mod
+
+    cells, probes = {}, []
+    for ev in evidence_mod.load(matrix):
+        if label_filter and label_filter not in ev.name:
+            continue
+        for j in evidence_mod.rejudge(ev, matrix):
+            probe = j.check.split(".")[0]
+            if probe not in probes:
+                probes.append(probe)
+            key = j.verdict or ("skip" if j.outcome == "skipped" else j.outcome)
+            cell = cells.setdefault((ev.series, probe), {})
+            cell[key] = cell.get(key, 0) + 1
+    series = sorted({s for s, _ in cells}, key=versions.parse_version)
+    order = ("ok", "known", "unsupported", "new", "fixed", "unexpected", "failure", "skip")
+    print("| torch | %s |" % " | ".join(probes))
+    print("|---|%s|" % "|".join("---" for _ in probes))
+    for s in series:
+        row = []
+        for p in probes:
+            cell = cells.get((s, p), {})
+            row.append(" ".join("%d %s" % (cell[k], k) for k in order if cell.get(k)) or "-")
+        print("| %s | %s |" % (s, " | ".join(row)))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("python", nargs="?", help="interpreter of the torch venv to observe")
@@ -506,6 +540,10 @@ def main(argv=None):
                                       "[default: VENV_DIR/envcheck-reports]")
     ap.add_argument("--table", action="store_true",
                     help="with --from-json: print the check x report table instead")
+    ap.add_argument("--verdicts", nargs="?", const="", metavar="LABEL",
+                    help="no run: the release x probe table of verdicts of every committed "
+                         "evidence file judged with today's matrix (only files whose name "
+                         "holds LABEL)")
     ap.add_argument("--matrix", action="append", default=[], help="extra matrix directory")
     ap.add_argument("--save", action="store_true", help="merge the observation into evidence/")
     ap.add_argument("--evidence-dir", default=EVIDENCE_DIR)
@@ -513,13 +551,17 @@ def main(argv=None):
                                     "more than the torch build (e.g. opensora-model)")
     ap.add_argument("extra", nargs="*", help="more envcheck run arguments (after --)")
     args = ap.parse_args(argv)
-    if not args.python and not args.from_json and not args.release:
-        ap.error("give an interpreter, --release or --from-json")
+    if not args.python and not args.from_json and not args.release \
+            and args.verdicts is None:
+        ap.error("give an interpreter, --release, --from-json or --verdicts")
     try:
         matrix = matrix_load.load(args.matrix)
     except matrix_load.MatrixError as exc:
         print(exc, file=sys.stderr)
         return 2
+    if args.verdicts is not None:
+        verdict_table(matrix, args.verdicts)
+        return 0
     if args.release:
         args.reports = args.reports or os.path.join(args.venv_dir, "envcheck-reports")
         if args.release == "all":

@@ -248,3 +248,60 @@ def test_unknown_format_is_a_usage_error():
 def test_markdown_cell_escaping():
     assert render_markdown.cell("a|b\nc <x>") == "a\\|b c &lt;x&gt;"
     assert render_markdown.cell(None) == ""
+
+
+def test_json_answer_and_verdict_counts_say_what_the_exit_code_says(ran, tmp_path):
+    res, paths, _ = ran
+    report = load_report(paths["json"])
+    assert list(json.load(open(paths["json"])))[0] == "answer"  # the first key
+    answer = report["answer"]
+    assert answer["exit_code"] == res.code == 1
+    assert answer["ready"] is False and answer["strict"] is False
+    assert answer["text"] == "Not ready for distributed training: 1 FAILURE (backend " \
+        "gloo, 2 ranks on %s)" % report["ranks"][0]["host"]
+    verdicts = report["summary"]["verdicts"]
+    assert verdicts["failure"] == report["summary"]["failed"] == 1
+    assert verdicts["none"] == report["summary"]["skipped"]
+
+    # The same run with ci.boom a known issue: a healthy node, whose failed checks are
+    # all known pitfalls, reads healthy in the JSON and in markdown, not "1 failed".
+    data = json.load(open(paths["json"]))
+    for c in data["checks"]:
+        if c["id"] == "ci.boom":
+            c["verdict"] = "known"
+    saved = tmp_path / "known.json"
+    saved.write_text(json.dumps(data))
+    out_json = tmp_path / "again.json"
+    out = run_cli("report", str(saved), "--json", str(out_json), "--format", "markdown")
+    assert out.code == 0, out.stderr
+    again = load_report(str(out_json))
+    assert again["answer"]["exit_code"] == 0 and again["answer"]["ready"] is True
+    assert again["answer"]["text"].startswith("Ready for distributed training: backend gloo")
+    assert again["summary"]["failed"] == 1 and again["summary"]["verdicts"]["known"] == 1
+    assert again["summary"]["verdicts"]["failure"] == 0
+    second = out.stdout.splitlines()[2]
+    assert " failed" not in second and "1 known issue" in second, second
+    assert second.endswith("; nothing unexpected"), second
+    strict = run_cli("report", str(saved), "--strict", "--json", str(out_json))
+    assert strict.code == 1
+    assert load_report(str(out_json))["answer"] == {
+        "exit_code": 1, "ready": False, "strict": True,
+        "text": again["answer"]["text"].replace("Ready", "Not ready", 1).split(":")[0]
+        + ": 1 known issue (failing under --strict) (backend gloo, 2 ranks on %s)"
+        % report["ranks"][0]["host"]}
+
+
+def test_a_version_1_report_still_renders(ran, tmp_path):
+    _, paths, _ = ran
+    data = json.load(open(paths["json"]))
+    data["schema_version"] = 1
+    for key in ("answer", "strict"):
+        data.pop(key)
+    for key in ("verdicts",):
+        data["summary"].pop(key)
+    old = tmp_path / "v1.json"
+    old.write_text(json.dumps(data))
+    out_json = tmp_path / "v2.json"
+    res = run_cli("report", str(old), "--json", str(out_json))
+    assert res.code == 1, res.stderr
+    assert load_report(str(out_json))["schema_version"] == 2

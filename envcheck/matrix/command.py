@@ -257,7 +257,7 @@ def run(torch=None, cuda=None, check=None, validate=False, matrix_dirs=(), probe
     code = 0
     if check:
         text, gaps = _coverage(matrix, check, version, probe_paths)
-        out += [text]
+        out += [text, ""]
         code = 1 if gaps else 0
     out += ["Files:"] + files
     return "\n".join(out) + "\n", code
