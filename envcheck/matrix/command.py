@@ -111,18 +111,6 @@ def _condition(key, value):
     return "%s %s" % (key, value if isinstance(value, str) else "/".join(value))
 
 
-def _series_spans(gaps, matrix):
-    """'2.2, 2.5-2.9': consecutive release series of the matrix joined into spans."""
-    order = [r.series for r in matrix.releases]
-    spans = []
-    for s in gaps:
-        if spans and order.index(s) == order.index(spans[-1][-1]) + 1:
-            spans[-1].append(s)
-        else:
-            spans.append([s])
-    return ", ".join(sp[0] if len(sp) == 1 else "%s-%s" % (sp[0], sp[-1]) for sp in spans)
-
-
 def _expectations(matrix, version, variant, check):
     rows = []
     for e in matrix.expectations:
@@ -143,7 +131,7 @@ def _expectations(matrix, version, variant, check):
         gaps = e.gaps(matrix.releases)
         if e.observed and gaps:
             # The range claims these releases, but no run of this entry saw them.
-            evidence += "\nnot observed: %s" % _series_spans(gaps, matrix)
+            evidence += "\nnot observed: %s" % evidence_mod.spans(gaps, matrix)
         rows.append(("\n".join(checks), torch + ("\n" + extra if extra else ""),
                      "/".join(e.outcome),
                      textwrap.shorten(e.message.pattern, 40, placeholder="…")

@@ -1,7 +1,7 @@
 """FSDP2 (``fully_shard``) and the distributed state-dict API, as the installed torch spells them.
 
 FSDP2 arrived in stages: ``fully_shard`` in ``torch.distributed._composable.fsdp``
-(2.4, 2.5), then public as ``torch.distributed.fsdp.fully_shard`` from 2.6;
+(2.3 to 2.5: a prototype in 2.3, found and observed there by the sweep), then public as ``torch.distributed.fsdp.fully_shard`` from 2.6;
 ``init_device_mesh`` in ``torch.distributed.device_mesh`` (2.2);
 ``get_state_dict``/``set_state_dict`` in ``torch.distributed.checkpoint.state_dict``
 (2.2); ``CPUOffloadPolicy`` next to ``fully_shard``. The probe asks this adapter, which
@@ -36,7 +36,7 @@ class Fsdp:
         self.fully_shard, self.where = _first(
             [("torch.distributed.fsdp", "fully_shard"),
              ("torch.distributed._composable.fsdp", "fully_shard")],
-            version, "FSDP2 fully_shard (it is torch.distributed._composable.fsdp in 2.4 and "
+            version, "FSDP2 fully_shard (it is torch.distributed._composable.fsdp in 2.3 to "
                      "2.5, torch.distributed.fsdp from 2.6)")
         self.init_device_mesh, _ = _first(
             [("torch.distributed.device_mesh", "init_device_mesh")], version,
