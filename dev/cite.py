@@ -94,6 +94,13 @@ def judged_elsewhere(entry, target, ev, matrix):
     return out
 
 
+def _ran(entry, ev, overlaid):
+    """How many of the entry's checks this run ran (skipped ones not counted)."""
+    return sum(1 for c in entry.checks if c not in overlaid
+               and ((ev.get("checks") or {}).get(c) or {}).get("outcome") not in (None,
+                                                                                   "skipped"))
+
+
 def citations(entry, runs, matrix):
     """(observed lines, disagreements) for one entry."""
     cited, problems = {}, []
@@ -105,7 +112,9 @@ def citations(entry, runs, matrix):
         considered.append((bool(overlaid), name, target, ev, run, overlaid))
     # A run where another entry judged some of the checks is cited last: torch 2.1 is
     # best shown passing with numpy<2, not with NumPy 2 (an unsupported combination).
-    considered.sort(key=lambda x: x[0])
+    # Then the run that ran the most of the entry's checks: an -fsdp run holds setup's
+    # checks but none of the collectives, and cannot stand for the baseline.
+    considered.sort(key=lambda x: (x[0], -_ran(entry, x[3], x[5])))
     for _, name, target, ev, run, overlaid in considered:
         series = versions.series(target.torch)
         verdict = verdict_of(entry, ev, overlaid)

@@ -235,7 +235,8 @@ def test_under_torchrun_the_reshard_checks_say_the_world_size_is_fixed(tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     checks = checks_by_id(load_report(str(tmp_path / "r.json")))
     assert checks["fsdp.save_load"]["outcome"] == "passed"
-    for check in ("reshard_grow", "reshard_shrink"):
+    # Each phase's checks: the reshard and, after it, the training state (its "also").
+    for check in ("reshard_grow", "train_state_grow", "reshard_shrink", "train_state_shrink"):
         assert checks["fsdp." + check]["outcome"] == "skipped"
         assert checks["fsdp." + check]["detail"] == (
             "not run: under torchrun every rank belongs to the one job of 2 ranks; loading "
@@ -295,6 +296,10 @@ def test_any_probe_may_declare_a_follow_up_at_another_world_size(tmp_path):
      "world_size 'M+1': write a number of ranks (1), or N, N+K, N-K"),
     ('({"function": "f", "world_size": 2, "check": "b"},)',
      "follow-up check 'b' is not in CHECKS"),
+    ('({"function": "f", "world_size": 2, "check": "a", "also": ("c",)},)',
+     "follow-up check 'c' is not in CHECKS"),
+    ('({"function": "f", "world_size": 2, "check": "a", "then": ("a",)},)',
+     "a follow-up is a dict with function, world_size and check, and optionally also"),
 ])
 def test_a_malformed_follow_up_is_one_line_and_exit_2(tmp_path, declaration, message):
     probe = tmp_path / "bad.py"

@@ -89,8 +89,10 @@ def _follow_ups(tree, path, found):
     A follow-up is a phase ``envcheck run`` starts after the main run, at another world
     size: ``{"function": NAME, "world_size": "N+1" | "N-1" | 1, "check": CHECK}`` runs
     the module-level function NAME (not a probe) in every rank of a job of that size;
-    "N" is the main run's world size. It reports CHECK, one of the probe's checks. A
-    tuple applies to the file's probes, a dict ``{"probe-name": (...)}`` to one each.
+    "N" is the main run's world size. It reports CHECK, one of the probe's checks, and
+    the checks of an optional ``"also": (CHECK, ...)``: a phase that cannot run reports
+    each of them skipped, saying why. A tuple applies to the file's probes, a dict
+    ``{"probe-name": (...)}`` to one each.
     """
     value, line = None, None
     for node in tree.body:
@@ -112,16 +114,23 @@ def _follow_ups(tree, path, found):
         if not isinstance(items, (tuple, list)):
             raise ValueError("%s: FOLLOW_UPS must list dicts" % where)
         for item in items:
-            if not isinstance(item, dict) or set(item) != {"function", "world_size", "check"}:
-                raise ValueError("%s: a follow-up is a dict with exactly function, "
-                                 "world_size and check" % where)
+            if not isinstance(item, dict) or not (
+                    {"function", "world_size", "check"} <= set(item)
+                    <= {"function", "world_size", "check", "also"}):
+                raise ValueError("%s: a follow-up is a dict with function, world_size and "
+                                 "check, and optionally also" % where)
+            also = item.get("also", ())
+            if not isinstance(also, (tuple, list)) or not all(isinstance(a, str)
+                                                              for a in also):
+                raise ValueError("%s: a follow-up's also is a tuple of check names" % where)
             if item["function"] not in functions:
                 raise ValueError("%s: follow-up function %r is not defined in the file"
                                  % (where, item["function"]))
             world_size_rule(item["world_size"], where)
-            if checks is not None and item["check"] not in checks:
-                raise ValueError("%s: follow-up check %r is not in CHECKS"
-                                 % (where, item["check"]))
+            for check in (item["check"],) + tuple(also):
+                if checks is not None and check not in checks:
+                    raise ValueError("%s: follow-up check %r is not in CHECKS"
+                                     % (where, check))
         out[probe] = tuple(dict(i) for i in items)
     return out
 

@@ -72,7 +72,8 @@ def follow_ups(specs, nproc, fixed_by=None, max_ranks=None):
     """The follow-up phases of the chosen probes (``catalog.ProbeSpec``) after a main run
     of ``nproc`` ranks, in probe order.
 
-    Each is ``{"probe", "check", "world_size", "saved_world_size", "entry", "skip"}``:
+    Each is ``{"probe", "check", "also", "world_size", "saved_world_size", "entry",
+    "skip"}`` (``also``: the further checks the phase reports):
     ``entry`` is the plan entry the phase's ranks run (the follow-up function, with
     ``phase`` telling it which check and what the main run's world size was); ``skip`` a
     reason it cannot run (a world size that is the main run's own or below 1, or
@@ -103,6 +104,7 @@ def follow_ups(specs, nproc, fixed_by=None, max_ranks=None):
                         "%d)" % (nproc, item["world_size"], nproc + 1))
             phase = {"check": item["check"], "saved_world_size": nproc, "world_size": size}
             entry = dict(spec.plan_entry(), function=item["function"], phase=phase)
-            phases.append({"probe": spec.name, "check": item["check"], "world_size": size,
+            phases.append({"probe": spec.name, "check": item["check"],
+                           "also": tuple(item.get("also", ())), "world_size": size,
                            "saved_world_size": nproc, "entry": entry, "skip": skip})
     return phases

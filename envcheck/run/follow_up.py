@@ -73,7 +73,7 @@ def run(phases, main_attempts, interpreter, rank_plan, timeout, on_event=None,
                 reason = ("not run: the %d-rank run of %s handed nothing on (see its other "
                           "checks)" % (phase["saved_world_size"], phase["probe"]))
             if reason is not None:
-                checks.append(_skipped(phase, reason))
+                checks.extend(_skipped(phase, reason))
                 continue
             plan = dict(rank_plan, probes=[phase["entry"]])
             if on_event:  # the live view: fresh ranks, another world size, one check
@@ -118,8 +118,9 @@ def phase_checks(phase, attempts, timeout):
 
 
 def _skipped(phase, reason):
-    return CheckResult(probe=phase["probe"], check=phase["check"], outcome="skipped",
-                       detail=reason, ranks={})
+    """The phase's checks, each skipped for ``reason``: it never ran."""
+    return [CheckResult(probe=phase["probe"], check=check, outcome="skipped", detail=reason,
+                        ranks={}) for check in (phase["check"],) + tuple(phase.get("also", ()))]
 
 
 def place(checks, extra):
@@ -139,4 +140,4 @@ def fixed_world_size(checks, probe_names, world_size, launcher):
     except UsageError:  # a broken entry point: the run's report says so elsewhere
         return checks
     phases = plan_mod.follow_ups(specs, world_size, fixed_by=launcher or "the launcher")
-    return place(checks, [_skipped(p, p["skip"]) for p in phases])
+    return place(checks, [r for p in phases for r in _skipped(p, p["skip"])])

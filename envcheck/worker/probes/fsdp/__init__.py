@@ -35,8 +35,10 @@ CHECKS = ("model", "train_step", "deepcopy", "ema_copy", "gradient_divide", "sav
 # Phases at other world sizes, run by `envcheck run` after the main run (core.plan):
 # "N" is the main run's world size. A world size equal to N, or below 1, is skipped.
 FOLLOW_UPS = (
-    {"function": "resume_elsewhere", "world_size": "N+1", "check": "reshard_grow"},
-    {"function": "resume_elsewhere", "world_size": "1", "check": "reshard_shrink"},
+    {"function": "resume_elsewhere", "world_size": "N+1", "check": "reshard_grow",
+     "also": ("train_state_grow",)},
+    {"function": "resume_elsewhere", "world_size": "1", "check": "reshard_shrink",
+     "also": ("train_state_shrink",)},
 )
 
 # Test hook (tests/test_fsdp.py): this rank overwrites one of its shards in the saved
