@@ -76,13 +76,17 @@ def matrix_roots(matrix):
 
 def load(matrix):
     """Every evidence file of the matrix's directories, by name."""
-    found = []
+    found, seen = [], set()
     for root in matrix_roots(matrix):
         for path in sorted(glob.glob(os.path.join(root, "evidence", "*.json"))):
+            real = os.path.realpath(path)  # a directory linked twice is read once
+            if real in seen:
+                continue
+            seen.add(real)
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
             if isinstance(data, dict) and data.get("torch") and data.get("checks"):
-                found.append(Evidence(os.path.basename(path), os.path.normpath(path), data))
+                found.append(Evidence(os.path.basename(path), real, data))
     return found
 
 
@@ -173,7 +177,7 @@ class Cover:
 def _cited_files(entry):
     """{evidence path on disk: series} for an entry's observed runs."""
     base = os.path.dirname(entry.where.path)
-    return {os.path.normpath(os.path.join(base, o.evidence)): versions.series(o.torch)
+    return {os.path.realpath(os.path.join(base, o.evidence)): versions.series(o.torch)
             for o in entry.observed if o.evidence}
 
 
