@@ -154,7 +154,9 @@ def test_torch_1_13_dcp_on_python_3_11_is_unsupported_and_names_its_pythons():
     # The same failure on a Python that torch 1.13 supports is no such combination.
     c = _one("checkpoint", "dcp_save_load", "failed", DATACLASS_311,
              "envcheck.worker.probes.checkpoint.dcp_api.DcpBroken", python="3.10.13").checks[0]
-    assert c.verdict == "failure" and c.expectation is None
+    assert c.verdict == "unexpected"  # the 1.13 entry observed on 3.10 expects another failure
+    assert c.expectation["file"] == "expectations/checkpoint.toml"
+    assert not c.expectation.get("unsupported")
 
 
 def test_torch_built_for_numpy_1_with_numpy_2_is_unsupported():
