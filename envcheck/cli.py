@@ -605,7 +605,8 @@ def matrix_cmd(
     cuda: Optional[str] = typer.Option(None, "--cuda", metavar="X.Y",
                                        help="Only this CUDA variant (12.4, cpu)."),
     check_id: Optional[str] = typer.Option(None, "--check", metavar="ID",
-                                           help="Only expectations for this check (or probe)."),
+                                           help="Only this check (or probe): its expectations, and "
+                                                "what they rest on per release."),
     validate: bool = typer.Option(False, "--validate",
                                   help="Only validate the matrix: exit 0 if valid, 2 with "
                                        "every error listed."),

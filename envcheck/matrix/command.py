@@ -207,7 +207,7 @@ def _coverage(matrix, check, version, probe_paths):
         out += textwrap.wrap("Observe every release (python dev/observe.py --release all "
                              "--save, docs/matrix.md) and set the ranges from the runs.",
                              width)
-    return "\n".join(out), gaps
+    return "\n".join(out).rstrip("\n"), gaps
 
 
 def run(torch=None, cuda=None, check=None, validate=False, matrix_dirs=(), probe_paths=(),
