@@ -5,6 +5,7 @@
     python dev/observe.py VENV_PY --probe serialization --save       # also keep evidence
     python dev/observe.py --from-json report.json                    # no run: diff a report
     python dev/observe.py --release 2.2.2 --save                     # a whole release (below)
+    python dev/observe.py --release all --save                       # every release: the sweep
 
 What it prints, per check: the observed outcome, error type and first message line, the
 matrix entry that applies (file and entry number) and the verdict. Lines that need a
@@ -19,11 +20,15 @@ checks of the probes that ran are replaced, so probes can be observed one at a t
 
 With --release VERSION it observes one PyPI release end to end: a throw-away venv
 (pip install --no-cache-dir torch==VERSION numpy), every variant of VARIANTS (2 and 4
-ranks, with and without the Open-Sora-shaped --model in dev/models/), and for releases
-built against NumPy 1.x (torch < 2.3) all of it again with numpy<2; each diffed, saved
-with --save (label e.g. numpy1-nproc4), its full report kept under --reports; then the
-venv is deleted. The next release is one command. --table prints the release x check
-table of saved reports (--from-json, repeatable).
+ranks; the Open-Sora-shaped --model in dev/models/; -p fsdp at 2 and 4 ranks; the
+default suite under torchrun, launcher mode), then FRAMEWORK_VARIANT with
+dev/requirements-frameworks.txt installed where it installs, and for releases built
+against NumPy 1.x (torch < 2.3) all of it again with numpy<2; each diffed, saved with
+--save (label e.g. numpy1-nproc4), its full report kept under --reports; then the venv
+is deleted. --release all is the sweep: every release of releases.toml, one venv at a
+time, resumable (a state file), timed. --verdicts prints the release x probe table of
+the committed evidence judged with today's matrix; --table the check x report table of
+saved reports (--from-json, repeatable). docs/matrix.md says when to run the sweep.
 
 Exit status: 0 when observation and matrix agree, 1 when something needs a look,
 2 when envcheck could not run. Runs envcheck from /tmp (a venv's torch must not see
