@@ -16,8 +16,6 @@ array of each entry is rewritten: comments and every other key stay as written.
 """
 
 import argparse
-import glob
-import json
 import os
 import re
 import sys
@@ -25,27 +23,16 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from envcheck.matrix import load as matrix_load, versions  # noqa: E402
-from envcheck.matrix.model import Target, platform_of  # noqa: E402
+from envcheck.matrix import evidence as evidence_mod, load as matrix_load, versions  # noqa: E402
 
-DATA = os.path.join(ROOT, "envcheck", "matrix", "data")
 HEADER = re.compile(r"(?m)^\[\[expectation\]\][^\n]*\n")
 OBSERVED = re.compile(r"(?ms)^observed = \[\n.*?^\]\n")
 
 
-def evidence_runs(directory):
-    """(file name, Target, evidence dict) for every evidence file, 2-rank runs first."""
-    out = []
-    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
-        with open(path, encoding="utf-8") as f:
-            ev = json.load(f)
-        runs = ev.get("runs") or [{}]
-        run = runs[-1]
-        version = versions.parse_version(ev["torch"])
-        target = Target(version, versions.observed_variant(ev["torch"], ev.get("cuda")),
-                        ev.get("python"), platform_of(ev.get("os")), run.get("backend"),
-                        bool(run.get("model")), ev.get("numpy"))
-        out.append((os.path.basename(path), target, ev, run))
+def evidence_runs(matrix):
+    """(file name, Target, evidence dict, its last run) for every evidence file of the
+    matrix (envcheck.matrix.evidence reads them), 2-rank runs first."""
+    out = [(ev.name, ev.target(), ev.data, ev.run) for ev in evidence_mod.load(matrix)]
     out.sort(key=lambda x: (x[3].get("nproc") != 2, len(x[0]), x[0]))
     return out
 
@@ -170,7 +157,7 @@ def main(argv=None):
     ap.add_argument("--check", action="store_true", help="list only, write nothing")
     args = ap.parse_args(argv)
     matrix = matrix_load.load()
-    runs = evidence_runs(os.path.join(DATA, "evidence"))
+    runs = evidence_runs(matrix)
     by_file = {}
     for e in matrix.expectations:
         by_file.setdefault(e.where.path, []).append(e)
