@@ -638,7 +638,7 @@ def _page(text, enabled=True):
     as git does; pipes, files and a dumb terminal get it as it is (write_screen)."""
     import shlex
     import shutil
-    import subprocess
+    from .launch import procs
 
     try:
         interactive = sys.stdout.isatty() and sys.stdin.isatty()
@@ -654,7 +654,7 @@ def _page(text, enabled=True):
     env.setdefault("LESS", "FRX")  # quit if one screen, keep colours, leave the screen
     sys.stdout.flush()
     try:
-        subprocess.run(shlex.split(pager), input=text, text=True, env=env, check=False)
+        procs.run(shlex.split(pager), input=text, text=True, env=env, check=False)
     except (OSError, ValueError):  # no such pager: the text as it is
         write_screen(text)
 

@@ -6,7 +6,8 @@
   envcheck/core/.
 - Core (envcheck/core/) is stdlib only: both sides import it, ranks under an
   interpreter that has nothing but torch included.
-- Worker side (envcheck/worker/) imports only the stdlib, torch, itself and the core, so
+- Worker side (envcheck/worker/) imports only the stdlib, torch, itself, the core and
+  envcheck/launch/ (stdlib only, where processes are made: tests/test_launch.py), so
   ranks run under an interpreter that has torch and nothing of envcheck's dependencies.
 """
 
@@ -99,7 +100,7 @@ def _violations(path, allowed):
 
 @pytest.mark.parametrize("path", sorted(_files(WORKER)), ids=lambda p: os.path.relpath(p, ROOT))
 def test_worker_imports_only_stdlib_torch_and_the_core(path):
-    allowed = ("torch", "envcheck.worker", "envcheck.core")
+    allowed = ("torch", "envcheck.worker", "envcheck.core", "envcheck.launch")
     if os.sep + os.path.join("probes", "frameworks") + os.sep in path:
         # A probe that tests a framework imports it, lazily: never at module level, so
         # the catalog and the other probes never pull it in.
@@ -140,7 +141,7 @@ def test_the_import_reader_resolves_relative_imports():
     assert {"envcheck.core.errors", "typer"} <= cli
     assert _violations(runtime, ("torch", "envcheck.worker")) == [
         "line %d: %s" % (line, name) for line, name in _imported(runtime)
-        if name.startswith("envcheck.core")]
+        if name.startswith(("envcheck.core", "envcheck.launch"))]
 
 
 def test_probe_modules_import_torch_only_inside_functions():

@@ -163,7 +163,7 @@ def probe_cgroup(ctx):
 
 
 def test_ranks_run_in_a_cgroup_of_their_attempt_where_the_machine_offers_one(tmp_path):
-    from envcheck.run import containment
+    from envcheck.launch import cgroup as containment
 
     group = containment.make()
     if group is None:
@@ -184,7 +184,7 @@ def test_a_daemon_left_by_a_killed_envcheck_ends_with_the_next_run(tmp_path):
     """envcheck SIGKILLed while a probe's daemon (own session, environment cleared) runs:
     the ranks' lifeline cannot find the daemon (no marker), but it stayed in the attempt's
     cgroup, and the next envcheck removes that cgroup with what is in it."""
-    from envcheck.run import containment
+    from envcheck.launch import cgroup as containment
 
     group = containment.make()
     if group is None:

@@ -13,8 +13,9 @@ each GPU's compute capability.
 import dataclasses
 import re
 import shutil
-import subprocess
 from typing import Optional
+
+from ..launch import procs
 
 FIELDS = ("index", "name", "compute_cap", "driver_version", "memory.total")
 _REFUSED = re.compile(r'Field "([^"]+)" is not a valid field to query')
@@ -71,10 +72,10 @@ def parse(text, fields=FIELDS):
 
 def _run(path, fields, timeout):
     try:
-        proc = subprocess.run(
+        proc = procs.run(
             [path, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"],
             capture_output=True, text=True, errors="replace", timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except procs.TimeoutExpired:
         raise NvidiaSmiError("nvidia-smi did not answer within %d s" % timeout) from None
     except OSError as exc:
         raise NvidiaSmiError("nvidia-smi could not run: %s" % exc) from None

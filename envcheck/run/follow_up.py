@@ -22,7 +22,8 @@ import contextlib
 import os
 import shutil
 
-from ..core import catalog, lifetime, plan as plan_mod
+from ..core import catalog, plan as plan_mod
+from ..launch import contain
 from ..core.errors import UsageError
 from ..core.attempt import Abort, Attempt
 from ..report.model import CheckResult
@@ -38,7 +39,7 @@ def handoff(phases, rank_plan):
     try:
         for phase in phases:
             if phase["skip"] is None and phase["probe"] not in dirs:
-                dirs[phase["probe"]] = lifetime.make_run_dir()
+                dirs[phase["probe"]] = contain.make_run_dir()
         entries = [dict(e, handoff=dirs[e["name"]]) if e["name"] in dirs else e
                    for e in rank_plan["probes"]]
         for phase in phases:

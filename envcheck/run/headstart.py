@@ -23,7 +23,7 @@ import sys
 import uuid
 
 from . import interrupts, spawn
-from ..core import lifetime
+from ..launch import contain
 
 
 def make_shim(workdir):
@@ -46,15 +46,15 @@ class Workspace:
     leaves nothing of it: no marked process, no directory."""
 
     def __init__(self, interpreter):
-        self.dir = lifetime.make_run_dir()
+        self.dir = contain.make_run_dir()
         os.makedirs(os.path.join(self.dir, "tmp"))
         self.shim = make_shim(self.dir)
         self.id = uuid.uuid4().hex
         # This process is the subreaper of everything the run starts: ranks forked by a
         # zygote become its children (run/spawn.py), and whatever a rank leaves behind
         # (a daemon in a session of its own, its environment cleared) comes to it, to be
-        # killed with the attempt (core/lifetime.kill_descendants).
-        self.reaping = spawn.set_subreaper(True)
+        # killed with the attempt (core/contain.kill_descendants).
+        self.reaping = contain.set_subreaper(True)
         self.forking = self.reaping and spawn.wanted() and spawn.forkable(interpreter)
         self._attempts = 0
 
@@ -71,18 +71,18 @@ class Workspace:
         env.update(ENVCHECK_LAUNCHER="local", PYTHONUNBUFFERED="1",
                    # Temporary files and torch's caches die with the run's directory.
                    TMPDIR=os.path.join(self.dir, "tmp"))
-        env.update({lifetime.MARKER: self.id, lifetime.LIFELINE: str(lifeline_fd),
-                    lifetime.WORKDIR: self.dir})
+        env.update({contain.MARKER: self.id, contain.LIFELINE: str(lifeline_fd),
+                    contain.WORKDIR: self.dir})
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (self.shim, os.environ.get("PYTHONPATH")) if p)
         return env
 
     def close(self, exclude=()):
-        lifetime.kill_marked(self.id, exclude)
+        contain.kill_marked(self.id, exclude)
         if self.reaping:
-            lifetime.kill_descendants(exclude)
-            spawn.reap_orphans(set(exclude))
-            spawn.set_subreaper(False)
+            contain.kill_descendants(exclude)
+            contain.reap_orphans(set(exclude))
+            contain.set_subreaper(False)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

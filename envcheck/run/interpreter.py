@@ -10,10 +10,10 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 
 from ..core.errors import UsageError
+from ..launch import procs
 
 _PROBE = (
     "import importlib.util, json, platform, sys\n"
@@ -87,9 +87,9 @@ def resolve(python=None):
         raise UsageError("--python %s: not an executable file (give the interpreter, "
                          "e.g. /path/to/venv/bin/python)" % python)
     try:
-        proc = subprocess.run([path, "-c", _PROBE], capture_output=True, text=True,
+        proc = procs.run([path, "-c", _PROBE], capture_output=True, text=True,
                               timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except (OSError, procs.TimeoutExpired) as exc:
         raise UsageError("--python %s: cannot run it (%s)" % (path, exc)) from None
     info = _answer(proc.stdout)
     if info is None:

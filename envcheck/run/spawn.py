@@ -20,19 +20,16 @@ run once per rank. ``ENVCHECK_ZYGOTE=0`` starts them that way always (to compare
 rule the zygote out).
 """
 
-import ctypes
 import json
 import os
 import re
 import signal
-import subprocess
 import time
 import uuid
 
-from ..core import lifetime
+from ..launch import contain, procs
 from ..core.text import printable, shorten
 
-PR_SET_CHILD_SUBREAPER = 36
 # Every process a zygote forks carries its own id (a fork keeps the environment it was
 # started with): what it forked can be found, and proven its, even when the zygote died
 # before it said the PID.
@@ -53,22 +50,6 @@ def forkable(interpreter):
         return False
 
 
-def set_subreaper(on):
-    """Make this process the subreaper of its descendants (Linux); False where it cannot."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def exit_code(status):
-    """A wait status as Popen's returncode: the exit code, or minus the signal."""
-    if os.WIFSIGNALED(status):
-        return -os.WTERMSIG(status)
-    return os.WEXITSTATUS(status)
-
-
 class ForkedRank:
     """A rank the zygote forked; a child of this process once the zygote has exited."""
 
@@ -86,7 +67,7 @@ class ForkedRank:
                 self.returncode = 255
                 return self.returncode
             if pid:
-                self.returncode = exit_code(status)
+                self.returncode = procs.exit_code(status)
         return self.returncode
 
 
@@ -100,10 +81,10 @@ class Zygote:
         self.stderr_path = os.path.join(out_dir, "stderr-zygote.txt")
         self.id = uuid.uuid4().hex
         with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(
+            self.proc = procs.popen(
                 [interpreter, "-m", "envcheck.worker.zygote", str(os.getpid())],
                 env=dict(env, **{ZYGOTE_ID: self.id}),
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                stdin=procs.PIPE, stdout=procs.PIPE, stderr=err,
                 start_new_session=True, pass_fds=pass_fds)
         os.set_blocking(self.proc.stdout.fileno(), False)
         self.pids = {}
@@ -179,8 +160,8 @@ class Zygote:
         the zygote exited, this process, its subreaper) and it carries the zygote's id
         (a rank dead already has no environment to read: a zombie of those parents is
         theirs to reap, no other's)."""
-        return pid > 1 and lifetime.parent_of(pid) in (self.proc.pid, os.getpid()) \
-            and (lifetime.carries(pid, ZYGOTE_ID, self.id) or lifetime.is_zombie(pid))
+        return pid > 1 and procs.parent_of(pid) in (self.proc.pid, os.getpid()) \
+            and (procs.carries(pid, ZYGOTE_ID, self.id) or procs.is_zombie(pid))
 
     def poll(self):
         """None while it works; the ranks once it forked all and exited; False when it
@@ -200,10 +181,7 @@ class Zygote:
     def kill(self):
         """Stop it wherever it is (importing torch, forking): it and what it forked."""
         if self.proc.returncode is None:  # not reaped: its PID and group are still its own
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            procs.send_group(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
         self._read()
         for pipe in (self.proc.stdin, self.proc.stdout):
@@ -219,38 +197,14 @@ class Zygote:
         the line naming it): every process carrying its id, proven so as it is
         signalled, and wait until none is left, so that no rank of this fork can join
         the attempt started instead."""
-        lifetime.kill_marked(self.id, name=ZYGOTE_ID)
+        contain.kill_marked(self.id, name=ZYGOTE_ID)
         deadline = time.monotonic() + 5.0
-        while lifetime.marked(self.id, name=ZYGOTE_ID) and time.monotonic() < deadline:
+        while contain.marked(self.id, name=ZYGOTE_ID) and time.monotonic() < deadline:
             time.sleep(0.01)
-            lifetime.kill_marked(self.id, name=ZYGOTE_ID)
+            contain.kill_marked(self.id, name=ZYGOTE_ID)
         for pid in self.pids.values():
             try:
                 os.waitpid(pid, os.WNOHANG)  # proven ours when read: a child by now
             except ChildProcessError:
                 pass
         self.pids = {}
-
-
-def reap_orphans(known):
-    """Wait for dead children this process did not start itself: as the subreaper it
-    inherits what the ranks left (a killed ``setsid`` grandchild), which would otherwise
-    stay zombies until envcheck exits. ``known``: PIDs that are waited for elsewhere."""
-    me = os.getpid()
-    try:
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return
-    for pid in pids:
-        if pid in known:
-            continue
-        try:
-            with open("/proc/%d/stat" % pid, encoding="ascii", errors="replace") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] == "Z" and int(fields[1]) == me:
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass

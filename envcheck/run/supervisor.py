@@ -18,7 +18,7 @@ said ``bye``, or is aborted:
   the signal; the watch loop acts on it, so a signal never lands between starting a rank
   and recording it.
 
-Nothing started here outlives the run (``core.lifetime``): ranks carry the run's marker
+Nothing started here outlives the run (``launch.contain``): ranks carry the run's marker
 and a lifeline, their TMPDIR is inside the run's 0700 work directory, and every attempt
 ends by killing whatever still carries the marker.
 
@@ -32,11 +32,11 @@ its ranks are forked the moment a hang is declared.
 import os
 import signal
 import socket
-import subprocess
 import time
 
-from . import containment, headstart, interrupts, spawn
-from ..core import blame, lifetime, plan as plan_mod
+from . import headstart, interrupts, spawn
+from ..core import blame, plan as plan_mod
+from ..launch import cgroup as cgroup_mod, contain, procs
 from ..core.attempt import Abort, Attempt
 from ..core.outcomes import RankExit
 from ..core.phases import PhaseTracker
@@ -121,27 +121,12 @@ def _tail(path, limit=STDERR_TAIL_BYTES):
         return ""
 
 
-def _stopped(pid):
-    """Is the process stopped (SIGSTOP, SIGTSTP, a debugger)? It then cannot dump its
-    stack: the SIGUSR1 waits until it is continued."""
-    try:
-        with open("/proc/%d/stat" % pid, encoding="ascii", errors="replace") as f:
-            data = f.read()
-    except OSError:
-        return False
-    return data[data.rfind(")") + 2:data.rfind(")") + 3] in ("T", "t")
-
-
 def _signal_group(proc, sig):
     """``sig`` to a rank's process group, while its leader is not reaped: until then the
     PID, and so the group, cannot be another's. After, what is left of the group is
     found as the run's (``kill_all``)."""
-    if proc.returncode is not None:
-        return
-    try:
-        os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+    if proc.returncode is None:
+        procs.send_group(proc.pid, sig)
 
 
 def _signal_name(code):
@@ -176,7 +161,7 @@ class _AttemptRun:
         self.on_slow = None  # called once when a rank may be hanging (see _slow)
         self.spare_pids = set()  # the next attempt's zygote, waiting: not this one's to kill
         self.faults = []  # what the zygote printed that is not its protocol: for the notes
-        self.cgroup = None  # run/containment.py: where the machine offers one
+        self.cgroup = None  # launch/cgroup.py: where the machine offers one
 
     def start(self, go=True, head=None):
         """Start the ranks; ``go=False`` (a zygote only) holds them until ``adopt``.
@@ -193,7 +178,7 @@ class _AttemptRun:
         else:
             self._read_end, self.lifeline = os.pipe()
         self._base = self.workspace.env(self._read_end)
-        self.cgroup = containment.make()
+        self.cgroup = cgroup_mod.make()
         if self.zygote is not None:
             self._contain(self.zygote.proc.pid)
         self.launched = time.monotonic()
@@ -258,9 +243,9 @@ class _AttemptRun:
             out = open(os.path.join(self.dir, "stdout-rank%d.txt" % rank), "wb")
             err = open(os.path.join(self.dir, "stderr-rank%d.txt" % rank), "wb")
             try:
-                proc = subprocess.Popen(
+                proc = procs.popen(
                     [self.interpreter, "-m", "envcheck.worker"] + self._argv,
-                    env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    env=env, stdin=procs.DEVNULL, stdout=out, stderr=err,
                     start_new_session=True, pass_fds=(self._read_end,))
             finally:
                 out.close()
@@ -380,7 +365,7 @@ class _AttemptRun:
             self.kill_all()
             return Abort(kind, root, "startup", {}, signum=signum, stop_s=time.monotonic() - t0)
         alive = [st for st in self.ranks if st.proc.poll() is None]
-        stopped = {st.rank for st in alive if _stopped(st.proc.pid)}
+        stopped = {st.rank for st in alive if procs.is_stopped(st.proc.pid)}
         if stacks and alive:
             self._collect_stacks([st for st in alive if st.rank not in stopped])
         dumps = {st.rank: _tail(stacks_path(self.dir, st.rank), STACK_BYTES)
@@ -432,17 +417,11 @@ class _AttemptRun:
         traced one (state t) would not run anyway, and its stack would only show where it
         was stopped, not why; the report says it was stopped, which is the cause."""
         for st in ranks:
-            try:
-                os.killpg(st.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            procs.send_group(st.proc.pid, signal.SIGKILL)
 
     def _collect_stacks(self, alive):
         for st in alive:
-            try:
-                os.kill(st.proc.pid, signal.SIGUSR1)
-            except ProcessLookupError:
-                pass
+            procs.send(st.proc.pid, signal.SIGUSR1)
         # faulthandler writes from the signal handler, even while the rank sits in C++;
         # wait until every file has content and stopped growing, at most STACK_WAIT_S.
         deadline = time.monotonic() + STACK_WAIT_S
@@ -485,10 +464,10 @@ class _AttemptRun:
         # below this process, its subreaper.
         if self.cgroup is not None:
             self.cgroup.kill()
-        lifetime.kill_marked(self.workspace.id, exclude=self.spare_pids)
-        lifetime.kill_descendants(exclude=self.spare_pids)
+        contain.kill_marked(self.workspace.id, exclude=self.spare_pids)
+        contain.kill_descendants(exclude=self.spare_pids)
         if self.workspace.reaping:
-            spawn.reap_orphans({st.proc.pid for st in self.ranks} | self.spare_pids)
+            contain.reap_orphans({st.proc.pid for st in self.ranks} | self.spare_pids)
 
     def close(self):
         """The attempt is over: no rank may outlive it, and its lifeline goes."""

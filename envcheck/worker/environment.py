@@ -7,11 +7,11 @@ this torch build cannot give are ``None``, never an exception: a CPU wheel has n
 
 import os
 import platform
-import subprocess
 import sys
 
 from ..core import redact
 from ..core.host import glibc_version
+from ..launch import procs
 from .diagnose import numpy_version
 
 _ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "MASTER_", "SLURM_", "OMP_", "GLOO_",
@@ -39,10 +39,10 @@ def _safe(fn):
 
 def _driver_version():
     try:
-        proc = subprocess.run(
+        proc = procs.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, procs.TimeoutExpired):
         return None
     lines = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
     return lines[0] if proc.returncode == 0 and lines else None

@@ -48,7 +48,7 @@ import socket
 import sys
 import time
 
-from ..core import lifetime
+from ..launch import contain, procs
 from . import zygote as zygote_mod
 
 OFF_ENV = "ENVCHECK_SHARED_IMPORT"
@@ -86,14 +86,12 @@ def _peer(sock):
 def start(argv, local_world_size, startup_timeout):
     """Local rank 0's process: the zygote, started now (its import of torch begins while
     this process goes on). Where it cannot start, no rank finds it: each forks itself."""
-    import subprocess
-
     cmd = [sys.executable, "-m", "envcheck.worker.hostzygote", str(local_world_size),
            str(os.getppid()), str(os.getpid()), repr(float(startup_timeout)), "--"] + argv
     try:
         # Not a session of its own: torchrun kills local rank 0's process group at its
         # teardown, and the zygote with it.
-        subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        procs.popen(cmd, stdin=procs.DEVNULL, stdout=procs.DEVNULL)
     except OSError:
         pass
 
@@ -135,8 +133,8 @@ def _send(sock, data, fds=()):
 def _trusted_server(sock):
     """The zygote of this process's own agent: local rank 0's child, same user."""
     pid, uid = _peer(sock)
-    leader = lifetime.parent_of(pid) or 0
-    return uid == os.getuid() and lifetime.parent_of(leader) == os.getppid(), pid
+    leader = procs.parent_of(pid) or 0
+    return uid == os.getuid() and procs.parent_of(leader) == os.getppid(), pid
 
 
 def ask(argv, started, reply_s, environ=os.environ, connect_s=CONNECT_S):
@@ -259,7 +257,7 @@ class Zygote:
     def _accept(self):
         sock, _ = self.listener.accept()
         pid, uid = _peer(sock)
-        if uid != os.getuid() or lifetime.parent_of(pid) != self.agent:
+        if uid != os.getuid() or procs.parent_of(pid) != self.agent:
             sock.close()  # not one of this agent's ranks
             return
         sock.setblocking(False)
@@ -286,7 +284,7 @@ class Zygote:
             client.sock.setblocking(False)
             return
         self.served += 1
-        pid = os.fork()
+        pid = procs.fork()
         if pid == 0:
             self._become(client, request)
         for fd in client.fds:
@@ -304,7 +302,7 @@ class Zygote:
                 signal.signal(sig, signal.SIG_DFL)
             os.setsid()  # as a rank the watcher forks: the watcher passes torchrun's
             # SIGTERM on, and its group's SIGKILL ends the watcher, then this (_closed)
-            lifetime.die_with_parent(os.getppid())
+            contain.die_with_parent(os.getppid())
             out, err = client.fds
             os.dup2(out, 1)
             os.dup2(err, 2)
@@ -352,10 +350,7 @@ class Zygote:
     def _closed(self, client):
         self.clients.remove(client)
         if client.fork is not None:  # its watcher is gone: so is its rank
-            try:
-                os.kill(client.fork, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            procs.send(client.fork, signal.SIGKILL)
         if client.pid == self.leader:
             self._stop_listening()
         client.close()
@@ -367,7 +362,7 @@ class Zygote:
         while True:
             if self.listener is not None and (
                     self.served >= self.local_world_size or time.monotonic() > self.deadline
-                    or not lifetime.alive(self.leader)):
+                    or not procs.alive(self.leader)):
                 self._stop_listening()
             if self.listener is None and not self.clients:
                 return 0
@@ -400,7 +395,7 @@ def main(argv=None):
     # While it imports, it dies with local rank 0's process (a job that failed at once
     # must not wait for an import); once it has forked ranks, it must outlive it: the
     # other ranks may still be finishing, and their watchers wait for their statuses.
-    lifetime.die_with_parent(int(leader))
+    contain.die_with_parent(int(leader))
     try:
         zygote.bind()
     except OSError:
@@ -410,8 +405,8 @@ def main(argv=None):
     except BaseException:
         # torch does not import here: each rank imports it itself and reports that
         return 0
-    lifetime.outlive_parent()
-    if not lifetime.alive(zygote.leader):
+    contain.outlive_parent()
+    if not procs.alive(zygote.leader):
         return 0  # it ended as the prctl was undone
     return zygote.run()
 

@@ -43,7 +43,6 @@ import platform
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
 
@@ -52,6 +51,7 @@ from ..core.atomic import write_atomic
 from ..core.errors import UsageError
 from ..core.outcomes import RankExit
 from ..core.records import MERGED_RECORDS, records_path, stacks_path
+from ..launch import procs
 from . import hostzygote, relay, runtime, watcher as watcher_mod
 from .probes.checkpoint.files import SHARED_DIR_ENV
 
@@ -223,7 +223,7 @@ def start_report(args):
     cmd[cmd.index("--records"):cmd.index("--records") + 2] = ["--records-on-stdin"]
     try:
         return watcher_mod.start_helper(cmd, stdout=None if _on_terminal()
-                                        else subprocess.PIPE)
+                                        else procs.PIPE)
     except OSError:
         return None
 
@@ -236,11 +236,11 @@ def _finish_helper(proc, records, timeout):
                                     timeout=timeout)
     except (BrokenPipeError, ValueError):  # it ended as the path was written
         out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    except procs.TimeoutExpired:
+        procs.kill_popen(proc)
         proc.communicate()
         raise
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return procs.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def render_report(args, records, started=None):
@@ -261,8 +261,8 @@ def render_report(args, records, started=None):
             started = None
             if proc is None:
                 proc = watcher_mod.run_helper(cmd, 300, stdout=None if terminal
-                                              else subprocess.PIPE)
-        except (OSError, subprocess.TimeoutExpired):
+                                              else procs.PIPE)
+        except (OSError, procs.TimeoutExpired):
             continue
         if not _missing_dependencies(proc.stderr):
             if not terminal:

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from ..core import lifetime
+from ..launch import contain
 from ..core.network import prechecks as checks_mod
 from ..core.text import first_line, rank_numbers
 
@@ -26,7 +26,7 @@ POLL_S = 0.02
 
 def situation(plan, host, identity, backend, environ=os.environ):
     rank, local_rank, world_size, local_world_size = identity
-    own_store = bool(environ.get(lifetime.MARKER))
+    own_store = bool(environ.get(contain.MARKER))
     store_here = (not own_store and rank == 0
                   and environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True")
     return checks_mod.Situation(environ, backend, host, local_world_size < world_size,
@@ -37,7 +37,7 @@ def run(plan, records, host, identity, backend):
     """Every pre-check, recorded; returns the error for the setup record, or None."""
     rank, local_rank, world_size, _ = identity
     results = checks_mod.run(situation(plan, host, identity, backend))
-    if os.environ.get(lifetime.MARKER):
+    if os.environ.get(contain.MARKER):
         # envcheck run: one host, its own store; what does not apply there (the store's
         # port, the host's name as others see it) is left out rather than listed skipped
         results = [r for r in results if r["outcome"] != "skipped"]
@@ -46,7 +46,7 @@ def run(plan, records, host, identity, backend):
         records.write("check", probe="setup", check=r["check"], outcome=r["outcome"],
                       seconds=r["seconds"], detail=r["detail"], advice=r["advice"],
                       data=r["data"])
-    if failed and local_rank == 0 and not os.environ.get(lifetime.MARKER):
+    if failed and local_rank == 0 and not os.environ.get(contain.MARKER):
         # This host's one line, in the launcher's log, whatever becomes of the report.
         for r in failed:
             sys.stderr.write("envcheck: %s: setup.%s failed: %s\n  fix: %s\n" % (
@@ -55,7 +55,7 @@ def run(plan, records, host, identity, backend):
     mine = ("%d %s %s" % (rank, host, failed[0]["check"])) if failed else None
     other = None
     unreachable = any(r["check"] in ("master_addr", "master_port") for r in failed)
-    if not os.environ.get(lifetime.MARKER) and world_size > 1 and not unreachable:
+    if not os.environ.get(contain.MARKER) and world_size > 1 and not unreachable:
         other = _agree(plan, identity, mine)
     if failed:
         return {"type": PRECHECK_FAILED, "traceback": None,

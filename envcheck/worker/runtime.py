@@ -21,7 +21,7 @@ import traceback
 
 from . import prechecks
 from .context import Context, is_stop
-from ..core import lifetime
+from ..launch import contain
 from ..core.host import host_name
 from ..core.text import first_line
 from ..core.outcomes import RankExit
@@ -185,7 +185,7 @@ def start(plan, out_dir, identity):
     """Stack dumps on SIGUSR1, the record stream, ``import torch``: before any probe."""
     rank, local_rank, _, _ = identity
     # Under envcheck run: if the supervisor dies, this rank takes the run down with it.
-    lifetime.hold_lifeline()
+    contain.hold_lifeline()
     # Segfaults print the Python stack to stderr, which the supervisor keeps the tail of.
     faulthandler.enable(file=sys.stderr, all_threads=True)
     stacks = open(stacks_path(out_dir, rank), "w", encoding="utf-8")
@@ -267,7 +267,7 @@ def _init_process_group(dist, backend, rank, world_size, timeout):
     envcheck run, a store of this run's own: keys go under the run's id, so ranks that
     reached another job's store on the port (two runs started at once) write nothing that
     job reads, and rank 0 failing to bind is a port clash the supervisor retries."""
-    run_id = os.environ.get(lifetime.MARKER)
+    run_id = os.environ.get(contain.MARKER)
     if not run_id:
         dist.init_process_group(backend=backend, init_method="env://", rank=rank,
                                 world_size=world_size, timeout=timeout)

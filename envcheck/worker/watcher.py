@@ -28,15 +28,15 @@ imports torch.
 
 import os
 import signal
-import subprocess
 import sys
 import time
 import traceback
 
-from ..core import blame, lifetime
+from ..core import blame
 from ..core.outcomes import RankExit
 from ..core.phases import PhaseTracker
 from ..core.records import RecordTail, RecordWriter, records_path, stacks_path
+from ..launch import contain, procs
 
 POLL_S = 0.05
 STACKS_WAIT_S = 1.0  # for a rank's faulthandler to finish writing its dump
@@ -47,14 +47,6 @@ COLLECTED = "collected"  # rank 0: every rank's files from the store, under --ou
 
 def grace_for(timeout):
     return min(5.0, max(1.0, 0.2 * timeout))
-
-
-def _stopped(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
-    except (OSError, IndexError):
-        return False
 
 
 def _read_from(path, offset):
@@ -142,7 +134,7 @@ class Watcher:
 
     def _deadline(self, waited):
         """Past the limit: a grace for a rank waiting on a peer, else the hang."""
-        if _stopped(self.pid):
+        if procs.is_stopped(self.pid):
             return self._hang(waited, in_collective=False, dump="", stopped=True)
         dump = self._ask_stacks()
         if self._reap():  # it ended while we asked
@@ -195,14 +187,10 @@ class Watcher:
         process pinned first (``signal_proven``): the zygote may have reaped it and its
         PID been reused since."""
         if self.fork is None:
-            try:
-                os.kill(self.pid, sig)
-            except ProcessLookupError:
-                return False
-            return True
+            return procs.send(self.pid, sig)
         zygote = self.fork.zygote_pid
-        return lifetime.signal_proven(self.pid, sig,
-                                      lambda pid: lifetime.parent_of(pid) == zygote)
+        return procs.send_proven(self.pid, sig,
+                                 lambda pid: procs.parent_of(pid) == zygote)
 
     def _kill(self):
         self._signal(signal.SIGKILL)
@@ -212,7 +200,7 @@ class Watcher:
         """The launcher stops the job: the rank dumps its stacks on SIGTERM and goes."""
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)  # finish the report; elastic waits 30 s
-        if _stopped(self.pid):
+        if procs.is_stopped(self.pid):
             self._kill()
         else:
             self._signal(signal.SIGTERM)
@@ -265,10 +253,10 @@ def fork_rank(run_rank):
     # its stacks that comes before must not kill it (SIGUSR1's default). The watcher
     # itself is never sent one.
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-    pid = os.fork()
+    pid = procs.fork()
     if pid == 0:
         try:
-            lifetime.die_with_parent(parent)
+            contain.die_with_parent(parent)
             run_rank()
         except BaseException:
             traceback.print_exc()  # the rank's own error, in the launcher's log
@@ -278,24 +266,24 @@ def fork_rank(run_rank):
     return pid
 
 
-def run_helper(cmd, timeout, stdout=subprocess.PIPE):
+def run_helper(cmd, timeout, stdout=procs.PIPE):
     """A helper process (the relay, the report) out of the launcher's reach: torch
     elastic signals the whole process group of a rank it tears down, and these must
     finish the report then. Its own session keeps it out of that group; it still dies
     with this process (PR_SET_PDEATHSIG) and within ``timeout``. ``stdout=None``: it
     writes to this process's stdout (the report's screen, fitted to a terminal)."""
     parent = os.getpid()
-    return subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL, start_new_session=True,
-                          preexec_fn=lambda: lifetime.die_with_parent(parent))
+    return procs.run(cmd, stdout=stdout, stderr=procs.PIPE, text=True,
+                     timeout=timeout, stdin=procs.DEVNULL, start_new_session=True,
+                     preexec_fn=lambda: contain.die_with_parent(parent))
 
 
-def start_helper(cmd, stdout=subprocess.PIPE):
+def start_helper(cmd, stdout=procs.PIPE):
     """``run_helper``'s process, started now and fed on its stdin later (Popen)."""
     parent = os.getpid()
-    return subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.PIPE, start_new_session=True,
-                            preexec_fn=lambda: lifetime.die_with_parent(parent))
+    return procs.popen(cmd, stdout=stdout, stderr=procs.PIPE, text=True,
+                       stdin=procs.PIPE, start_new_session=True,
+                       preexec_fn=lambda: contain.die_with_parent(parent))
 
 
 def run_relay(job, collect):
@@ -308,7 +296,7 @@ def run_relay(job, collect):
         cmd += ["--collect", collect]
     try:
         proc = run_helper(cmd, job.collect_wait + 60)
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, procs.TimeoutExpired):
         return None
     if proc.returncode != 0:
         # torch's C++ log of every connect retry is noise here: our own line says it,

@@ -39,7 +39,7 @@ import sys
 import time
 import traceback
 
-from ..core import lifetime
+from ..launch import contain, procs
 
 
 
@@ -117,7 +117,7 @@ def _orders():
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0].isdigit():
-        lifetime.die_with_parent(int(argv[0]))
+        contain.die_with_parent(int(argv[0]))
     t0 = time.monotonic()
     import torch  # noqa: F401 - the one import of the attempt, timed
 
@@ -135,7 +135,7 @@ def main(argv=None):
             if not preloaded:
                 _preload(spec["probes"])
             for rank in range(spec["nproc"]):
-                pid = os.fork()
+                pid = procs.fork()
                 if pid == 0:
                     _child(rank, spec)
                 os.write(1, b"%d %d\n" % (rank, pid))

@@ -17,7 +17,7 @@ import tempfile
 import warnings
 import zipfile
 
-from ....core import lifetime
+from ....launch import contain
 
 PREFIX = "envcheck-ckpt-"
 # DCP writes its files from every rank into one directory; on several hosts that needs a
@@ -35,7 +35,7 @@ def own_prefix():
 
 def sweep_stale(base):
     """Remove this user's checkpoint dirs on this host whose process has died."""
-    return lifetime.sweep_dead(
+    return contain.sweep_dead(
         base, re.compile(r"^%s%s-(\d+)-" % (re.escape(PREFIX), re.escape(_host()))))
 
 

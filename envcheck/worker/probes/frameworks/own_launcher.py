@@ -18,9 +18,10 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
+
+from ....launch import procs
 
 # The job: each rank writes what it did, a JSON line per step, to OUT/rank{N}.jsonl. A
 # rank whose deepcopy of the Fabric-wrapped model raised exits on it, as an uncaught
@@ -106,19 +107,16 @@ def run_job(workdir, timeout_s=JOB_TIMEOUT_S):
     with open(log, "wb") as out:
         # Its own session: the whole job (rank 0 and the rank it starts) can be killed
         # as one, and nothing of it outlives the check.
-        proc = subprocess.Popen([sys.executable, script, workdir], cwd=workdir,
-                                env=_environment(), stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = procs.popen([sys.executable, script, workdir], cwd=workdir,
+                           env=_environment(), stdin=procs.DEVNULL, stdout=out,
+                           stderr=procs.STDOUT, start_new_session=True)
         timed_out = False
         try:
             proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
+        except procs.TimeoutExpired:
             timed_out = True
         finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # rank 1 may outlive rank 0
-            except OSError:
-                pass
+            procs.send_group(proc.pid, signal.SIGKILL)  # rank 1 may outlive rank 0
             proc.wait()
     ranks = {}
     for rank in (0, 1):

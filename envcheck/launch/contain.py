@@ -1,20 +1,31 @@
-"""Nothing envcheck starts outlives it, whatever kills envcheck and whatever a probe does.
+"""Containment: nothing envcheck starts outlives it, whatever kills envcheck and whatever
+a probe does.
 
-Three pieces, because no one of them covers every case:
+Four pieces, because no one of them covers every case (docs/safety.md says which works
+where):
 
-- **A marker.** Every rank of a local run gets ``ENVCHECK_RUN=<id>`` in its environment,
-  and everything a rank starts inherits it, ``setsid`` or not. ``kill_marked`` finds
-  those processes through ``/proc/PID/environ`` (same user) and kills them: the
+- **A marker.** Every process of a local run gets ``ENVCHECK_RUN=<id>`` in its
+  environment, and everything it starts inherits it, ``setsid`` or not. ``kill_marked``
+  finds those processes through ``/proc/PID/environ`` (same user) and kills them: the
   supervisor does it after every attempt, which catches grandchildren that left the
   rank's process group.
 - **A lifeline.** The supervisor holds the write end of a pipe; each rank holds the read
   end (``ENVCHECK_LIFELINE_FD``) and a thread blocked on it. When the supervisor dies in
-  any way — SIGKILL included — the pipe reaches end of file; the thread kills every
+  any way, SIGKILL included, the pipe reaches end of file; the thread kills every
   process of the run's marker, removes the run's work directory and ends the rank.
-- **Flags, not exceptions, in signal handlers** (``envcheck.run.supervisor``): a signal
-  never interrupts the supervisor halfway through starting or recording a rank.
+- **A subreaper.** The supervisor is the subreaper of what the run starts
+  (``set_subreaper``): ranks forked by a zygote become its children, and whatever a rank
+  leaves behind (a daemon that changed its session and cleared its environment) comes to
+  it, to be killed (``kill_descendants``) and reaped (``reap_orphans``).
+- **Death with the parent** (``die_with_parent``, ``PR_SET_PDEATHSIG``): a zygote dies
+  with its supervisor, a launcher-mode rank with its watcher.
+
+A cgroup per attempt, where the machine offers one, comes on top: ``launch/cgroup.py``.
+
+stdlib only (and ``core.errors`` for the one refusal a user can fix).
 """
 
+import ctypes
 import errno
 import os
 import re
@@ -23,104 +34,31 @@ import signal
 import tempfile
 import threading
 
-from .errors import UsageError
+from . import procs
+from ..core.errors import UsageError
 
 RUN_DIR_PREFIX = "envcheck-run-"
 MARKER = "ENVCHECK_RUN"
 LIFELINE = "ENVCHECK_LIFELINE_FD"
 WORKDIR = "ENVCHECK_WORKDIR"
-
-
-def _pids():
-    try:
-        return [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return []
-
-
-def carries(pid, name, value):
-    """Does the process's environment hold ``name=value``? (Its environment as it was
-    started: a zombie's reads empty, another user's cannot be read: not ours.)"""
-    needle = ("%s=%s" % (name, value)).encode()
-    try:
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            return needle in f.read().split(b"\0")
-    except OSError:
-        return False
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
 
 
 def marked(run_id, exclude=(), name=MARKER):
     """PIDs of live processes whose environment carries this run's marker (or another
     variable ``name`` with the value ``run_id``)."""
-    return [pid for pid in _pids() if pid not in exclude and carries(pid, name, run_id)]
-
-
-def signal_proven(pid, sig, proof):
-    """Send ``sig`` to ``pid`` only if ``proof(pid)`` holds for that very process:
-    a pidfd pins the process first (Linux 5.3), so a PID reused between the proof and
-    the signal is not signalled. True when sent."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return False
-    except (AttributeError, OSError):  # no pidfd here: the proof right before the kill
-        fd = None
-    try:
-        if not proof(pid):
-            return False
-        if fd is None:
-            os.kill(pid, sig)
-        else:
-            signal.pidfd_send_signal(fd, sig)
-        return True
-    except OSError:
-        return False
-    finally:
-        if fd is not None:
-            os.close(fd)
+    return [pid for pid in procs.pids()
+            if pid not in exclude and procs.carries(pid, name, run_id)]
 
 
 def kill_marked(run_id, exclude=(), name=MARKER):
     """SIGKILL every process of the run (but ``exclude``); returns how many. Each is
     proven to carry the marker at the moment it is signalled."""
     pids = marked(run_id, set(exclude) | {os.getpid()}, name)
-    return sum(signal_proven(pid, signal.SIGKILL, lambda p: carries(p, name, run_id))
+    return sum(procs.send_proven(pid, signal.SIGKILL,
+                                 lambda p: procs.carries(p, name, run_id))
                for pid in pids)
-
-
-def parent_of(pid):
-    """The PID of the process's parent, or None (gone)."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def descends_from(pid, root):
-    """Is ``pid`` a child, grandchild ... of ``root``? Read now, link by link."""
-    seen = set()
-    while pid not in (None, 0, 1) and pid not in seen:
-        seen.add(pid)
-        pid = parent_of(pid)
-        if pid == root:
-            return True
-    return False
-
-
-def descendants(root=None, exclude=()):
-    """The processes below ``root`` (this process), but those in ``exclude`` and below."""
-    root = os.getpid() if root is None else root
-    children = {}
-    for pid in _pids():
-        children.setdefault(parent_of(pid), []).append(pid)
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            if child not in exclude and child not in found:
-                found.append(child)
-                todo.append(child)
-    return found
 
 
 def kill_descendants(exclude=(), rounds=5):
@@ -130,20 +68,36 @@ def kill_descendants(exclude=(), rounds=5):
     moment it is signalled. Returns how many."""
     me, killed = os.getpid(), 0
     for _ in range(rounds):  # a killed parent's children come to this process: again
-        pids = [p for p in descendants(me, exclude) if not is_zombie(p)]
+        pids = [p for p in procs.descendants(me, exclude) if not procs.is_zombie(p)]
         if not pids:
             break
-        killed += sum(signal_proven(pid, signal.SIGKILL, lambda p: descends_from(p, me))
+        killed += sum(procs.send_proven(pid, signal.SIGKILL,
+                                        lambda p: procs.descends_from(p, me))
                       for pid in pids)
     return killed
 
 
-def is_zombie(pid):
+def set_subreaper(on):
+    """Make this process the subreaper of its descendants (Linux); False where it cannot."""
     try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except (OSError, IndexError):
-        return True
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphans(known):
+    """Wait for dead children this process did not start itself: as the subreaper it
+    inherits what the ranks left (a killed ``setsid`` grandchild), which would otherwise
+    stay zombies until envcheck exits. ``known``: PIDs that are waited for elsewhere."""
+    me = os.getpid()
+    for pid in procs.pids():
+        if pid in known or not procs.is_zombie(pid) or procs.parent_of(pid) != me:
+            continue
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
 
 
 def hold_lifeline(environ=os.environ):
@@ -227,7 +181,7 @@ def left_by_dead(base, pattern):
         if not m or int(m.group(1)) == os.getpid():
             continue
         try:
-            if os.stat(path).st_uid != os.getuid() or alive(int(m.group(1))):
+            if os.stat(path).st_uid != os.getuid() or procs.alive(int(m.group(1))):
                 continue
         except OSError:
             continue
@@ -243,25 +197,11 @@ def sweep_dead(base, pattern):
     return removed
 
 
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-PR_SET_PDEATHSIG = 1
-
 
 def die_with_parent(parent):
     """SIGKILL this process when ``parent`` dies (Linux): a zygote when its supervisor
     goes, a launcher-mode rank when its watcher goes. Children it forks do not inherit it."""
     try:
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         return
@@ -272,8 +212,6 @@ def die_with_parent(parent):
 def outlive_parent():
     """Undo ``die_with_parent``: from now on this process outlives its parent."""
     try:
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0)
     except (OSError, AttributeError):
         pass

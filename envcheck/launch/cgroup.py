@@ -9,7 +9,7 @@ attempt ends the cgroup is killed whole (``cgroup.kill``, Linux 5.14; else each 
 proven a member as it is signalled), emptied and removed.
 
 Where there is none (cgroup v1 only, no write access, not Linux) ``make`` returns None
-and the subreaper does the work (``core/lifetime.kill_descendants``): both run always,
+and the subreaper does the work (``contain.kill_descendants``): both run always,
 the cgroup first. An envcheck that was SIGKILLed leaves its cgroup, and whatever hid
 there; the next envcheck to make one kills and removes it (``sweep_stale``).
 docs/safety.md says which is used where.
@@ -20,7 +20,7 @@ import re
 import signal
 import time
 
-from ..core import lifetime
+from . import contain, procs
 
 _counter = [0]
 
@@ -96,7 +96,7 @@ class Cgroup:
             if not members or time.monotonic() > deadline:
                 return
             for pid in members:
-                lifetime.signal_proven(pid, signal.SIGKILL, self._holds)
+                procs.send_proven(pid, signal.SIGKILL, self._holds)
             time.sleep(0.01)
 
     def close(self):
@@ -114,7 +114,7 @@ def sweep_stale(parent):
     """Kill and remove the cgroups in ``parent`` left by an envcheck that is gone (it was
     SIGKILLed: the ranks' lifeline ended what carried the run's marker, not a daemon
     that had cleared its environment, which stayed in its cgroup)."""
-    swept = lifetime.left_by_dead(parent, _NAME)
+    swept = contain.left_by_dead(parent, _NAME)
     for path in swept:
         Cgroup(path).close()
     return swept

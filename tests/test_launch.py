@@ -1,0 +1,138 @@
+"""``envcheck/launch/`` is the one place a process is made or signalled.
+
+A new engineer asks where a process is born and where it is killed: ``launch.procs``.
+These tests read every module of envcheck and fail when one outside ``launch/`` makes a
+process (subprocess, fork, exec, spawn) or sends a signal (kill, killpg, pidfd), and
+when ``launch/`` itself reaches beyond the stdlib (ranks import it under an interpreter
+with only torch) or into the worker, the run driver or the probes.
+"""
+
+import ast
+import os
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+PACKAGE = os.path.join(ROOT, "envcheck")
+LAUNCH = os.path.join(PACKAGE, "launch")
+
+# Calls that make a process or send a signal, as ``module.function``.
+MAKES = {"os.fork", "os.forkpty", "os.system", "os.popen", "os.posix_spawn",
+         "os.posix_spawnp", "os.spawnv", "os.spawnve", "os.spawnvp", "os.spawnvpe",
+         "os.spawnl", "os.spawnle", "os.spawnlp", "os.spawnlpe", "os.execv", "os.execve",
+         "os.execvp", "os.execvpe", "os.execl", "os.execle", "os.execlp", "os.execlpe",
+         "pty.fork", "pty.spawn"}
+SIGNALS = {"os.kill", "os.killpg", "signal.pidfd_send_signal", "signal.pthread_kill"}
+# Modules whose only use is to make processes.
+PROCESS_MODULES = {"subprocess", "multiprocessing", "concurrent.futures.process"}
+# Methods that signal a process a Popen or multiprocessing handle holds.
+SIGNAL_METHODS = {"send_signal", "terminate"}
+
+
+def _files(top):
+    for root, _, files in os.walk(top):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                yield os.path.join(root, name)
+
+
+def offences(source):
+    """Where ``source`` makes a process or sends a signal: ['line N: what']."""
+    tree = ast.parse(source)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in PROCESS_MODULES or alias.name in PROCESS_MODULES:
+                    found.append("line %d: import %s" % (node.lineno, alias.name))
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            module = node.module or ""
+            if module.split(".")[0] in PROCESS_MODULES or module in PROCESS_MODULES:
+                found.append("line %d: from %s import" % (node.lineno, module))
+            for alias in node.names:
+                if "%s.%s" % (module, alias.name) in MAKES | SIGNALS:
+                    found.append("line %d: from %s import %s" % (node.lineno, module,
+                                                                 alias.name))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            func = node.func
+            if isinstance(func.value, ast.Name):
+                name = "%s.%s" % (func.value.id, func.attr)
+                if name in MAKES | SIGNALS:
+                    found.append("line %d: %s()" % (node.lineno, name))
+            if func.attr in SIGNAL_METHODS:
+                found.append("line %d: .%s()" % (node.lineno, func.attr))
+    return found
+
+
+def test_the_reader_finds_every_way_to_make_or_signal_a_process():
+    """The guard below is only as good as this reader: each of these must be caught."""
+    cases = {
+        "import subprocess": 1,
+        "from subprocess import Popen": 1,
+        "import multiprocessing.pool": 1,
+        "from concurrent.futures.process import ProcessPoolExecutor": 1,
+        "import os\npid = os.fork()": 1,
+        "import os\nos.kill(1, 9)": 1,
+        "import os\nos.killpg(1, 9)": 1,
+        "from os import kill": 1,
+        "import os\nos.execv('/bin/true', ['true'])": 1,
+        "import signal\nsignal.pidfd_send_signal(3, 9)": 1,
+        "proc.send_signal(15)": 1,
+        "proc.terminate()": 1,
+        # what is not: reading a process, or a procs call
+        "import os\nos.getpid(); os.waitpid(1, 0)": 0,
+        "from envcheck.launch import procs\nprocs.send(1, 9)": 0,
+    }
+    for source, count in cases.items():
+        assert len(offences(source)) == count, (source, offences(source))
+
+
+@pytest.mark.parametrize("path", [p for p in sorted(_files(PACKAGE))
+                                  if not p.startswith(LAUNCH + os.sep)],
+                         ids=lambda p: os.path.relpath(p, ROOT))
+def test_no_module_outside_launch_makes_or_signals_a_process(path):
+    with open(path, encoding="utf-8") as f:
+        bad = offences(f.read())
+    assert not bad, ("%s makes or signals a process itself; use envcheck.launch.procs: %s"
+                     % (os.path.relpath(path, ROOT), bad))
+
+
+def test_launch_does_make_and_signal_processes():
+    """The rule has a home: procs is where those calls are (else the guard is vacuous)."""
+    with open(os.path.join(LAUNCH, "procs.py"), encoding="utf-8") as f:
+        found = " ".join(offences(f.read()))
+    for call in ("import subprocess", "os.fork()", "os.kill()", "os.killpg()",
+                 "signal.pidfd_send_signal()"):
+        assert call in found, call
+
+
+def _imports(path):
+    package = os.path.relpath(os.path.dirname(path), ROOT).split(os.sep)
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(package[:len(package) - (node.level - 1)])
+                module = base + ("." + node.module if node.module else "")
+                if not node.module:
+                    for alias in node.names:
+                        yield "%s.%s" % (module, alias.name)
+                    continue
+                yield module
+            else:
+                yield node.module
+
+
+@pytest.mark.parametrize("path", sorted(_files(LAUNCH)), ids=lambda p: os.path.relpath(p, ROOT))
+def test_launch_imports_only_the_stdlib_and_itself(path):
+    stdlib = set(sys.stdlib_module_names)
+    allowed = ("envcheck.launch", "envcheck.core.errors")
+    bad = [name for name in _imports(path) if name.split(".")[0] not in stdlib
+           and not any(name == a or name.startswith(a + ".") for a in allowed)]
+    assert not bad, "launch/ is stdlib only (ranks import it): %s" % bad
