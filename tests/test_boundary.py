@@ -188,3 +188,87 @@ def test_every_probe_runs_under_an_interpreter_with_only_torch(tmp_path):
     gather = checks["collectives.all_gather_object"]
     assert gather["outcome"] == "failed"
     assert "pip install numpy" in gather["advice"]
+
+
+def _module_name(path):
+    parts = os.path.relpath(path, ROOT)[:-3].split(os.sep)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(top=PACKAGE):
+    """envcheck's modules and the envcheck modules each imports, anywhere in the file
+    (an import inside a function is an edge too: it only hides a cycle). ``from pkg
+    import name`` is an edge to the module ``pkg.name`` where there is one, else to
+    ``pkg``."""
+    root = os.path.dirname(top)
+    modules = {}
+    for path in _files(top):
+        parts = os.path.relpath(path, root)[:-3].split(os.sep)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        package = name.split(".") if path.endswith("__init__.py") else name.split(".")[:-1]
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        edges = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(package[:len(package) - node.level + 1]) if node.level else ""
+                base = ".".join(p for p in (base, node.module or "") if p)
+                for alias in node.names:
+                    target = "%s.%s" % (base, alias.name)
+                    if target in modules:
+                        edges.add(target)
+                    elif base in modules:
+                        edges.add(base)
+        edges.discard(name)
+        graph[name] = edges
+    return graph
+
+
+def cycles(graph):
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle_through_an_import_inside_a_function():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles():
+    """At 60cb346 there were none; ``runtime → prechecks → launched → hostzygote →
+    launched`` and ``zygote → __main__`` came, held together by imports inside
+    functions. A zygote's fork names what it runs (``module:function``) instead."""
+    graph = import_graph()
+    assert "envcheck.worker.runtime" in graph and graph["envcheck.worker.runtime"]
+    assert cycles(graph) == []

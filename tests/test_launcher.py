@@ -17,7 +17,7 @@ import pytest
 from conftest import (STUCK, checks_by_id, launcher_env as _env, load_report, run_cli,
                       torch_only_python, torchrun, validate_report)
 from envcheck.run.supervisor import free_port
-from envcheck.worker import launched
+from envcheck.worker import identity, launched, reporting
 
 DIE = '''
 def probe_die(ctx):
@@ -115,10 +115,10 @@ def test_silent_ranks_are_named_by_host_even_when_they_sent_nothing(tmp_path):
             w.write("check", probe="launch", check="rank_mapping", outcome="passed",
                     data={"hosts": ["node1", "node1", "node2", "node2"]})
         w.close()
-    assert launched._ranks_on_hosts(str(tmp_path), [2, 3]) == "rank(s) 2,3 on node2"
+    assert reporting.ranks_on_hosts(str(tmp_path), [2, 3]) == "rank(s) 2,3 on node2"
     # Without the launch probe's hosts, the rank that sent nothing stays unknown.
     os.remove(tmp_path / "records-rank0.jsonl")
-    assert launched._ranks_on_hosts(str(tmp_path), [2, 3]) == \
+    assert reporting.ranks_on_hosts(str(tmp_path), [2, 3]) == \
         "rank(s) 2 on node2; rank(s) 3 on an unknown host"
 
 
@@ -245,16 +245,16 @@ def test_rank_0_without_dependencies_uses_an_envcheck_on_path(tmp_path):
 
 
 def test_slurm_tasks_per_node():
-    assert launched.expand_tasks_per_node("2(x3),1") == [2, 2, 2, 1]
-    assert launched.expand_tasks_per_node("8") == [8]
+    assert identity.expand_tasks_per_node("2(x3),1") == [2, 2, 2, 1]
+    assert identity.expand_tasks_per_node("8") == [8]
     env = {"SLURM_PROCID": "5", "SLURM_LOCALID": "0", "SLURM_NODEID": "3",
            "SLURM_NTASKS": "7", "SLURM_STEP_TASKS_PER_NODE": "2(x3),1",
            "MASTER_ADDR": "h", "MASTER_PORT": "1"}
-    assert launched.export_identity(env) == "slurm"
+    assert identity.export_identity(env) == "slurm"
     assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]) == \
         ("5", "0", "7", "1")
     torchrun_env = dict(env, RANK="9", WORLD_SIZE="16", TORCHELASTIC_RUN_ID="x")
-    assert launched.export_identity(torchrun_env) == "torchrun"
+    assert identity.export_identity(torchrun_env) == "torchrun"
     assert torchrun_env["RANK"] == "9"  # torchrun inside srun: torchrun's ids win
 
 

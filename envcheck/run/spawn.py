@@ -35,6 +35,8 @@ from ..core.text import printable, shorten
 # before it said the PID.
 ZYGOTE_ID = "ENVCHECK_ZYGOTE_ID"
 _FORKED = re.compile(rb"^(\d{1,4}) (\d{1,10})$")
+# What each forked rank runs: a rank of envcheck run (``python -m envcheck.worker``).
+RANK_TARGET = "envcheck.worker.__main__:main"
 
 
 def wanted(environ=os.environ):
@@ -117,7 +119,8 @@ class Zygote:
         ranks running ``envcheck.worker`` with ``argv``, their output in ``out_dir``,
         ``env`` added to the environment the zygote was started with."""
         self.nproc = nproc
-        self._order({"go": {"nproc": nproc, "argv": argv, "probes": self._modules(probes),
+        self._order({"go": {"nproc": nproc, "target": RANK_TARGET, "argv": argv,
+                            "probes": self._modules(probes),
                             "env": env,
                             "stdout": os.path.join(out_dir, "stdout-rank%d.txt"),
                             "stderr": os.path.join(out_dir, "stderr-rank%d.txt")}},

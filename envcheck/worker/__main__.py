@@ -4,15 +4,18 @@
 import argparse
 
 from ..core import plan as plan_mod
-from . import runtime
+from . import identity, runtime
 
 
-def main(argv=None):
+def main(argv=None, forked=None):
+    """``forked``: in a rank a zygote forked, its pid and how long torch took to import
+    there (``worker/zygote.py``)."""
     parser = argparse.ArgumentParser(prog="envcheck.worker")
     parser.add_argument("--plan", required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    ctx = runtime.run_rank(plan_mod.read(args.plan), args.out, runtime.read_identity())
+    ctx = runtime.run_rank(plan_mod.read(args.plan), args.out, identity.read_identity(),
+                           forked=forked)
     runtime.finish(ctx.records)
 
 

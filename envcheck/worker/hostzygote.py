@@ -48,8 +48,7 @@ import socket
 import sys
 import time
 
-from ..launch import contain, procs
-from . import zygote as zygote_mod
+from ..launch import contain, forked, procs
 
 OFF_ENV = "ENVCHECK_SHARED_IMPORT"
 CONNECT_S = 5.0  # how long a local rank's process looks for the zygote before it forks
@@ -83,11 +82,13 @@ def _peer(sock):
 
 # --- the watcher's side ----------------------------------------------------------------
 
-def start(argv, local_world_size, startup_timeout):
+def start(probes, local_world_size, startup_timeout):
     """Local rank 0's process: the zygote, started now (its import of torch begins while
-    this process goes on). Where it cannot start, no rank finds it: each forks itself."""
+    this process goes on), to preload what ``probes`` (plan entries) import. Where it
+    cannot start, no rank finds it: each forks itself."""
     cmd = [sys.executable, "-m", "envcheck.worker.hostzygote", str(local_world_size),
-           str(os.getppid()), str(os.getpid()), repr(float(startup_timeout)), "--"] + argv
+           str(os.getppid()), str(os.getpid()), repr(float(startup_timeout)),
+           json.dumps(probes)]
     try:
         # Not a session of its own: torchrun kills local rank 0's process group at its
         # teardown, and the zygote with it.
@@ -137,8 +138,9 @@ def _trusted_server(sock):
     return uid == os.getuid() and procs.parent_of(leader) == os.getppid(), pid
 
 
-def ask(argv, started, reply_s, environ=os.environ, connect_s=CONNECT_S):
-    """This rank, forked by the host's zygote: a Fork, or None (fork it yourself). The
+def ask(target, argv, started, reply_s, environ=os.environ, connect_s=CONNECT_S):
+    """This rank, forked by the host's zygote to run ``target(argv, started, forked=...)``
+    (``module:function``): a Fork, or None (fork it yourself). The
     zygote imports torch before it forks: its reply may take up to ``reply_s`` (the
     startup timeout); past it the rank is forked by its watcher, and imports torch
     itself."""
@@ -156,7 +158,7 @@ def ask(argv, started, reply_s, environ=os.environ, connect_s=CONNECT_S):
         trusted, zygote_pid = _trusted_server(sock)
         if not trusted:
             raise OSError("not our zygote")
-        request = {"argv": list(argv), "sys_argv": sys.argv, "env": dict(environ),
+        request = {"target": target, "argv": list(argv), "sys_argv": sys.argv, "env": dict(environ),
                    "cwd": os.getcwd(), "python": sys.executable, "started": started,
                    "affinity": sorted(os.sched_getaffinity(0))}
         _send(sock, json.dumps(request).encode() + b"\n", (1, 2))
@@ -219,12 +221,12 @@ def _differs(env, own):
 
 
 class Zygote:
-    def __init__(self, local_world_size, agent, leader, startup_timeout, argv):
+    def __init__(self, local_world_size, agent, leader, startup_timeout, probes):
         self.local_world_size = local_world_size
         self.agent = agent  # torchrun's agent: every local rank's process is its child
         self.leader = leader  # local rank 0's process, which started this
         self.deadline = time.monotonic() + startup_timeout
-        self.argv = argv
+        self.probes = probes  # plan entries: what the ranks will import, preloaded
         self.env = dict(os.environ)  # before torch's import, which may add to it
         self.affinity = sorted(os.sched_getaffinity(0))
         self.listener = None
@@ -244,10 +246,9 @@ class Zygote:
 
         self.import_s = round(time.monotonic() - t0, 3)
         if not (torch.version.cuda or getattr(torch.version, "hip", None)):
-            from . import launched, runtime
+            from . import runtime
 
-            args = launched.parse_args(self.argv)
-            runtime.preload(launched.plan_entries(args.probe, args.skip, args.probe_path))
+            runtime.preload(self.probes)
 
     def _stop_listening(self):
         if self.listener is not None:
@@ -323,12 +324,11 @@ class Zygote:
             sys.argv = request["sys_argv"]
             random.seed()  # not the zygote's sequence in every rank
 
-            from . import launched, runtime
+            target = forked.resolve(request["target"])
+            return target(request["argv"], request["started"],
+                          forked={"zygote_pid": os.getppid(), "torch_import_s": self.import_s})
 
-            runtime.FORKED = {"zygote_pid": os.getppid(), "torch_import_s": self.import_s}
-            return launched.run_forked(request["argv"], request["started"])
-
-        zygote_mod.run_forked(become)
+        forked.run_forked(become)
 
     def _reap(self):
         while True:
@@ -391,7 +391,7 @@ def main(argv=None):
     # (dump your stacks) that comes before must not kill the rank
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     zygote = Zygote(int(local_world_size), int(agent), int(leader), float(startup_timeout),
-                    argv[5:])
+                    json.loads(argv[4]))
     # While it imports, it dies with local rank 0's process (a job that failed at once
     # must not wait for an import); once it has forked ranks, it must outlive it: the
     # other ranks may still be finishing, and their watchers wait for their statuses.

@@ -112,5 +112,5 @@ def _agree(plan, identity, mine):
 
 
 def _run_id():
-    from .launched import run_id
+    from .identity import run_id
     return run_id(os.environ)

@@ -28,16 +28,6 @@ from ..core.outcomes import RankExit
 from ..core.records import RecordWriter, records_path, stacks_path
 
 
-
-def _int_env(name, default=None):
-    value = os.environ.get(name)
-    if value is None or value == "":
-        if default is None:
-            raise SystemExit("envcheck worker: %s is not set" % name)
-        return default
-    return int(value)
-
-
 def load_probe(entry):
     """The probe function named by a plan entry: a module name or a file path."""
     if entry.get("path"):
@@ -173,16 +163,10 @@ def finish_preload():
         _preloading.finish()
 
 
-def read_identity():
-    """(rank, local rank, world size, local world size) from torchrun-style env."""
-    rank = _int_env("RANK")
-    world_size = _int_env("WORLD_SIZE")
-    return (rank, _int_env("LOCAL_RANK", rank), world_size,
-            _int_env("LOCAL_WORLD_SIZE", world_size))
-
-
-def start(plan, out_dir, identity):
-    """Stack dumps on SIGUSR1, the record stream, ``import torch``: before any probe."""
+def start(plan, out_dir, identity, forked=None):
+    """Stack dumps on SIGUSR1, the record stream, ``import torch``: before any probe.
+    ``forked``: the zygote that forked this rank (``zygote_pid``) and imported torch
+    for it (``torch_import_s``), or None."""
     rank, local_rank, _, _ = identity
     # Under envcheck run: if the supervisor dies, this rank takes the run down with it.
     contain.hold_lifeline()
@@ -195,10 +179,10 @@ def start(plan, out_dir, identity):
     t0 = time.monotonic()
     import torch  # noqa: F401 - imported once for the whole suite, and timed
     seconds = round(time.monotonic() - t0, 3)
-    if FORKED:  # the zygote imported torch for every rank: that is the time it took
+    if forked:  # the zygote imported torch for every rank: that is the time it took
         records.write("hello", pid=os.getpid(), host=host, python=sys.executable,
-                      torch_import_s=FORKED["torch_import_s"],
-                      zygote_pid=FORKED["zygote_pid"])
+                      torch_import_s=forked["torch_import_s"],
+                      zygote_pid=forked["zygote_pid"])
     else:
         records.write("hello", pid=os.getpid(), host=host, python=sys.executable,
                       torch_import_s=seconds)
@@ -208,7 +192,6 @@ def start(plan, out_dir, identity):
 
 
 _preloading = None  # the Preloading of what the probes will need
-FORKED = None  # set by worker/zygote.py in a rank it forked: its pid and import time
 
 
 def setup(plan, records, host, identity):
@@ -364,14 +347,14 @@ def teardown(ctx):
     return True
 
 
-def run_rank(plan, out_dir, identity, wrap=None, on_teardown_failed=None):
+def run_rank(plan, out_dir, identity, wrap=None, on_teardown_failed=None, forked=None):
     """One rank's life, the same under both drivers: start, setup, probes, teardown.
 
     Returns the Context after a clean final barrier; otherwise the rank exits here with
     ``RankExit.SETUP_FAILED`` or ``RankExit.TEARDOWN_FAILED``. ``wrap`` may wrap the
     record writer (launcher mode's watchdog follows every record through it).
     """
-    writer, host = start(plan, out_dir, identity)
+    writer, host = start(plan, out_dir, identity, forked)
     records = wrap(writer) if wrap else writer
     ctx = setup(plan, records, host, identity)
     if ctx is None:

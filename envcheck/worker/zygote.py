@@ -8,7 +8,8 @@ initialising CUDA), then takes its orders on stdin, one JSON object per line:
 - ``{"preload": [probe entries]}``: on a CPU build of torch, import now what those probes
   import lazily (torch._dynamo for DDP, DCP: a probe module's ``PRELOAD``);
 - ``{"go": spec}``: preload the spec's probes (if not done), then fork one process per
-  rank and exit. ``spec``: ``nproc``, ``argv`` (the ranks' ``envcheck.worker`` arguments),
+  rank and exit. ``spec``: ``nproc``, ``target`` (what each fork runs, ``module:function``:
+  ``envcheck.worker.__main__:main``), ``argv`` (its arguments),
   ``probes``, ``stdout`` / ``stderr`` (paths with ``%d`` for the rank) and ``env`` (the
   attempt's own variables: its rendezvous port and world size);
 - end of file: exit without forking (the spare or head start was not needed, or the
@@ -37,9 +38,8 @@ import random
 import signal
 import sys
 import time
-import traceback
 
-from ..launch import contain, procs
+from ..launch import contain, forked, procs
 
 
 
@@ -61,27 +61,6 @@ def _preload(probes):
     return True
 
 
-def run_forked(become):
-    """In a forked process: ``become()`` (the rank; its return value, or SystemExit's
-    code, is the exit code), then leave without Python's teardown; never returns."""
-    code = 1
-    try:
-        code = become() or 0
-    except SystemExit as exc:
-        if exc.code is None or isinstance(exc.code, int):
-            code = exc.code or 0
-        else:
-            sys.stderr.write("%s\n" % exc.code)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
-
-
 def _child(rank, spec):
     """In the forked process: become rank ``rank`` and run it; never returns."""
     def become():
@@ -97,13 +76,11 @@ def _child(rank, spec):
         os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0")
         random.seed()  # not the zygote's sequence in every rank
 
-        from . import runtime
-        from .__main__ import main
+        target = forked.resolve(spec["target"])
+        return target(spec["argv"], forked={"zygote_pid": os.getppid(),
+                                            "torch_import_s": spec["import_s"]})
 
-        runtime.FORKED = {"zygote_pid": os.getppid(), "torch_import_s": spec["import_s"]}
-        main(spec["argv"])
-
-    run_forked(become)
+    forked.run_forked(become)
 
 
 def _orders():

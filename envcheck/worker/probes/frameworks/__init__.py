@@ -24,6 +24,7 @@ import shutil
 import tempfile
 
 from ... import leaving
+from . import presence
 
 # The checks this probe reports, in the order it runs them (``envcheck probes --checks``,
 # the matrix validation and the ranks read this; a check not declared here is an error).
@@ -45,57 +46,6 @@ PRELOAD = ("torch._dynamo",)
 # reads RANK as it imports. Where one is not installed, its import fails at once and the
 # check skips.
 PRELOAD_IN_RANK = ("lightning.fabric", "accelerate")
-
-_FABRIC_COPY_ADVICE = (
-    "do not deepcopy the model fabric.setup returned: deepcopy the plain module "
-    "(ema = copy.deepcopy(model.module), or copy before fabric.setup), or build the EMA "
-    "model fresh and load the weights (ema.load_state_dict(model.state_dict()))")
-
-
-def _present(ctx, key):
-    """(installed, version or "", asked for with --framework)."""
-    import importlib.metadata
-    import importlib.util
-
-    from ....core.frameworks import FRAMEWORKS
-
-    asked = key in ((ctx.options or {}).get("frameworks") or ())
-    framework = FRAMEWORKS[key]
-    for module in framework.modules:
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):
-            found = False
-        if found:
-            version = ""
-            for dist in framework.distributions:
-                try:
-                    version = importlib.metadata.version(dist)
-                    break
-                except importlib.metadata.PackageNotFoundError:
-                    continue
-            return True, version, asked
-    return False, "", asked
-
-
-def _absent(c, name, key, asked):
-    words = ("%s is not installed in the ranks' interpreter" % name)
-    if asked:
-        c.fail(words + " (asked for with --framework %s)" % key,
-               advice="install it in the training environment, at the version you train "
-                      "with, or point --python at that environment's interpreter")
-    c.skip(words + " (--framework %s makes this a failure)" % key)
-
-
-def gate(c, model, present, name, key, call):
-    """The start of a framework's setup check: skip (or fail, where asked for) without the
-    framework; fail where the ranks' models differ; else the advice for ``call``."""
-    installed, _, asked = present
-    if not installed:
-        _absent(c, name, key, asked)
-    if model.skip:
-        c.fail(model.skip, advice="every rank must build the same model before %s" % call)
-    c.advice = "%s failed: see the traceback" % call
 
 
 class _Model:
@@ -161,14 +111,14 @@ def probe_frameworks(ctx):
     try:
         from . import fabric, hf_accelerate
 
-        fabric.checks(ctx, model, shared, _present(ctx, "lightning"), torch)
-        hf_accelerate.checks(ctx, model, shared, _present(ctx, "accelerate"), torch)
+        fabric.checks(ctx, model, shared, presence.present(ctx, "lightning"), torch)
+        hf_accelerate.checks(ctx, model, shared, presence.present(ctx, "accelerate"), torch)
     finally:
         shared.close()
-    installed, version, asked = _present(ctx, "deepspeed")
+    installed, version, asked = presence.present(ctx, "deepspeed")
     with ctx.check("deepspeed_initialize") as c:
         if not installed:
-            _absent(c, "DeepSpeed", "deepspeed", asked)
+            presence.absent(c, "DeepSpeed", "deepspeed", asked)
         # Not run, by design: on CPU deepspeed.initialize needs DeepSpeed's CPU
         # accelerator (DS_ACCELERATOR=cpu, built with oneCCL), which a pip install of
         # deepspeed does not bring; on GPUs envcheck has not been checked against it yet.

@@ -6,6 +6,12 @@ import copy
 import os
 
 from . import own_launcher
+from .presence import gate
+
+_FABRIC_COPY_ADVICE = (
+    "do not deepcopy the model fabric.setup returned: deepcopy the plain module "
+    "(ema = copy.deepcopy(model.module), or copy before fabric.setup), or build the EMA "
+    "model fresh and load the weights (ema.load_state_dict(model.state_dict()))")
 
 NAME = "Lightning"
 
@@ -23,7 +29,6 @@ def _fabric(ctx):
 
 
 def checks(ctx, model, shared, present, torch):
-    from . import gate
     from ..serialization import verify_copy
 
     installed, version, asked = present
@@ -79,8 +84,6 @@ def checks(ctx, model, shared, present, torch):
 
 
 def _advice():
-    from . import _FABRIC_COPY_ADVICE
-
     return _FABRIC_COPY_ADVICE
 
 

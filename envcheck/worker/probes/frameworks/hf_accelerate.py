@@ -6,11 +6,12 @@ ranks, its deepcopy, and ``accelerator.save_state`` / ``load_state``.
 
 import copy
 
+from .presence import gate
+
 NAME = "Accelerate"
 
 
 def checks(ctx, model, shared, present, torch):
-    from . import gate
     from ..serialization import verify_copy
 
     installed, version, _ = present
