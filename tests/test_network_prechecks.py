@@ -7,7 +7,7 @@ import socket
 
 from envcheck.core.network import interfaces as ifs
 from envcheck.core.network import prechecks
-from envcheck.run.network import compare_master_addr
+from envcheck.run.addresses import compare_master_addr
 
 
 def _iface(name, addrs, loopback=False, up=True):

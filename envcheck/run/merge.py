@@ -10,7 +10,7 @@ reported as its ``run`` check.
 
 import re
 
-from . import network, timing
+from . import addresses, timing
 from ..core import blame
 from ..core.outcomes import worst
 from ..core.text import first_line, parse_rank_numbers, rank_numbers, rank_set, shorten
@@ -178,7 +178,7 @@ def _setup_checks(col, attempt, nproc):
         if setup:
             entry = _rank_entry(setup)
             err = setup.get("error") or {}
-            if err.get("type") in network.NOT_ATTEMPTED:
+            if err.get("type") in addresses.NOT_ATTEMPTED:
                 # A pre-check failed (here, or on another rank): that check says why.
                 entry.update(outcome="skipped", detail=err.get("message") or "",
                              advice=None, error=None)
@@ -193,7 +193,7 @@ def _setup_checks(col, attempt, nproc):
         elif hello and abort and info.get("phase") in ("setup", "startup"):
             col.add(SETUP, "init_process_group", rank,
                     _abort_entry(abort, rank, info, col.timeout))
-    network.compare_master_addr(col.per_check.get((SETUP, "master_addr")), hosts_of(attempt))
+    addresses.compare_master_addr(col.per_check.get((SETUP, "master_addr")), hosts_of(attempt))
     if abort and abort.phase in ("startup", "setup"):
         col.roots[(SETUP, "import_torch" if abort.phase == "startup"
                    else "init_process_group")] = abort.root_rank

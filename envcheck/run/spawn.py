@@ -35,8 +35,8 @@ from ..core.text import printable, shorten
 # before it said the PID.
 ZYGOTE_ID = "ENVCHECK_ZYGOTE_ID"
 _FORKED = re.compile(rb"^(\d{1,4}) (\d{1,10})$")
-# What each forked rank runs: a rank of envcheck run (``python -m envcheck.worker``).
-RANK_TARGET = "envcheck.worker.__main__:main"
+# What each forked rank runs: a rank of envcheck run (``python -m envcheck.worker.rank``).
+RANK_TARGET = "envcheck.worker.rank:main"
 
 
 def wanted(environ=os.environ):
@@ -116,7 +116,7 @@ class Zygote:
 
     def go(self, nproc, argv, probes, out_dir, env):
         """Fork the ranks as soon as torch is imported (at once when it is): ``nproc``
-        ranks running ``envcheck.worker`` with ``argv``, their output in ``out_dir``,
+        ranks running ``envcheck.worker.rank`` with ``argv``, their output in ``out_dir``,
         ``env`` added to the environment the zygote was started with."""
         self.nproc = nproc
         self._order({"go": {"nproc": nproc, "target": RANK_TARGET, "argv": argv,

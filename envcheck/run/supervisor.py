@@ -244,7 +244,7 @@ class _AttemptRun:
             err = open(os.path.join(self.dir, "stderr-rank%d.txt" % rank), "wb")
             try:
                 proc = procs.popen(
-                    [self.interpreter, "-m", "envcheck.worker"] + self._argv,
+                    [self.interpreter, "-m", "envcheck.worker.rank"] + self._argv,
                     env=env, stdin=procs.DEVNULL, stdout=out, stderr=err,
                     start_new_session=True, pass_fds=(self._read_end,))
             finally:

@@ -30,7 +30,7 @@ import tempfile
 import time
 import traceback
 
-from .diagnose import advice_for, out_of_space
+from .hazards import advice_for, out_of_space
 
 
 # What stops a rank rather than fails a check: Ctrl-C / SIGTERM (the drivers turn those

@@ -12,7 +12,7 @@ import sys
 from ..core import redact
 from ..core.host import glibc_version
 from ..launch import procs
-from .diagnose import numpy_version
+from .hazards import numpy_version
 
 _ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "MASTER_", "SLURM_", "OMP_", "GLOO_",
                  "PYTORCH_", "NVIDIA_")

@@ -1,6 +1,6 @@
 """One rank's life: start, set up the process group, run the planned probes, tear down.
 
-Used by ``python -m envcheck.worker`` (ranks started by ``envcheck run``). Reads
+Used by ``python -m envcheck.worker.rank`` (ranks started by ``envcheck run``). Reads
 torchrun-style env (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT), imports torch once, initialises the process group, runs the planned probes
 one after another and streams records (see ``records.py``). SIGUSR1 makes it dump every
@@ -19,7 +19,7 @@ import threading
 import time
 import traceback
 
-from . import prechecks
+from . import rendezvous
 from .context import Context, is_stop
 from ..launch import contain
 from ..core.host import host_name
@@ -157,7 +157,7 @@ def start_preload(plan):
 
 
 def finish_preload():
-    """Before the user's code runs (worker/model.py, a --model): whatever the preload
+    """Before the user's code runs (worker/user_model.py, a --model): whatever the preload
     thread imports is imported, so the two never import the same module at once."""
     if _preloading is not None:
         _preloading.finish()
@@ -219,8 +219,8 @@ def setup(plan, records, host, identity):
     records.write("setup_start", backend=backend)
     t0 = time.monotonic()
     # Before the rendezvous: what would make it hang, found in milliseconds, with the
-    # host and the fix (worker/prechecks.py). A failure skips init_process_group.
-    stopped = prechecks.run(plan, records, host, identity, backend)
+    # host and the fix (worker/rendezvous.py). A failure skips init_process_group.
+    stopped = rendezvous.run(plan, records, host, identity, backend)
     prechecks_s = round(time.monotonic() - t0, 6)  # theirs and the agreement's (bench/)
     if stopped:
         records.write("setup", outcome="failed", backend=backend,

@@ -9,7 +9,7 @@ initialising CUDA), then takes its orders on stdin, one JSON object per line:
   import lazily (torch._dynamo for DDP, DCP: a probe module's ``PRELOAD``);
 - ``{"go": spec}``: preload the spec's probes (if not done), then fork one process per
   rank and exit. ``spec``: ``nproc``, ``target`` (what each fork runs, ``module:function``:
-  ``envcheck.worker.__main__:main``), ``argv`` (its arguments),
+  ``envcheck.worker.rank:main``), ``argv`` (its arguments),
   ``probes``, ``stdout`` / ``stderr`` (paths with ``%d`` for the rank) and ``env`` (the
   attempt's own variables: its rendezvous port and world size);
 - end of file: exit without forking (the spare or head start was not needed, or the
@@ -26,7 +26,7 @@ with the supervisor (``PR_SET_PDEATHSIG``): nothing else would stop an import of
 A forked rank is a rank like any other: its own session and process group (the
 supervisor kills it with its group), stdout and stderr to its own files, stdin from
 /dev/null, ``RANK`` / ``LOCAL_RANK`` in its environment, and from there the life of
-``python -m envcheck.worker`` (faulthandler for stacks on SIGUSR1, the lifeline thread,
+``python -m envcheck.worker.rank`` (faulthandler for stacks on SIGUSR1, the lifeline thread,
 records): all of it set up after the fork, in the rank itself.
 
 stdlib and torch only, like the rest of ``worker/``.

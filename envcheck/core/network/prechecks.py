@@ -21,7 +21,7 @@ import time
 
 from . import interfaces as ifs
 from .reach import OPEN, REFUSED, SILENT, UNREACHABLE, connect, source_for
-from .resolve import bindable, is_loopback, resolve
+from .lookup import bindable, is_loopback, resolve
 
 CHECKS = ("master_addr", "master_port", "host_name", "socket_interface")
 RESOLVE_S = 3.0  # a resolver slower than this is a problem of its own

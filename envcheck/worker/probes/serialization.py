@@ -107,7 +107,7 @@ class _Subject:
     def __init__(self, ctx, torch):
         from .. import toy
         from ..gather import all_gather_ints
-        from ..model import describe_model, model_spec, user_model
+        from ..user_model import describe_model, model_spec, user_model
 
         self.ctx = ctx
         self.ddp = self.ema = None

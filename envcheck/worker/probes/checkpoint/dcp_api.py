@@ -129,7 +129,7 @@ class Dcp:
                         "torch %s's DCP (torch.distributed._shard.checkpoint) exists but "
                         "does not import: %s: %s" % (self.version, type(old).__name__,
                                                     str(old).strip().splitlines()[0][:200]))
-                from ...diagnose import advice_for
+                from ...hazards import advice_for
 
                 hint = advice_for(old)
                 raise DcpMissing(

@@ -86,7 +86,7 @@ def _sync_replicas(ctx, model, torch):
 def save_load(ctx, c, subject, dcp, skip, gate, shared, files, torch):
     """Body of checkpoint.dcp_save_load; returns what the later checks need."""
     from .files import diff_state
-    from ...diagnose import advice_for, numpy_version
+    from ...hazards import advice_for, numpy_version
 
     error, failed = gate
     if skip:
@@ -151,7 +151,7 @@ def agreed(ctx, result):
 
 
 def _numpy_problem():
-    from ...diagnose import numpy_version
+    from ...hazards import numpy_version
 
     importable, version = numpy_version()
     if not importable:

@@ -54,7 +54,7 @@ class _Model:
     def __init__(self, ctx, torch):
         from ... import toy
         from ...gather import all_gather_ints
-        from ...model import model_spec, user_model
+        from ...user_model import model_spec, user_model
 
         self.ctx, self.torch = ctx, torch
         spec = model_spec(ctx)

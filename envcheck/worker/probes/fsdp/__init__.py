@@ -147,7 +147,7 @@ class _Subject:
 
     def __init__(self, ctx, torch):
         from ...gather import all_gather_strings
-        from ...model import describe_model, model_spec, user_model
+        from ...user_model import describe_model, model_spec, user_model
 
         self.ctx, self.torch = ctx, torch
         self.spec = model_spec(ctx)

@@ -14,13 +14,13 @@ far from its cause (issue #23; docs/nodes-skew.md, nodes-clock.md, nodes-limits.
   barrier with the round trip bounding the error. Needs two hosts. (``clock.py``)
 - ``shm``, ``memlock``, ``nofile``: /dev/shm size and free space, the locked-memory and
   open-files limits, against what NCCL's SHM transport, RDMA and DataLoader workers need;
-  a limit no source gives a floor for is a warning. (``limits.py``)
+  a limit no source gives a floor for is a warning. (``rlimits.py``)
 
 Only the ranks on an odd host fail, so that the report names that host ("ranks 2–3 on
 node2: ..."); the others pass, saying what they compared.
 """
 
-from . import clock, limits, skew
+from . import clock, rlimits, skew
 from .exchange import all_gather_json
 
 CHECKS = ("skew", "clock", "shm", "memlock", "nofile")
@@ -42,9 +42,9 @@ def probe_hosts(ctx):
             stamps = clock.readings(ctx)
             stamps = all_gather_json(ctx, stamps)
         _clock(ctx, c, hosts, stamps)
-    for name, measure, advice in (("shm", limits.shm, limits.SHM_ADVICE),
-                                  ("memlock", limits.memlock, limits.MEMLOCK_ADVICE),
-                                  ("nofile", limits.nofile, limits.NOFILE_ADVICE)):
+    for name, measure, advice in (("shm", rlimits.shm, rlimits.SHM_ADVICE),
+                                  ("memlock", rlimits.memlock, rlimits.MEMLOCK_ADVICE),
+                                  ("nofile", rlimits.nofile, rlimits.NOFILE_ADVICE)):
         with ctx.check(name) as c:
             problem, kind, data = measure(ctx.host)
             c.data = {k: v for k, v in data.items() if k != "said"}

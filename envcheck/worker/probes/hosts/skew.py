@@ -19,7 +19,7 @@ import hashlib
 import os
 import platform
 
-from ...diagnose import numpy_version
+from ...hazards import numpy_version
 from ...environment import nccl_version_string, relevant_env
 
 # (key, how a finding names it), in the order findings are listed.

@@ -8,7 +8,7 @@ the minority are named; a tie names every host but the one holding rank 0.
 """
 
 from ..core.network.prechecks import PEER_PRECHECK_FAILED, PRECHECK_FAILED
-from ..core.network.resolve import is_loopback
+from ..core.network.lookup import is_loopback
 
 NOT_ATTEMPTED = (PRECHECK_FAILED, PEER_PRECHECK_FAILED)
 

@@ -1,5 +1,5 @@
 """Entry point of one rank started by ``envcheck run``:
-``python -m envcheck.worker --plan PLAN.json --out DIR`` (see ``runtime.py``)."""
+``python -m envcheck.worker.rank --plan PLAN.json --out DIR`` (see ``runtime.py``)."""
 
 import argparse
 
@@ -10,7 +10,7 @@ from . import identity, runtime
 def main(argv=None, forked=None):
     """``forked``: in a rank a zygote forked, its pid and how long torch took to import
     there (``worker/zygote.py``)."""
-    parser = argparse.ArgumentParser(prog="envcheck.worker")
+    parser = argparse.ArgumentParser(prog="envcheck.worker.rank")
     parser.add_argument("--plan", required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
