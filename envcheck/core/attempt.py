@@ -6,6 +6,7 @@ mode replays them from the record files the ranks left (``envcheck.run.launcher`
 """
 
 import dataclasses
+from typing import Optional
 
 
 @dataclasses.dataclass
@@ -18,14 +19,15 @@ class Abort:
     # rank -> {exit_code, signal, stderr_tail, stack, last_record, phase, check,
     #          killed_by_envcheck, stopped_by}
     ranks: dict
-    signum: int = None
-    waited_s: float = None
-    limit_s: float = None  # hang: the limit the root rank's phase had (startup has its own)
-    stop_s: float = None  # collecting stacks and killing the ranks
-    deadline: float = None  # hang: Unix time the root rank's phase ran out of time
+    signum: Optional[int] = None
+    waited_s: Optional[float] = None
+    # hang: the limit the root rank's phase had (startup has its own)
+    limit_s: Optional[float] = None
+    stop_s: Optional[float] = None  # collecting stacks and killing the ranks
+    deadline: Optional[float] = None  # hang: Unix time the root rank's phase ran out of time
     # hang: the ranks that waited at the rendezvous for the root, a rank still starting,
     # until their own limit ran out first (limit_s and deadline are then theirs)
-    waiting: list = None
+    waiting: Optional[list] = None
 
 
 @dataclasses.dataclass
@@ -33,12 +35,12 @@ class Attempt:
     probes: list  # plan entries ({"name": ...})
     port: int
     records: dict  # rank -> list of records
-    abort: Abort = None
+    abort: Optional[Abort] = None
     seconds: float = 0.0
     torn: int = 0  # record lines that were not whole records (skipped)
-    started: float = None  # Unix time the driver started the ranks (local runs)
-    prepared: float = None  # Unix time its zygote began importing torch, when earlier
-    world_size: int = None  # a follow-up phase's own world size (core.plan.follow_ups)
+    started: Optional[float] = None  # Unix time the driver started the ranks (local runs)
+    prepared: Optional[float] = None  # Unix time its zygote began importing torch, when earlier
+    world_size: Optional[int] = None  # a follow-up phase's own world size (core.plan.follow_ups)
 
     def setup_error(self):
         for recs in self.records.values():

@@ -53,8 +53,8 @@ class ProbeSpec:
     summary: str
     function: str
     checks: Optional[Tuple[str, ...]]  # declared checks; None: undeclared (any)
-    module: str = None  # importable module name (built-in and entry-point probes)
-    path: str = None  # file path (--probe-path probes)
+    module: Optional[str] = None  # importable module name (built-in and entry-point probes)
+    path: Optional[str] = None  # file path (--probe-path probes)
     builtin: bool = False
     # Phases at other world sizes run after the main run (``FOLLOW_UPS``; core.plan).
     follow_ups: Tuple[dict, ...] = ()
@@ -78,7 +78,8 @@ def _declared(tree, path):
                 value = ast.literal_eval(node.value)
             except ValueError:
                 raise ValueError("%s line %d: CHECKS must be a literal tuple of check "
-                                 "names (or a dict of them by probe)" % (path, node.lineno))
+                                 "names (or a dict of them by probe)"
+                                 % (path, node.lineno)) from None
             return value, node.lineno
     return None, None
 
@@ -102,7 +103,7 @@ def _follow_ups(tree, path, found):
                 value, line = ast.literal_eval(node.value), node.lineno
             except ValueError:
                 raise ValueError("%s line %d: FOLLOW_UPS must be a literal tuple of dicts"
-                                 % (path, node.lineno))
+                                 % (path, node.lineno)) from None
     if value is None:
         return {}
     where = "%s line %s" % (path, line)
@@ -161,7 +162,7 @@ def _source(path):
 # Parsed probe files, by (path, size, mtime): every command reads the built-in probes'
 # declarations several times (the catalog, the matrix's check ids), and parsing them all
 # was a third of what 'envcheck report' spent on the CPU.
-_TREES = {}
+_TREES: dict = {}
 
 
 def _tree(path):
@@ -199,7 +200,7 @@ def probes_in_file(path):
     ValueError (or SyntaxError, OSError) when the file or its CHECKS is malformed.
     """
     tree = _tree(path)
-    found = []
+    found: list = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
                 and node.name.startswith("probe_") and len(node.name) > len("probe_"):

@@ -12,7 +12,7 @@ import socket
 def glibc_version():
     """'2.36', or None where the C library is not glibc (musl, macOS)."""
     try:
-        return os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
+        return (os.confstr("CS_GNU_LIBC_VERSION") or "").split()[-1]
     except (ValueError, OSError, AttributeError, IndexError):
         lib, version = platform.libc_ver()
         return version if lib == "glibc" else None

@@ -24,7 +24,7 @@ import sys
 try:
     import resource
 except ImportError:  # pragma: no cover - not on Linux
-    resource = None
+    resource = None  # type: ignore[assignment]
 
 
 def ensure_std_fds():

@@ -62,7 +62,7 @@ def rank_set(ranks):
 
 def parse_rank_numbers(text):
     """[0, 1, 2, 3, 6] from '0–3,6' (what rank_numbers writes; '0,1' too)."""
-    out = []
+    out: list = []
     for part in text.split(","):
         low, _, high = part.partition("–")
         out += range(int(low), int(high or low) + 1)

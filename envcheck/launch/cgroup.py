@@ -19,13 +19,14 @@ import os
 import re
 import signal
 import time
+from typing import List, Optional
 
 from . import contain, procs
 
 _counter = [0]
 
 
-def _mount():
+def _mount() -> Optional[str]:
     """Where the cgroup v2 hierarchy is mounted, or None."""
     try:
         with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
@@ -38,7 +39,7 @@ def _mount():
     return None
 
 
-def _own_path():
+def _own_path() -> Optional[str]:
     try:
         with open("/proc/self/cgroup", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -49,7 +50,7 @@ def _own_path():
     return None
 
 
-def _members(path):
+def _members(path: str) -> List[int]:
     try:
         with open(os.path.join(path, "cgroup.procs"), encoding="ascii") as f:
             return [int(p) for p in f.read().split()]
@@ -61,11 +62,11 @@ class Cgroup:
     """One attempt's cgroup: ``add`` a process started for it, ``kill`` everything in it,
     ``close`` to remove it (killing first)."""
 
-    def __init__(self, path):
+    def __init__(self, path: str) -> None:
         self.path = path
         self.name = os.path.basename(path)
 
-    def add(self, pid):
+    def add(self, pid: int) -> bool:
         """Move ``pid`` (just started by this process, not yet running torch) in."""
         try:
             with open(os.path.join(self.path, "cgroup.procs"), "w", encoding="ascii") as f:
@@ -74,7 +75,7 @@ class Cgroup:
         except OSError:  # gone already, or not allowed after all: the subreaper remains
             return False
 
-    def _holds(self, pid):
+    def _holds(self, pid: int) -> bool:
         """Is ``pid`` in this cgroup now? (/proc/PID/cgroup names it.)"""
         try:
             with open("/proc/%d/cgroup" % pid, encoding="utf-8", errors="replace") as f:
@@ -83,7 +84,7 @@ class Cgroup:
         except OSError:
             return False
 
-    def kill(self, wait_s=5.0):
+    def kill(self, wait_s: float = 5.0) -> None:
         """SIGKILL every process in it, and wait until it is empty."""
         try:
             with open(os.path.join(self.path, "cgroup.kill"), "w", encoding="ascii") as f:
@@ -99,7 +100,7 @@ class Cgroup:
                 procs.send_proven(pid, signal.SIGKILL, self._holds)
             time.sleep(0.01)
 
-    def close(self):
+    def close(self) -> None:
         self.kill()
         try:
             os.rmdir(self.path)
@@ -110,7 +111,7 @@ class Cgroup:
 _NAME = re.compile(r"^envcheck-(\d+)-\d+$")
 
 
-def sweep_stale(parent):
+def sweep_stale(parent: str) -> List[str]:
     """Kill and remove the cgroups in ``parent`` left by an envcheck that is gone (it was
     SIGKILLed: the ranks' lifeline ended what carried the run's marker, not a daemon
     that had cleared its environment, which stayed in its cgroup)."""
@@ -120,7 +121,7 @@ def sweep_stale(parent):
     return swept
 
 
-def make():
+def make() -> Optional[Cgroup]:
     """A new cgroup below this process's own, or None where none can be made. The
     first one of a process sweeps what a killed envcheck left beside it."""
     if os.environ.get("ENVCHECK_CGROUP", "1") == "0":

@@ -33,6 +33,7 @@ import shutil
 import signal
 import tempfile
 import threading
+from typing import Collection, Iterable, List, Mapping, Optional, Pattern
 
 from . import procs
 from ..core.errors import UsageError
@@ -45,14 +46,14 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 
 
-def marked(run_id, exclude=(), name=MARKER):
+def marked(run_id: str, exclude: Collection[int] = (), name: str = MARKER) -> List[int]:
     """PIDs of live processes whose environment carries this run's marker (or another
     variable ``name`` with the value ``run_id``)."""
     return [pid for pid in procs.pids()
             if pid not in exclude and procs.carries(pid, name, run_id)]
 
 
-def kill_marked(run_id, exclude=(), name=MARKER):
+def kill_marked(run_id: str, exclude: Iterable[int] = (), name: str = MARKER) -> int:
     """SIGKILL every process of the run (but ``exclude``); returns how many. Each is
     proven to carry the marker at the moment it is signalled."""
     pids = marked(run_id, set(exclude) | {os.getpid()}, name)
@@ -61,7 +62,7 @@ def kill_marked(run_id, exclude=(), name=MARKER):
                for pid in pids)
 
 
-def kill_descendants(exclude=(), rounds=5):
+def kill_descendants(exclude: Collection[int] = (), rounds: int = 5) -> int:
     """SIGKILL every process below this one (but ``exclude`` and theirs): as the run's
     subreaper, this process inherits whatever a rank left behind, a daemon that changed
     its session and cleared its environment included. Each is proven a descendant at the
@@ -77,7 +78,7 @@ def kill_descendants(exclude=(), rounds=5):
     return killed
 
 
-def set_subreaper(on):
+def set_subreaper(on: bool) -> bool:
     """Make this process the subreaper of its descendants (Linux); False where it cannot."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -86,7 +87,7 @@ def set_subreaper(on):
         return False
 
 
-def reap_orphans(known):
+def reap_orphans(known: Collection[int]) -> None:
     """Wait for dead children this process did not start itself: as the subreaper it
     inherits what the ranks left (a killed ``setsid`` grandchild), which would otherwise
     stay zombies until envcheck exits. ``known``: PIDs that are waited for elsewhere."""
@@ -100,16 +101,16 @@ def reap_orphans(known):
             pass
 
 
-def hold_lifeline(environ=os.environ):
+def hold_lifeline(environ: Mapping[str, str] = os.environ) -> Optional[threading.Thread]:
     """In a rank: end the whole run when the supervisor dies. No-op without a lifeline
     (launcher mode: torchrun and srun own their ranks' lives)."""
-    fd, run_id = environ.get(LIFELINE), environ.get(MARKER)
-    if not fd or not run_id:
+    lifeline, run_id = environ.get(LIFELINE), environ.get(MARKER)
+    if not lifeline or not run_id:
         return None
-    fd = int(fd)
+    fd = int(lifeline)
     workdir = environ.get(WORKDIR)
 
-    def watch():
+    def watch() -> None:
         while True:
             try:
                 if not os.read(fd, 4096):
@@ -133,7 +134,7 @@ def hold_lifeline(environ=os.environ):
     return thread
 
 
-def _first_to_end(workdir):
+def _first_to_end(workdir: str) -> bool:
     """Take the run's end-of-life lock (held until this process exits); False when
     another rank holds it."""
     import fcntl
@@ -148,7 +149,7 @@ def _first_to_end(workdir):
     return True
 
 
-def make_run_dir():
+def make_run_dir() -> str:
     """The run's own 0700 directory in the temp dir, named after this process so that a
     later run can tell it was left behind (the machine went down mid-run), and remove it."""
     try:
@@ -162,12 +163,12 @@ def make_run_dir():
     return path
 
 
-def sweep_run_dirs(base):
+def sweep_run_dirs(base: str) -> List[str]:
     """Remove this user's run directories whose envcheck process is gone."""
     return sweep_dead(base, re.compile(r"^%s(\d+)-" % re.escape(RUN_DIR_PREFIX)))
 
 
-def left_by_dead(base, pattern):
+def left_by_dead(base: str, pattern: Pattern[str]) -> List[str]:
     """The paths in ``base`` named by ``pattern`` (its group 1 is the PID of the process
     that made one) that are this user's and whose process is gone."""
     try:
@@ -189,7 +190,7 @@ def left_by_dead(base, pattern):
     return found
 
 
-def sweep_dead(base, pattern):
+def sweep_dead(base: str, pattern: Pattern[str]) -> List[str]:
     """Remove the directories ``left_by_dead``."""
     removed = left_by_dead(base, pattern)
     for path in removed:
@@ -198,7 +199,7 @@ def sweep_dead(base, pattern):
 
 
 
-def die_with_parent(parent):
+def die_with_parent(parent: int) -> None:
     """SIGKILL this process when ``parent`` dies (Linux): a zygote when its supervisor
     goes, a launcher-mode rank when its watcher goes. Children it forks do not inherit it."""
     try:
@@ -209,7 +210,7 @@ def die_with_parent(parent):
         os._exit(1)
 
 
-def outlive_parent():
+def outlive_parent() -> None:
     """Undo ``die_with_parent``: from now on this process outlives its parent."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0)

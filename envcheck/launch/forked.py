@@ -14,12 +14,13 @@ import importlib
 import os
 import sys
 import traceback
+from typing import Any, Callable, NoReturn, Optional
 
 # Targets are envcheck's own: a request cannot name another package's function.
 PACKAGE = "envcheck."
 
 
-def resolve(target):
+def resolve(target: str) -> Callable[..., Any]:
     """The function ``"package.module:function"`` names; ValueError for another shape,
     or a module outside envcheck."""
     module, sep, name = target.partition(":")
@@ -28,7 +29,7 @@ def resolve(target):
     return getattr(importlib.import_module(module), name)
 
 
-def run_forked(become):
+def run_forked(become: Callable[[], Optional[int]]) -> NoReturn:
     """In a forked process: ``become()`` (the rank; its return value, or SystemExit's
     code, is the exit code), then leave without Python's teardown; never returns."""
     code = 1

@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+from typing import Any, Callable, Collection, List, Optional, Sequence
 
 # What callers pass to and catch from ``popen`` and ``run``, so that no other module
 # needs subprocess itself.
@@ -30,17 +31,17 @@ CompletedProcess = subprocess.CompletedProcess
 
 # --- making ---------------------------------------------------------------------------
 
-def popen(cmd, **kwargs):
+def popen(cmd: Sequence[str], **kwargs: Any) -> subprocess.Popen:
     """A process started now (``subprocess.Popen``)."""
     return subprocess.Popen(cmd, **kwargs)
 
 
-def run(cmd, **kwargs):
+def run(cmd: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess:
     """A process run to its end (``subprocess.run``); ``TimeoutExpired`` kills it."""
     return subprocess.run(cmd, **kwargs)
 
 
-def fork():
+def fork() -> int:
     """``os.fork`` with this process's stdio flushed first, so that nothing buffered is
     written twice (once by each side)."""
     sys.stdout.flush()
@@ -48,7 +49,7 @@ def fork():
     return os.fork()
 
 
-def exit_code(status):
+def exit_code(status: int) -> int:
     """A wait status as Popen's returncode: the exit code, or minus the signal."""
     if os.WIFSIGNALED(status):
         return -os.WTERMSIG(status)
@@ -57,7 +58,7 @@ def exit_code(status):
 
 # --- signalling -----------------------------------------------------------------------
 
-def send(pid, sig):
+def send(pid: int, sig: int) -> bool:
     """``sig`` to ``pid``: a child of this process not yet reaped (its PID is its own
     until then). False where it is gone."""
     try:
@@ -67,7 +68,7 @@ def send(pid, sig):
     return True
 
 
-def send_group(pgid, sig):
+def send_group(pgid: int, sig: int) -> bool:
     """``sig`` to the process group led by ``pgid`` (a rank in a session of its own),
     while its leader is not reaped: until then the group cannot be another's. False
     where it is gone or not ours."""
@@ -78,7 +79,7 @@ def send_group(pgid, sig):
     return True
 
 
-def kill_popen(proc):
+def kill_popen(proc: subprocess.Popen) -> None:
     """SIGKILL a process ``popen`` started (it is reaped by its Popen)."""
     try:
         proc.kill()
@@ -86,7 +87,7 @@ def kill_popen(proc):
         pass
 
 
-def send_proven(pid, sig, proof):
+def send_proven(pid: int, sig: int, proof: Callable[[int], bool]) -> bool:
     """Send ``sig`` to ``pid`` only if ``proof(pid)`` holds for that very process:
     a pidfd pins the process first (Linux 5.3), so a PID reused between the proof and
     the signal is not signalled. True when sent."""
@@ -111,7 +112,7 @@ def send_proven(pid, sig, proof):
             os.close(fd)
 
 
-def alive(pid):
+def alive(pid: int) -> bool:
     """Does a process with this PID exist (another user's included)?"""
     try:
         os.kill(pid, 0)
@@ -124,14 +125,14 @@ def alive(pid):
 
 # --- what the kernel says of a process (/proc) ----------------------------------------
 
-def pids():
+def pids() -> List[int]:
     try:
         return [int(p) for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
         return []
 
 
-def _stat_fields(pid):
+def _stat_fields(pid: int) -> Optional[List[bytes]]:
     """The fields of /proc/PID/stat after the command name: state, ppid, ... or None."""
     try:
         with open("/proc/%d/stat" % pid, "rb") as f:
@@ -140,7 +141,7 @@ def _stat_fields(pid):
         return None
 
 
-def parent_of(pid):
+def parent_of(pid: int) -> Optional[int]:
     """The PID of the process's parent, or None (gone)."""
     fields = _stat_fields(pid)
     try:
@@ -149,20 +150,20 @@ def parent_of(pid):
         return None
 
 
-def is_zombie(pid):
+def is_zombie(pid: int) -> bool:
     """Dead and not yet reaped (or gone: nothing to signal either way)."""
     fields = _stat_fields(pid)
     return not fields or fields[0] == b"Z"
 
 
-def is_stopped(pid):
+def is_stopped(pid: int) -> bool:
     """Is the process stopped (SIGSTOP, SIGTSTP: state T) or traced (t)? It then runs no
     signal handler: a SIGUSR1 for its stacks, or a SIGTERM, only waits, pending."""
     fields = _stat_fields(pid)
-    return bool(fields) and fields[0] in (b"T", b"t")
+    return fields is not None and fields[:1] in ([b"T"], [b"t"])
 
 
-def carries(pid, name, value):
+def carries(pid: int, name: str, value: str) -> bool:
     """Does the process's environment hold ``name=value``? (Its environment as it was
     started: a zombie's reads empty, another user's cannot be read: not ours.)"""
     needle = ("%s=%s" % (name, value)).encode()
@@ -173,7 +174,7 @@ def carries(pid, name, value):
         return False
 
 
-def descends_from(pid, root):
+def descends_from(pid: Optional[int], root: int) -> bool:
     """Is ``pid`` a child, grandchild ... of ``root``? Read now, link by link."""
     seen = set()
     while pid not in (None, 0, 1) and pid not in seen:
@@ -184,10 +185,10 @@ def descends_from(pid, root):
     return False
 
 
-def descendants(root=None, exclude=()):
+def descendants(root: Optional[int] = None, exclude: Collection[int] = ()) -> List[int]:
     """The processes below ``root`` (this process), but those in ``exclude`` and below."""
     root = os.getpid() if root is None else root
-    children = {}
+    children: dict = {}
     for pid in pids():
         children.setdefault(parent_of(pid), []).append(pid)
     found, todo = [], [root]

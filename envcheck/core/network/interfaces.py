@@ -55,7 +55,7 @@ def _ipv4(sock):
         return {}
     length = struct.unpack("iL", out)[0]
     data = buf.tobytes()[:length]
-    found = {}
+    found: dict = {}
     for i in range(0, length, size):
         name = data[i:i + 16].split(b"\0", 1)[0].decode(errors="replace").split(":")[0]
         found.setdefault(name, []).append(socket.inet_ntoa(data[i + 20:i + 24]))
@@ -63,7 +63,7 @@ def _ipv4(sock):
 
 
 def _ipv6():
-    found = {}
+    found: dict = {}
     try:
         with open("/proc/net/if_inet6", encoding="ascii") as f:
             for line in f:

@@ -12,7 +12,7 @@ import threading
 
 def resolve(name, seconds):
     """(addresses in getaddrinfo's order, None) or ([], why)."""
-    box = {}
+    box: dict = {}
 
     def work():
         try:

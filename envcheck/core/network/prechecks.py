@@ -15,7 +15,6 @@ A failed one is *fatal*: the rank then skips ``init_process_group``, which would
 wait for the others until its timeout, and ends at once with the host and the fix.
 """
 
-import os
 import socket
 import time
 
