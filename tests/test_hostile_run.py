@@ -392,3 +392,60 @@ def test_a_full_tmpdir_is_blamed_on_the_space(tmp_path):
     assert snap["advice"].startswith("the filesystem is full, not the code under test")
     assert "do not modify the state" not in proc.stdout
     assert "checkpoint.no_process_group" in checks
+
+
+STARTED = '''
+CHECKS = ("where",)
+
+
+def probe_started(ctx):
+    """rank 0 says it runs, then every rank waits to be interrupted"""
+    import os
+    import time
+
+    with ctx.check("where"):
+        if ctx.rank == 0:
+            open(os.environ["ENVCHECK_TEST_STARTED"], "w").close()
+        time.sleep(600)
+'''
+
+
+def test_an_interrupt_before_the_zygote_has_exited_keeps_what_its_ranks_did(tmp_path):
+    """Ctrl-C once the forked ranks run a probe but before envcheck saw their zygote exit
+    (it has forked every rank; on a loaded node, tearing down a process that imported
+    torch takes a while): the partial report still holds what the ranks did. (Before:
+    no rank was tracked yet, and the report said nothing ran, torch unknown.)"""
+    probes = tmp_path / "started.py"
+    probes.write_text(STARTED)
+    started = tmp_path / "started"
+    report = tmp_path / "r.json"
+    site = ("if _ZYGOTE:\n"
+            "    import time\n"
+            "    _exit = os._exit\n"
+            "    def _slow_exit(code):\n"
+            "        time.sleep(30)\n"
+            "        _exit(code)\n"
+            "    os._exit = _slow_exit\n")
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(IN_ZYGOTE + site)
+    env = dict(os.environ, ENVCHECK_TEST_STARTED=str(started), PYTHONPATH=os.pathsep.join(
+        p for p in (str(tmp_path / "site"), os.environ.get("PYTHONPATH")) if p))
+    env.pop("SLURM_PROCID", None)
+    proc = subprocess.Popen([sys.executable, "-m", "envcheck", "run", "--probe-path",
+                             str(probes), "-p", "started", "--json", str(report), "-q"],
+                            cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not started.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    data = load_report(report)
+    checks = checks_by_id(data)
+    assert checks["setup.init_process_group"]["outcome"] == "passed"
+    where = checks["started.where"]
+    assert (where["outcome"], where["detail"]) == ("skipped",
+                                                   "interrupted (SIGINT) while in where")
+    assert data["environment"]["torch"]

@@ -136,3 +136,35 @@ def test_launch_imports_only_the_stdlib_and_itself(path):
     bad = [name for name in _imports(path) if name.split(".")[0] not in stdlib
            and not any(name == a or name.startswith(a + ".") for a in allowed)]
     assert not bad, "launch/ is stdlib only (ranks import it): %s" % bad
+
+
+def test_one_deadline_rule_startup_phase_and_one_grace_per_phase():
+    """The rule both drivers follow (launch/watchdog.py), on the phase tracker they use."""
+    from envcheck.core.phases import PhaseTracker
+    from envcheck.launch.watchdog import Watchdog, grace_for
+
+    tracker = PhaseTracker(started=100.0)
+    dog = Watchdog(tracker, timeout=10.0, startup_timeout=120.0, limits={"report": 300.0},
+                   grace=grace_for(10.0))
+    # startup: the startup limit, from when the start began
+    assert (dog.limit(), dog.deadline()) == (120.0, 220.0)
+    assert not dog.expired(220.0) and dog.expired(220.5)
+    # a later phase: the phase limit, counted afresh
+    tracker.observe({"t": "setup_start"}, now=130.0)
+    assert (dog.limit(), dog.deadline()) == (10.0, 140.0)
+    # one grace for the phase (a rank waiting on a peer), never a second
+    assert dog.extend() is True
+    assert dog.deadline() == 142.0
+    assert dog.extend() is False
+    assert dog.deadline() == 142.0
+    # the next phase starts without it, and may have it once again
+    tracker.observe({"t": "probe_start", "probe": "collectives"}, now=141.0)
+    assert dog.deadline() == 151.0
+    assert dog.extend() is True and dog.deadline() == 153.0
+    # a phase with a limit of its own
+    tracker.observe({"t": "report_start"}, now=200.0)
+    assert dog.limit() == 300.0
+    # the supervisor's: no grace at all
+    plain = Watchdog(PhaseTracker(started=0.0), timeout=10.0, startup_timeout=60.0)
+    assert plain.extend() is False and plain.limit() == 60.0
+    assert [grace_for(t) for t in (1, 10, 60)] == [1.0, 2.0, 5.0]

@@ -175,11 +175,24 @@ class Zygote:
             return None
         self._read()
         self.proc.stdout.close()
-        if code == 0 and self.nproc is not None \
-                and sorted(self.pids) == list(range(self.nproc)):
+        if code == 0 and self.forked_all():
             return [ForkedRank(self.pids[r]) for r in range(self.nproc)]
         self._kill_forked()
         return False
+
+    def forked_all(self):
+        """Has it reported every rank it was told to fork?"""
+        return self.nproc is not None and sorted(self.pids) == list(range(self.nproc))
+
+    def end(self):
+        """The ranks of a zygote that reported them all but has not exited yet: SIGKILL it
+        alone (each rank is a session of its own), so that they are this process's
+        children (its subreaper), as when it exits."""
+        if self.proc.returncode is None:
+            procs.send_group(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self._close_pipes()
+        return [ForkedRank(self.pids[r]) for r in range(self.nproc)]
 
     def kill(self):
         """Stop it wherever it is (importing torch, forking): it and what it forked."""
@@ -187,13 +200,16 @@ class Zygote:
             procs.send_group(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
         self._read()
+        self._close_pipes()
+        self._kill_forked()
+
+    def _close_pipes(self):
         for pipe in (self.proc.stdin, self.proc.stdout):
             if not pipe.closed:
                 try:
                     pipe.close()
                 except OSError:
                     pass
-        self._kill_forked()
 
     def _kill_forked(self):
         """Kill whatever it forked, reported or not (it may have died between a fork and

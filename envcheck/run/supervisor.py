@@ -37,6 +37,7 @@ import time
 from . import headstart, interrupts, spawn
 from ..core import blame, plan as plan_mod
 from ..launch import cgroup as cgroup_mod, contain, procs
+from ..launch.watchdog import Watchdog
 from ..core.attempt import Abort, Attempt
 from ..core.outcomes import RankExit
 from ..core.phases import PhaseTracker
@@ -79,12 +80,15 @@ class Signals:
 
 
 class RankState:
-    def __init__(self, rank, proc, out_dir, now):
+    def __init__(self, rank, proc, out_dir, now, timeout, startup_timeout):
         self.rank = rank
         self.proc = proc
         self.records = []
         self.tail = RecordTail(records_path(out_dir, rank))
         self.tracker = PhaseTracker(started=now)
+        # The one deadline rule (launch/watchdog.py); no grace here: the supervisor sees
+        # every rank's stacks and blames the one that is really stuck (core/blame.py).
+        self.watchdog = Watchdog(self.tracker, timeout, startup_timeout)
         self.exit_code = None
 
     @property
@@ -251,7 +255,8 @@ class _AttemptRun:
                 out.close()
                 err.close()
             self._contain(proc.pid)
-            self.ranks.append(RankState(rank, proc, self.dir, time.monotonic()))
+            self.ranks.append(RankState(rank, proc, self.dir, time.monotonic(),
+                                        self.timeout, self.startup_timeout))
         self._ranks_started()
 
     def _ranks_started(self):
@@ -272,10 +277,30 @@ class _AttemptRun:
         if ranks is False:
             self._restart_without_zygote()
             return False
-        self.ranks = [RankState(rank, proc, self.dir, self.launched)
+        self._track(ranks)
+        return False
+
+    def _track(self, ranks):
+        self.ranks = [RankState(rank, proc, self.dir, self.launched, self.timeout,
+                                self.startup_timeout)
                       for rank, proc in enumerate(ranks)]
         self._ranks_started()
-        return False
+
+    def _finish_forking(self):
+        """Stopped once the zygote forked every rank but before it was seen to exit (on
+        a loaded node, ending a process that imported torch takes a while): its ranks
+        run already, and write records. They become this attempt's now (the zygote had
+        nothing left to do), so that they are stopped as ranks and what they did
+        reaches the report."""
+        zygote = self.zygote
+        if zygote is None:
+            return
+        ranks = zygote.poll()
+        if ranks is None and zygote.forked_all():
+            ranks = zygote.end()
+        if ranks:
+            self._drop_zygote()
+            self._track(ranks)
 
     def _drop_zygote(self):
         self.faults += self.zygote.faults
@@ -303,12 +328,6 @@ class _AttemptRun:
             if self.on_event:
                 self.on_event(rec)
 
-    def _limit(self, st):
-        return self.startup_timeout if st.tracker.phase == "startup" else self.timeout
-
-    def _deadline(self, st):
-        return st.tracker.started + self._limit(st)
-
     def watch(self):
         """Poll until every rank said bye, or an abort; returns an Abort or None."""
         while True:
@@ -326,7 +345,7 @@ class _AttemptRun:
                 return None
             now = time.monotonic()
             if any(st.exit_code is None and st.tracker.phase != "done"
-                   and now > self._deadline(st) for st in self.ranks):
+                   and st.watchdog.expired(now) for st in self.ranks):
                 return self.stop("hang", None, stacks=True)
             if self.on_slow is not None and self._slow(now):
                 self.on_slow()
@@ -361,6 +380,8 @@ class _AttemptRun:
         ``root`` None (a hang) is chosen here, from the stacks: see ``core.blame``.
         """
         t0 = time.monotonic()
+        if not self.ranks:
+            self._finish_forking()
         if not self.ranks:  # interrupted while the zygote was still importing torch
             self.kill_all()
             return Abort(kind, root, "startup", {}, signum=signum, stop_s=time.monotonic() - t0)
@@ -375,18 +396,18 @@ class _AttemptRun:
             stuck = [st for st in alive if st.tracker.phase != "done"] or alive
             suspects = [blame.Suspect(
                 st.rank, blame.waiting_in_distributed(dumps.get(st.rank)),
-                self._deadline(st), st.tracker.phase) for st in stuck]
+                st.watchdog.deadline(), st.tracker.phase) for st in stuck]
             root = blame.hang_root(suspects)
             waited = t0 - self.ranks[root].tracker.started
             # The limit that ran out: the root's own, or, for a rank that never started,
             # that of the ranks waiting for it at the rendezvous.
             expired = self.ranks[root]
-            if self._deadline(expired) > t0:
+            if expired.watchdog.deadline() > t0:
                 waiting = blame.waiting_for(suspects, root) or None
-                expired = min((st for st in stuck if self._deadline(st) <= t0),
-                              key=self._deadline, default=expired)
-            limit = self._limit(expired)
-            deadline = time.time() - (time.monotonic() - self._deadline(expired))
+                expired = min((st for st in stuck if st.watchdog.deadline() <= t0),
+                              key=lambda st: st.watchdog.deadline(), default=expired)
+            limit = expired.watchdog.limit()
+            deadline = time.time() - (time.monotonic() - expired.watchdog.deadline())
         self._kill_stopped(st for st in alive if st.rank in stopped)
         self.kill_all()
         for st in self.ranks:

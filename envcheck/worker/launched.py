@@ -45,6 +45,7 @@ from ..core.errors import UsageError
 from ..core.outcomes import RankExit
 from ..core.records import MERGED_RECORDS, records_path, stacks_path
 from ..launch import procs
+from ..launch.watchdog import grace_for
 from . import hostzygote, identity, relay, reporting, runtime, watcher as watcher_mod
 from .probes.checkpoint.files import SHARED_DIR_ENV
 
@@ -130,7 +131,7 @@ class Job:
         self.host = runtime.host_name()
         # How long rank 0 waits, after its own bad end, for the other ranks' last words:
         # they meet their own deadline at about the same time, plus a grace.
-        self.collect_wait = watcher_mod.grace_for(args.timeout) + 5.0
+        self.collect_wait = grace_for(args.timeout) + 5.0
 
     @property
     def one_host(self):

@@ -37,16 +37,13 @@ from ..core.outcomes import RankExit
 from ..core.phases import PhaseTracker
 from ..core.records import RecordTail, RecordWriter, records_path, stacks_path
 from ..launch import contain, procs
+from ..launch.watchdog import Watchdog, grace_for
 
 POLL_S = 0.05
 STACKS_WAIT_S = 1.0  # for a rank's faulthandler to finish writing its dump
 TERM_WAIT_S = 2.0  # for a rank told to stop (SIGTERM) before it is killed
 REPORT_LIMIT_S = 300.0
 COLLECTED = "collected"  # rank 0: every rank's files from the store, under --out
-
-
-def grace_for(timeout):
-    return min(5.0, max(1.0, 0.2 * timeout))
 
 
 def _read_from(path, offset):
@@ -77,8 +74,11 @@ class Watcher:
         # startup counts from this process's start: the host's zygote may have spent
         # some of it importing torch before it forked the rank
         self.tracker = PhaseTracker(job.started_mono)
-        self.limit = job.startup_timeout
-        self.graced = None
+        # The one deadline rule (launch/watchdog.py), with the grace for a rank waiting on
+        # a peer: this process sees one rank only.
+        self.watchdog = Watchdog(self.tracker, job.timeout, job.startup_timeout,
+                                 limits={"report": REPORT_LIMIT_S},
+                                 grace=grace_for(job.timeout))
         self.exit_status = None
         self.signum = None
 
@@ -109,12 +109,7 @@ class Watcher:
 
     def _follow(self):
         for rec in self.tail.poll():
-            if self.tracker.observe(rec):
-                self.limit = self._limit_of(self.tracker.phase)
-                self.graced = None
-
-    def _limit_of(self, phase):
-        return REPORT_LIMIT_S if phase == "report" else self.job.timeout
+            self.tracker.observe(rec)
 
     def run(self):
         self.install()
@@ -126,7 +121,7 @@ class Watcher:
             if self.signum is not None:
                 return self._torn_down()
             waited = time.monotonic() - self.tracker.started
-            if waited > self.limit:
+            if waited > self.watchdog.limit():
                 verdict = self._deadline(waited)
                 if verdict is not None:
                     return verdict
@@ -140,9 +135,7 @@ class Watcher:
         if self._reap():  # it ended while we asked
             return None
         in_collective = blame.waiting_in_distributed(dump)
-        if in_collective and self.graced != self.tracker.started:
-            self.graced = self.tracker.started
-            self.limit += grace_for(self.job.timeout)
+        if in_collective and self.watchdog.extend():
             return None
         return self._hang(waited, in_collective, dump)
 
