@@ -4,19 +4,19 @@ The head start (``run/headstart.py``) begins importing torch before the CLI's ow
 libraries (typer, rich) are imported: tens of milliseconds more of overlap.
 
 From the first line of ``envcheck run``, SIGINT, SIGTERM and SIGHUP end it with one line,
-128 + N and no traceback, whenever they land (``run/interrupts.py``).
+128 + N and no traceback, whenever they land (``launch/signals.py``).
 """
 
 import signal
 import sys
 
-from .run import interrupts
+from .launch import signals
 
 
 def main():
     run = sys.argv[1:2] == ["run"]  # other commands start no rank: not even the import
     if run:
-        interrupts.install()
+        signals.install()
     head = None
     try:
         try:
@@ -28,27 +28,27 @@ def main():
             if run:
                 from .run import headstart
 
-                interrupts.act()
-                with interrupts.held():  # until it is recorded here, to be closed
+                signals.act()
+                with signals.held():  # until it is recorded here, to be closed
                     head = headstart.begin(sys.argv[1:])
-                interrupts.act()
+                signals.act()
             from .cli import entry
 
-            interrupts.act()
+            signals.act()
             entry(head=head)
         finally:  # also when a signal (see headstart._stop) lands before entry took it
             if head is not None:
                 head.close()
     except KeyboardInterrupt:  # Ctrl-C before the CLI could take it, or as it let go
-        interrupts.note(signal.SIGINT)
-        interrupts.say()
+        signals.note(signal.SIGINT)
+        signals.say()
         sys.exit(128 + signal.SIGINT)
     except SystemExit as exc:
-        # A signal whose own exception was swallowed (see run/interrupts.py) still ends
+        # A signal whose own exception was swallowed (see launch/signals.py) still ends
         # the run as interrupted, whatever the run itself would have exited with.
-        if interrupts.noted is not None and exc.code != 128 + interrupts.noted:
-            interrupts.say()
-            sys.exit(128 + interrupts.noted)
+        if signals.noted is not None and exc.code != 128 + signals.noted:
+            signals.say()
+            sys.exit(128 + signals.noted)
         raise
 
 

@@ -1,8 +1,9 @@
-"""``envcheck/launch/`` is the one place a process is made or signalled.
+"""``envcheck/launch/`` is the one place a process is made or signalled, or takes signals.
 
 A new engineer asks where a process is born and where it is killed: ``launch.procs``.
 These tests read every module of envcheck and fail when one outside ``launch/`` makes a
-process (subprocess, fork, exec, spawn) or sends a signal (kill, killpg, pidfd), and
+process (subprocess, fork, exec, spawn), sends a signal (kill, killpg, pidfd) or sets
+a handler (signal.signal: ``launch/signals.py``), and
 when ``launch/`` itself reaches beyond the stdlib (ranks import it under an interpreter
 with only torch) or into the worker, the run driver or the probes.
 """
@@ -25,6 +26,8 @@ MAKES = {"os.fork", "os.forkpty", "os.system", "os.popen", "os.posix_spawn",
          "os.execvp", "os.execvpe", "os.execl", "os.execle", "os.execlp", "os.execlpe",
          "pty.fork", "pty.spawn"}
 SIGNALS = {"os.kill", "os.killpg", "signal.pidfd_send_signal", "signal.pthread_kill"}
+# Handlers: which signals a process takes, and how, is launch/signals.py's.
+HANDLES = {"signal.signal"}
 # Modules whose only use is to make processes.
 PROCESS_MODULES = {"subprocess", "multiprocessing", "concurrent.futures.process"}
 # Methods that signal a process a Popen or multiprocessing handle holds.
@@ -52,14 +55,14 @@ def offences(source):
             if module.split(".")[0] in PROCESS_MODULES or module in PROCESS_MODULES:
                 found.append("line %d: from %s import" % (node.lineno, module))
             for alias in node.names:
-                if "%s.%s" % (module, alias.name) in MAKES | SIGNALS:
+                if "%s.%s" % (module, alias.name) in MAKES | SIGNALS | HANDLES:
                     found.append("line %d: from %s import %s" % (node.lineno, module,
                                                                  alias.name))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             func = node.func
             if isinstance(func.value, ast.Name):
                 name = "%s.%s" % (func.value.id, func.attr)
-                if name in MAKES | SIGNALS:
+                if name in MAKES | SIGNALS | HANDLES:
                     found.append("line %d: %s()" % (node.lineno, name))
             if func.attr in SIGNAL_METHODS:
                 found.append("line %d: .%s()" % (node.lineno, func.attr))
@@ -81,6 +84,7 @@ def test_the_reader_finds_every_way_to_make_or_signal_a_process():
         "import signal\nsignal.pidfd_send_signal(3, 9)": 1,
         "proc.send_signal(15)": 1,
         "proc.terminate()": 1,
+        "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)": 1,
         # what is not: reading a process, or a procs call
         "import os\nos.getpid(); os.waitpid(1, 0)": 0,
         "from envcheck.launch import procs\nprocs.send(1, 9)": 0,
@@ -95,7 +99,8 @@ def test_the_reader_finds_every_way_to_make_or_signal_a_process():
 def test_no_module_outside_launch_makes_or_signals_a_process(path):
     with open(path, encoding="utf-8") as f:
         bad = offences(f.read())
-    assert not bad, ("%s makes or signals a process itself; use envcheck.launch.procs: %s"
+    assert not bad, ("%s makes or signals a process, or handles a signal, itself; use "
+                     "envcheck.launch.procs or envcheck.launch.signals: %s"
                      % (os.path.relpath(path, ROOT), bad))
 
 

@@ -23,12 +23,12 @@ import os
 import shutil
 
 from ..core import catalog, plan as plan_mod
-from ..launch import contain
+from ..launch import contain, signals as signals_mod
 from ..core.errors import UsageError
 from ..core.attempt import Abort, Attempt
 from ..report.model import CheckResult
 from . import merge
-from .supervisor import Signals, supervise
+from .supervisor import supervise
 
 
 @contextlib.contextmanager
@@ -63,7 +63,7 @@ def run(phases, main_attempts, interpreter, rank_plan, timeout, on_event=None,
     """Run the phases that can run; returns (checks, attempts) of every phase."""
     checks, attempts = [], []
     last = main_attempts[-1].abort if main_attempts else None
-    with Signals() as signals:
+    with signals_mod.Noted() as signals:
         for phase in phases:
             reason = phase["skip"]
             interrupted = (last is not None and last.kind == "interrupted") or \

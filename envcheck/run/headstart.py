@@ -22,7 +22,8 @@ import signal
 import sys
 import uuid
 
-from . import interrupts, spawn
+from . import spawn
+from ..launch import signals
 from ..launch import contain
 
 
@@ -86,13 +87,6 @@ class Workspace:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _stop(signum, frame):
-    # SIGTERM or SIGHUP while the run is planned: unwind, so that the head start is
-    # stopped and its directory removed (the default action would leave the directory);
-    # not from inside an import (see run/interrupts.py).
-    interrupts.handler(signum, frame)
-
-
 class HeadStart:
     """A workspace and a zygote importing torch under ``interpreter``, before the run is
     planned. Taken by the run's first attempt, or closed unused."""
@@ -101,8 +95,10 @@ class HeadStart:
         self.interpreter = interpreter
         self.workspace = self.zygote = self.read_end = self.lifeline = None
         self.taken = False
-        self._previous = {sig: signal.signal(sig, _stop)
-                          for sig in (signal.SIGTERM, signal.SIGHUP)}
+        # SIGTERM or SIGHUP while the run is planned: unwind, so that the head start is
+        # stopped and its directory removed (the default action would leave the
+        # directory); not from inside an import (see launch/signals.py).
+        self._previous = signals.unwind_on(signal.SIGTERM, signal.SIGHUP)
         try:
             self.workspace = Workspace(interpreter)
             if not self.workspace.forking:
@@ -128,7 +124,7 @@ class HeadStart:
 
     def close(self):
         """Stop it, unless an attempt took it (which then cleans up after itself)."""
-        with interrupts.held():  # all of it, or a second close would find it taken
+        with signals.held():  # all of it, or a second close would find it taken
             self._restore()
             if self.taken:
                 return
@@ -142,8 +138,7 @@ class HeadStart:
                 self.workspace.close()
 
     def _restore(self):
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+        signals.restore(self._previous)
         self._previous = {}
 
     def __enter__(self):
@@ -170,9 +165,9 @@ def begin(args):
     if not wanted(args):
         return None
     # A signal meanwhile is acted on once the caller holds the head start (see
-    # run/interrupts.py): raised between making the run's directory or zygote and
+    # launch/signals.py): raised between making the run's directory or zygote and
     # recording it, it would leave them behind.
-    with interrupts.held():
+    with signals.held():
         try:
             head = HeadStart(sys.executable)
         except Exception:  # noqa: BLE001 - e.g. no temporary directory: planning says why

@@ -34,9 +34,9 @@ import signal
 import socket
 import time
 
-from . import headstart, interrupts, spawn
+from . import headstart, spawn
 from ..core import blame, plan as plan_mod
-from ..launch import cgroup as cgroup_mod, contain, procs
+from ..launch import cgroup as cgroup_mod, contain, procs, signals as signals_mod
 from ..launch.watchdog import Watchdog
 from ..core.attempt import Abort, Attempt
 from ..core.outcomes import RankExit
@@ -49,34 +49,6 @@ TERM_GRACE_S = 2.0
 STDERR_TAIL_BYTES = 4000
 STACK_BYTES = 20000
 PORT_RETRIES = 3
-
-
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class Signals:
-    """SIGINT / SIGTERM / SIGHUP while ranks run: noted, acted on at a safe point."""
-
-    def __init__(self):
-        # One that came before (its exception swallowed, see run/interrupts.py): the run
-        # is interrupted before any rank starts.
-        self.signum = interrupts.noted
-        self._previous = {}
-
-    def _note(self, signum, frame):
-        if self.signum is None:
-            self.signum = signum
-
-    def __enter__(self):
-        for sig in SIGNALS:
-            self._previous[sig] = signal.getsignal(sig)
-            signal.signal(sig, self._note)
-        return self
-
-    def __exit__(self, *exc):
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        return False
 
 
 class RankState:
@@ -560,7 +532,8 @@ def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,
         spare.start(go=False)
         current.spare_pids = {spare.zygote.proc.pid}
 
-    with Signals() as signals:  # from here a signal is a note: nothing is left half-made
+    # From here a signal is a note: nothing is left half-made.
+    with signals_mod.Noted() as signals:
         head = head.take(interpreter) if head is not None else None
         workspace = head.workspace if head is not None else headstart.Workspace(interpreter)
         try:

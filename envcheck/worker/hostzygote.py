@@ -48,7 +48,7 @@ import socket
 import sys
 import time
 
-from ..launch import contain, forked, procs
+from ..launch import contain, forked, procs, signals
 
 OFF_ENV = "ENVCHECK_SHARED_IMPORT"
 CONNECT_S = 5.0  # how long a local rank's process looks for the zygote before it forks
@@ -299,8 +299,7 @@ class Zygote:
     def _become(self, client, request):
         """In the fork: the rank its watcher asked for; never returns."""
         def become():
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
-                signal.signal(sig, signal.SIG_DFL)
+            signals.reset(*signals.SIGNALS, signal.SIGCHLD)
             os.setsid()  # as a rank the watcher forks: the watcher passes torchrun's
             # SIGTERM on, and its group's SIGKILL ends the watcher, then this (_closed)
             contain.die_with_parent(os.getppid())
@@ -385,11 +384,9 @@ class Zygote:
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     local_world_size, agent, leader, startup_timeout = argv[:4]
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    # Its forks inherit this until they register faulthandler for it: a watcher's SIGUSR1
-    # (dump your stacks) that comes before must not kill the rank
-    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    # Its forks inherit SIGUSR1's until they register faulthandler for it: a watcher's
+    # SIGUSR1 (dump your stacks) that comes before must not kill the rank.
+    signals.ignore(*signals.SIGNALS, signal.SIGUSR1)
     zygote = Zygote(int(local_world_size), int(agent), int(leader), float(startup_timeout),
                     json.loads(argv[4]))
     # While it imports, it dies with local rank 0's process (a job that failed at once

@@ -36,7 +36,7 @@ from ..core import blame
 from ..core.outcomes import RankExit
 from ..core.phases import PhaseTracker
 from ..core.records import RecordTail, RecordWriter, records_path, stacks_path
-from ..launch import contain, procs
+from ..launch import contain, procs, signals
 from ..launch.watchdog import Watchdog, grace_for
 
 POLL_S = 0.05
@@ -80,15 +80,7 @@ class Watcher:
                                  limits={"report": REPORT_LIMIT_S},
                                  grace=grace_for(job.timeout))
         self.exit_status = None
-        self.signum = None
-
-    # -- signals: flags only, acted on in the loop -------------------------------------
-    def _on_signal(self, signum, frame):
-        self.signum = self.signum or signum
-
-    def install(self):
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, self._on_signal)
+        self.noted = None  # launch/signals.Noted, from run()
 
     # -- the loop ------------------------------------------------------------------------
     def _reap(self, block=False):
@@ -112,13 +104,14 @@ class Watcher:
             self.tracker.observe(rec)
 
     def run(self):
-        self.install()
+        # The launcher's SIGTERM, SIGINT, SIGHUP: noted, acted on in the loop.
+        self.noted = signals.Noted().start()
         while True:
             self._follow()
             if self._reap():
                 self._follow()
                 return self._ended()
-            if self.signum is not None:
+            if self.noted.signum is not None:
                 return self._torn_down()
             waited = time.monotonic() - self.tracker.started
             if waited > self.watchdog.limit():
@@ -191,8 +184,7 @@ class Watcher:
 
     def _torn_down(self):
         """The launcher stops the job: the rank dumps its stacks on SIGTERM and goes."""
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)  # finish the report; elastic waits 30 s
+        signals.ignore(*signals.SIGNALS)  # finish the report; elastic waits 30 s
         if procs.is_stopped(self.pid):
             self._kill()
         else:
@@ -203,7 +195,7 @@ class Watcher:
             if self.exit_status is None:
                 self._kill()
         self._follow()
-        return self._bad_end(128 + self.signum)
+        return self._bad_end(128 + self.noted.signum)
 
     def _ended(self):
         status = self.exit_status
@@ -245,7 +237,7 @@ def fork_rank(run_rank):
     # The rank inherits this until it registers faulthandler for SIGUSR1: a request for
     # its stacks that comes before must not kill it (SIGUSR1's default). The watcher
     # itself is never sent one.
-    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    signals.ignore(signal.SIGUSR1)
     pid = procs.fork()
     if pid == 0:
         try:
