@@ -30,7 +30,8 @@ _PREFIXES = (
     (re.compile(r"\s*(\d{1,6}): "), "rank"),
     (re.compile(r"((?:\d{1,3}\.){3}\d{1,3}): "), "host"),
     (re.compile(r"([A-Za-z][\w-]*\d[\w-]*): "), "host"),
-    (re.compile(r"\[\d{4}-\d\d-\d\d[ T][\d:.,]+\]\s*"), None),  # NCCL_DEBUG timestamps
+    (re.compile(r"\[\d{4}-\d\d-\d\d[ T][\d:.,]+Z?\]\s*"), None),  # NCCL_DEBUG timestamps
+    (re.compile(r"\d{4}-\d\d-\d\dT[\d:.,]+Z\s"), None),  # container runtimes' ISO times
     (re.compile(r"\(\w+ pid=\d+\)\s*"), None),  # Ray actors
 )
 _NCCL_HOST = re.compile(r"^([A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] ")

@@ -24,7 +24,13 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               "THCudaCheck", "Exception", "Failed", "SIG", "Weights", "DDP", "NumPy", "Numpy",
               "Duplicate",
               "Bootstrap", "AF_INET", "Cannot", "Expected", "PyTorch", "Python version",
-              "WARN", "Watchdog")
+              "WARN", "Watchdog",
+              # issue #34: rendezvous and the store, hosts, GPUs, launchers' summaries
+              "exitcode", "EADDRINUSE", "Address already", "Name or service", "name resolution",
+              "host not found", "EAI_NONAME", "client socket", "Rendezvous", "TCP client",
+              "waitForInput", "wait timeout", "Socket Timeout", "Detected mismatch", "ECC",
+              "Xid", "fallen off the bus", "DataLoader", "ibv_", "closed by peer",
+              "Root Cause", "reset by peer")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
