@@ -52,8 +52,8 @@ NOT_PROGRAM = {"ChildFailedError", "DistBackendError", "DistNetworkError", "Dist
 # (a wrapper, then the error it wraps): the environment's.
 SAME_FAILURE_LINES = 10
 EXCEPTIONS_READ = 256  # distinct exceptions whose tracebacks are read; the rest only counted
-ROOT_CAUSE = b"Root Cause (first observed failure)"
-SUMMARY_EXIT = re.compile(r"^exitcode\s*:\s*(-?\d+)")
+ROOT_CAUSE = "Root Cause (first observed failure)"
+SUMMARY = re.compile(r"^\s*(rank|host|exitcode)\s*:\s*(\S+)")
 WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
 
 PROGRAM = Signature(
@@ -93,7 +93,6 @@ class Structure:
         self.files = {}  # input name -> its index: where a line is, in reading order
         self.exceptions = {}  # key -> Exc
         self.root = None  # {"rank", "host", "exitcode", "where"} of torchrun's Root Cause
-        self.exits = {}  # rank -> exit code, from torchrun's summary
         self.work = {}  # rank -> (SeqNum, OpType) of its timed-out collective
 
     def feed(self, hit, ln, file, matched):
@@ -101,12 +100,8 @@ class Structure:
         matched it (or None)."""
         text = ln.text
         index = self.files.setdefault(file, len(self.files))
-        m = SUMMARY_EXIT.match(text)
-        if m and ln.rank is not None:
-            self.exits.setdefault(ln.rank, int(m.group(1)))
-            if any(ROOT_CAUSE in b for b in hit.before) and self.root is None:
-                self.root = {"rank": ln.rank, "host": ln.host, "exitcode": int(m.group(1)),
-                             "where": "%s:%d" % (file, ln.number)}
+        if text.startswith(ROOT_CAUSE) and self.root is None:
+            self.root = _root_cause(hit, file)
             return
         if "WorkNCCL(" in text:
             w = WORK.search(text)
@@ -143,9 +138,10 @@ class Structure:
         out = []
         if self.root:
             r = self.root
-            out.append("first failure (torchrun's Root Cause): rank %d%s, exit code %d (%s)"
-                       % (r["rank"], " on %s" % r["host"] if r["host"] else "", r["exitcode"],
-                          r["where"]))
+            out.append("first failure (torchrun's Root Cause): rank %d%s%s (%s)"
+                       % (r["rank"], " on %s" % r["host"] if r["host"] else "",
+                          ", exit code %d" % r["exitcode"] if r["exitcode"] is not None
+                          else "", r["where"]))
         if self.work:
             by_seq = {}
             for rank, (seq, op) in self.work.items():
@@ -159,6 +155,21 @@ class Structure:
                 out.append("  ranks %s were behind: they never reached SeqNum=%d"
                            % (_ranks(behind), top))
         return out
+
+
+def _root_cause(hit, file):
+    """torchrun's "Root Cause (first observed failure)" entry: the lines below it."""
+    found = {}
+    for n, raw in enumerate(hit.lookahead(8), 1):
+        m = SUMMARY.match(line_mod.clean(raw))
+        if m:
+            found.setdefault(m.group(1), (m.group(2), n))
+    if "rank" not in found or not found["rank"][0].isdigit():
+        return None
+    code = found.get("exitcode", ("", 0))[0]
+    return {"rank": int(found["rank"][0]), "host": found.get("host", (None,))[0],
+            "exitcode": int(code) if code.lstrip("-").isdigit() else None,
+            "where": "%s:%d" % (file, hit.number + found["rank"][1])}
 
 
 def _ranks(ranks):

@@ -25,12 +25,12 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               "Duplicate",
               "Bootstrap", "AF_INET", "Cannot", "Expected", "PyTorch", "Python version",
               "WARN", "Watchdog",
-              # issue #34: rendezvous and the store, hosts, GPUs, launchers' summaries
-              "exitcode", "EADDRINUSE", "Address already", "Name or service", "name resolution",
-              "host not found", "EAI_NONAME", "client socket", "Rendezvous", "TCP client",
-              "waitForInput", "wait timeout", "Socket Timeout", "Detected mismatch", "ECC",
-              "Xid", "fallen off the bus", "DataLoader", "ibv_", "closed by peer",
-              "Root Cause", "reset by peer")
+              # issue #34: rendezvous and the store, hosts, GPUs, launchers' summaries (each
+              # starts with a capital: lower-case first letters are everywhere in a log)
+              "EADDRINUSE", "Address already", "Name or service", "Temporary failure",
+              "EAI_NONAME", "The client socket", "Rendezvous", "TCP client", "SocketImpl",
+              "Socket Timeout", "Detected mismatch", "ECC", "Xid", "GPU has fallen",
+              "DataLoader", "Connection closed", "Connection reset", "Root Cause")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
