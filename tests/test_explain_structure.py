@@ -10,6 +10,11 @@ import sys
 
 import pytest
 
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    import tomli as tomllib
+
 from conftest import ROOT, run_cli
 from envcheck.explain import command, render
 
@@ -84,3 +89,34 @@ def test_on_a_terminal_lines_fit_and_no_word_or_url_is_split():
     assert all(w in words for line in text.splitlines() for w in line.split())
     # to a pipe: whole lines
     assert any(len(line) > 80 for line in render.render(result).splitlines())
+
+
+def test_the_watchdog_says_which_collective_timed_out_on_which_ranks(tmp_path):
+    # https://github.com/hiyouga/LlamaFactory/issues/2424, a training log of
+    # tests/data/explain_unseen.toml: ranks 1-3 timed out in all-reduce SeqNum=2 while
+    # rank 0 was still tokenising
+    with open(os.path.join(ROOT, "tests", "data", "explain_unseen.toml"), "rb") as f:
+        entry = next(e for e in tomllib.load(f)["entry"]
+                     if e["source"].endswith("LlamaFactory/issues/2424"))
+    assert entry["split"] == "train"
+    log = tmp_path / "job.log"
+    log.write_text(entry["text"], encoding="utf-8")
+    result = command.explain([str(log)])
+    assert [f.signature.id for f in result.findings] == ["nccl.watchdog_timeout"]
+    assert result.structure == ["watchdog: collective ALLREDUCE SeqNum=2 timed out on ranks 1–3"]
+
+
+def test_json_of_the_programs_error_matches_the_schema():
+    import json
+
+    import jsonschema
+
+    res = run_cli("explain", "--format", "json", KEPT)
+    assert res.code == 0, res.stderr
+    data = json.loads(res.stdout)
+    with open(os.path.join(ROOT, "envcheck", "report", "schema", "explain.schema.json"),
+              encoding="utf-8") as f:
+        jsonschema.validate(data, json.load(f))
+    first = data["findings"][0]
+    assert first["id"] == "program.exception" and first["ranks"] == [2]
+    assert "FileNotFoundError" in first["cause"] and first["caught_by"] == []
