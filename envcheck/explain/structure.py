@@ -26,6 +26,7 @@ consequences.
 import dataclasses
 import re
 
+from ..core.text import rank_set
 from ..matrix.signatures import Signature
 from . import line as line_mod
 from .match import Finding
@@ -51,7 +52,8 @@ NOT_PROGRAM = {"ChildFailedError", "DistBackendError", "DistNetworkError", "Dist
 # An environment cause this close below a program error is the same failure told twice
 # (a wrapper, then the error it wraps): the environment's.
 SAME_FAILURE_LINES = 10
-EXCEPTIONS_READ = 256  # distinct exceptions whose tracebacks are read; the rest only counted
+EXCEPTIONS_READ = 256  # distinct exceptions whose tracebacks are read back
+EXCEPTIONS_KEPT = 4096  # distinct exceptions kept at all (memory stays flat)
 ROOT_CAUSE = "Root Cause (first observed failure)"
 SUMMARY = re.compile(r"^\s*(rank|host|exitcode)\s*:\s*(\S+)")
 WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
@@ -119,6 +121,8 @@ class Structure:
         key = (name, message[:200], frames[-1] if frames else None)
         exc = self.exceptions.get(key)
         if exc is None:
+            if len(self.exceptions) >= EXCEPTIONS_KEPT:
+                return
             exc = self.exceptions[key] = Exc(name, message, frames or [], set(), set(), file,
                                              ln, (index, ln.number), explained)
         exc.explained = exc.explained or explained
@@ -173,7 +177,6 @@ def _root_cause(hit, file):
 
 
 def _ranks(ranks):
-    from ..core.text import rank_set
     return rank_set(sorted(ranks))
 
 
