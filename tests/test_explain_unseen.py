@@ -4,8 +4,9 @@ tests/data/explain_unseen.toml holds real failure logs from public threads that
 explain_corpus.toml does not cite, each with the cause its thread established. They were
 split once, by source (the sha256 of the link), before any rule was written: signatures
 and structure rules were written from the "train" half (and from torch's own output made
-here); the "heldout" half was not looked at while writing them. The held-out hit rate is
-the measure of what the next user's log gets.
+here); the "heldout" half was not looked at while writing them. A second held-out batch
+(``batch = 2``) was collected after the rules were committed, run once, and no rule was
+changed after it. The held-out hit rate is the measure of what the next user's log gets.
 
 The right answer is the entry's family: a signature id, or "user" (the job's own code:
 the first finding must be the program's exception, of the entry's exception type, and
@@ -62,7 +63,7 @@ def _right(entry, result):
 
 def test_the_split_is_by_source_and_both_halves_hold_user_code():
     sources = [e["source"] for e in ENTRIES]
-    assert len(set(sources)) == len(sources) >= 60
+    assert len(set(sources)) == len(sources) >= 70
     assert {e["split"] for e in ENTRIES} == {"train", "heldout"}
     assert sum(e["family"] == "user" for e in ENTRIES) >= 10
     assert all(e["family"] == "user" or "exception" not in e for e in ENTRIES)
@@ -91,3 +92,6 @@ def test_heldout_logs_get_their_cause(tmp_path, matrix):
     env_for_user = [w for w in wrong if w[1] == "user" and w[2] is not None]
     assert not env_for_user
     assert len(right) / len(HELDOUT) >= 0.9, wrong
+    # as measured when batch 2 was run (docs/explain.md): its two misses are a vendor
+    # plugin's wording of an InfiniBand error and a package version no signature covers
+    assert len(HELDOUT) == 38 and len(right) >= 36, wrong
