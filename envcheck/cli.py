@@ -594,7 +594,7 @@ def explain(
                              "(... 2>&1 | envcheck explain)")
     result = explain_command.explain(list(logs or []), tuple(matrix_dir))
     sys.stdout.write(explain_render.to_json(result) if fmt == "json"
-                     else explain_render.render(result))
+                     else explain_render.render(result, width=terminal_width()))
     raise typer.Exit(int(result.exit_code))
 
 

@@ -24,6 +24,11 @@ CASES = [
      "RuntimeError: late", None, None),
     (b"12:00:01 RuntimeError: not a rank", "12:00:01 RuntimeError: not a rank", None, None),
     (b"RuntimeError: no host", "RuntimeError: no host", None, None),
+    # real lines: https://github.com/luca-medeiros/lightning-sam/issues/43 (Lightning),
+    # https://github.com/Project-MONAI/MONAI/issues/8355 (a CI runner's timestamps)
+    (b"[rank: 3] Global seed set to 1340", "Global seed set to 1340", 3, None),
+    (b"[2025-02-18T15:24:11.855Z] _pickle.UnpicklingError: Weights only load failed. ",
+     "_pickle.UnpicklingError: Weights only load failed.", None, None),
 ]
 
 

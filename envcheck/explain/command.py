@@ -2,7 +2,8 @@
 
 Exit codes: 0 a known cause was found (a signature, or a version the matrix says cannot
 work); 1 nothing recognised (the explanation then says what to collect next); 2 bad
-input (``UsageError``: a path that is not a readable file, an unreadable stream).
+input (``UsageError``: a path that is not a readable file, an unreadable stream, an
+empty input or binary data).
 """
 
 import dataclasses
@@ -13,7 +14,7 @@ import sys
 from ..core.errors import UsageError
 from ..core.outcomes import ExitCode
 from ..matrix import load as matrix_load
-from . import facts as facts_mod, line as line_mod, match, read
+from . import facts as facts_mod, line as line_mod, match, read, structure as structure_mod
 
 # What to collect when nothing is recognised: the log that names most causes.
 NEXT_STEPS = (
@@ -37,6 +38,7 @@ class Explanation:
     facts: object  # facts.Facts
     judgements: list  # [facts.Judgement]
     frameworks: list  # keys of core.frameworks.FRAMEWORKS seen in the log
+    structure: list = dataclasses.field(default_factory=list)  # structure.summary() lines
 
     @property
     def exit_code(self):
@@ -67,15 +69,18 @@ def explain(paths, matrix_dirs=(), matrix=None):
     opened = [_open(p) for p in (paths or ["-"])]
     matcher = match.Matcher(matrix.signatures)
     facts = facts_mod.Facts()
+    structure = structure_mod.Structure()
     inputs, frameworks = [], []
     for name, stream in opened:
         scan = read.Scan(stream)
         try:
             for hit in scan:
                 ln = line_mod.parse(hit.number, hit.data, hit.before)
-                matcher.feed(ln, name)
+                structure.feed(hit, ln, name, matcher.feed(ln, name))
                 facts.feed(ln, name)
                 frameworks += [k for k in hit.frameworks if k not in frameworks]
+        except read.NotALog as exc:
+            raise UsageError("%s %s" % (name, exc)) from None
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise UsageError("cannot read %s: %s" % (name, getattr(exc, "strerror", None)
                                                       or exc)) from None
@@ -83,6 +88,6 @@ def explain(paths, matrix_dirs=(), matrix=None):
             if stream is not sys.stdin.buffer:
                 stream.close()
         inputs.append({"name": name, "lines": scan.lines, "bytes": scan.bytes})
-    findings, consequences = matcher.results()
+    findings, consequences = structure_mod.arrange(structure, *matcher.results())
     return Explanation(inputs, findings, consequences, facts,
-                       facts_mod.judge(facts, matrix), frameworks)
+                       facts_mod.judge(facts, matrix), frameworks, structure.summary())

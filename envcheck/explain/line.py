@@ -7,6 +7,7 @@ returns are dropped, and the prefixes launchers put before a rank's output are r
 | prefix | who writes it | gives |
 |---|---|---|
 | ``[rank3]:`` | torchrun (torch >= 2.2, each rank's stderr) | rank 3 |
+| ``[rank: 3] `` | Lightning (``Global seed set``, ``rank_zero_info``) | rank 3 |
 | ``[default3]:`` | torchrun ``--tee`` (role ``default``, local rank 3) | rank 3, unless a ``[rankN]:`` follows (the local rank: on one host, the rank) |
 | ``3: `` | ``srun --label`` | rank 3 |
 | ``[1,3]<stdout>:`` | ``mpirun --tag-output`` | rank 3 |
@@ -25,12 +26,14 @@ from typing import Optional
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _PREFIXES = (
     (re.compile(r"\[(?:rank|Rank )(\d+)\]:\s?"), "rank"),
+    (re.compile(r"\[rank: (\d+)\] "), "rank"),  # Lightning's rank_zero_* and seed lines
     (re.compile(r"\[[A-Za-z_]+?(\d+)\]:\s?"), "local"),  # torchrun --tee: [default3]:
     (re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:\s?"), "rank"),
     (re.compile(r"\s*(\d{1,6}): "), "rank"),
     (re.compile(r"((?:\d{1,3}\.){3}\d{1,3}): "), "host"),
     (re.compile(r"([A-Za-z][\w-]*\d[\w-]*): "), "host"),
-    (re.compile(r"\[\d{4}-\d\d-\d\d[ T][\d:.,]+\]\s*"), None),  # NCCL_DEBUG timestamps
+    (re.compile(r"\[\d{4}-\d\d-\d\d[ T][\d:.,]+Z?\]\s*"), None),  # NCCL_DEBUG timestamps
+    (re.compile(r"\d{4}-\d\d-\d\dT[\d:.,]+Z\s"), None),  # container runtimes' ISO times
     (re.compile(r"\(\w+ pid=\d+\)\s*"), None),  # Ray actors
 )
 _NCCL_HOST = re.compile(r"^([A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] ")

@@ -61,10 +61,13 @@ class Matcher:
         self.values = {}  # differ signature id -> {who: (value, file, line)}
 
     def feed(self, line, file):
+        """Match one line; returns the signature that matched it, or None."""
+        matched = None
         if self.any is None or self.any.search(line.text):
             for s in self.plain:
                 if s.search(line.text):
                     self._record(s, line, file)
+                    matched = s
                     break
         for s in self.differ:
             m = s.search(line.text)
@@ -73,6 +76,7 @@ class Matcher:
                 if who[1] is None:
                     who = ("line", "%s:%d" % (file, line.number))
                 self.values.setdefault(s.id, {}).setdefault(who, (m.group(1), file, line))
+        return matched
 
     def _record(self, s, line, file):
         f = self.found.get(s.id)

@@ -16,6 +16,8 @@ from ..matrix.signatures import SCAN_WORDS
 CHUNK = 8 << 20
 MAX_LINE = 16 << 10  # bytes kept around a hit in a longer line
 CONTEXT = 6  # lines kept before a hit
+LOOKBACK_LINES = 400  # a traceback's frames, read back from its exception line
+LOOKBACK_BYTES = 64 << 10
 
 # Paths in a traceback that show which training framework ran the job (keys of
 # core.frameworks.FRAMEWORKS).
@@ -27,20 +29,66 @@ FRAMEWORK_MARKS = {"lightning": (b"/lightning/", b"/pytorch_lightning/", b"/ligh
 # lines, which can fill a log), until one is found; not in every line.
 FRAMEWORK_WINDOW = 64 << 10
 
+HEAD = 8 << 10  # bytes looked at to tell a log from something that is not one
+
+
+class NotALog(ValueError):
+    """The input is empty or binary data: the message says which (after its name)."""
+
+
+def check_head(head):
+    """Raise NotALog when the first bytes of an input cannot be a log's."""
+    if not head:
+        raise NotALog("is empty: there is no log in it")
+    sample = head[:HEAD]
+    if b"\x00" in sample or sample.decode("utf-8", "replace").count("\ufffd") > len(sample) // 4:
+        raise NotALog("holds binary data, not a text log (give the job's output, or its "
+                      ".gz)")
+
+
 SCAN = re.compile(b"|".join(re.escape(w.encode()) for w in SCAN_WORDS))
 
 
 class Hit:
     """One line worth matching: its number (1-based), its bytes, the lines before it,
-    and the frameworks (keys of FRAMEWORK_MARKS) whose files the traceback above shows."""
+    and the frameworks (keys of FRAMEWORK_MARKS) whose files the traceback above shows.
+    ``lookback()`` gives more of the lines before it (a traceback's frames), from the
+    chunk the line was found in: only for the few lines that need it."""
 
-    __slots__ = ("number", "data", "before", "frameworks")
+    __slots__ = ("number", "data", "before", "frameworks", "_buf", "_start")
 
-    def __init__(self, number, data, before, frameworks=()):
+    def __init__(self, number, data, before, frameworks=(), buf=b"", start=0):
         self.number = number
         self.data = data
         self.before = before
         self.frameworks = frameworks
+        self._buf = buf
+        self._start = start
+
+    def lookback(self, lines=LOOKBACK_LINES, limit=LOOKBACK_BYTES):
+        """Up to ``lines`` lines (bytes, oldest first) before this one, within ``limit``
+        bytes and this line's chunk."""
+        buf, lo = self._buf, self._start
+        for _ in range(lines):
+            if lo == 0:
+                break
+            lo = buf.rfind(b"\n", 0, lo - 1) + 1
+        lo = max(lo, self._start - limit)
+        return buf[lo:self._start].split(b"\n")[:-1]
+
+    def lookahead(self, lines):
+        """Up to ``lines`` lines (bytes) after this one, within its chunk."""
+        buf = self._buf
+        end = buf.find(b"\n", self._start)
+        if end < 0:
+            return []
+        hi = end
+        for _ in range(lines):
+            nxt = buf.find(b"\n", hi + 1)
+            if nxt < 0:
+                break
+            hi = nxt
+        return buf[end + 1:hi].split(b"\n") if hi > end else []
 
 
 def _frameworks(window):
@@ -91,7 +139,7 @@ def _hits(buf, first_number, size, begin=0):
             until = min(size, end + FRAMEWORK_WINDOW)
             frameworks = _frameworks(buf[max(looked, start - FRAMEWORK_WINDOW):until])
             looked = None if frameworks else until
-        out.append(Hit(number, data, _context(buf, start), frameworks))
+        out.append(Hit(number, data, _context(buf, start), frameworks, buf, start))
         pos = end + 1
     return out, number + buf.count(b"\n", counted, size)
 
@@ -111,8 +159,12 @@ class Scan:
         # carried over, and joined to the head of the next chunk on its own.
         carry = b""
         number = 1
+        first = True
         while True:
             block = self.stream.read(self.chunk)
+            if first:
+                check_head(block)
+                first = False
             if not block:
                 break
             self.bytes += len(block)

@@ -5,6 +5,7 @@ command line, a password in a URL) and, on a screen, loses control characters.
 """
 
 import json
+import textwrap
 
 from .. import __version__
 from ..core import redact
@@ -89,7 +90,26 @@ def _finding(f, frameworks):
     return out
 
 
-def render(x):
+def _fit(lines, width):
+    """Lines wrapped to ``width`` columns (a terminal's); words are never broken, so a
+    URL or a path stays whole. ``width`` None (a pipe, a file): whole lines."""
+    if not width:
+        return lines
+    out = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        body = line.lstrip(" ")
+        indent = " " * (len(line) - len(body))
+        more = indent + ("  " if body[:2] in ("✗ ", "> ", "- ") else "    ")
+        out += textwrap.wrap(body, width, initial_indent=indent, subsequent_indent=more,
+                             break_long_words=False, break_on_hyphens=False) or [line]
+    return out
+
+
+def render(x, width=None):
+    """The explanation as text; ``width``: the terminal's columns (None: whole lines)."""
     out = []
     if x.findings:
         n = len(x.findings)
@@ -104,6 +124,8 @@ def render(x):
                                                 " · ".join(_who(f) + ["first at %s" % f.where])))
     else:
         out.append("envcheck explain: no known cause in %s" % _inputs(x))
+    if x.structure:
+        out += ["", "how the job failed:"] + ["  %s" % line for line in x.structure]
     facts = x.facts.to_list()
     if facts or x.judgements:
         out += ["", "versions in the log:"]
@@ -118,4 +140,4 @@ def render(x):
             FRAMEWORKS[k].name for k in x.frameworks)]
     if not x.findings and x.exit_code != 0:
         out += ["", "collect next:"] + ["  - %s" % step for step in NEXT_STEPS]
-    return printable(redact.text("\n".join(out) + "\n"))
+    return printable(redact.text("\n".join(_fit(out, width)) + "\n"))

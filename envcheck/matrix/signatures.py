@@ -24,7 +24,14 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               "THCudaCheck", "Exception", "Failed", "SIG", "Weights", "DDP", "NumPy", "Numpy",
               "Duplicate",
               "Bootstrap", "AF_INET", "Cannot", "Expected", "PyTorch", "Python version",
-              "WARN", "Watchdog")
+              "WARN", "Watchdog",
+              # issue #34: rendezvous and the store, hosts, GPUs, launchers' summaries (each
+              # starts with a capital: lower-case first letters are everywhere in a log;
+              # "GPU has fallen" cost the scan 20% on progress lines that print "GiB")
+              "EADDRINUSE", "Address already", "Name or service", "Temporary failure",
+              "EAI_NONAME", "The client socket", "Rendezvous", "TCP client", "SocketImpl",
+              "Socket Timeout", "Detected mismatch", "ECC", "Xid", "NVRM",
+              "DataLoader", "Connection closed", "Connection reset", "Root Cause")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 

@@ -1,0 +1,242 @@
+"""The structure of a failed job's log, read before its text is matched.
+
+A distributed job's log is many processes talking at once. Before any failure signature
+is matched, this reads what the log is made of:
+
+- **who said each line**: ``line.parse`` (rank, local rank, host, from every launcher's
+  prefix);
+- **the Python exceptions, whole**: each exception line with its traceback's frames,
+  read back from it through the same rank's lines only (ranks interleave), and which
+  frame is the job's own code: not the standard library, not torch, and, where the job
+  has code of its own in the traceback, not a site-packages library either;
+- **the first failing rank**: the "Root Cause (first observed failure)" entry of
+  torchrun's summary (torch elastic's own ranking: the earliest failure is the cause,
+  the ranks that died after a peer died are consequences), with its exit code;
+- **the watchdog's collectives**: each rank's timed-out ``WorkNCCL(SeqNum=N,
+  OpType=OP)``, so that the ranks that never reached collective N show.
+
+``arrange`` then decides what comes first: when the first failure is an exception the
+environment does not explain (no signature matched it, and it names no part of the
+environment: NCCL, CUDA, a socket, a store...), the answer is that exception, as the
+program's own error, with its file and line and the ranks it hit; environment causes
+that the log shows later are listed after it, the symptoms on other ranks as
+consequences.
+"""
+
+import dataclasses
+import re
+
+from ..core.text import rank_set
+from ..matrix.signatures import Signature
+from . import line as line_mod
+from .match import Finding
+
+EXCEPTION = re.compile(r"^((?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception)))(?::\s?(.*))?$")
+FRAME = re.compile(r'^File "([^"]+)", line (\d+), in (\S+)')
+TRACEBACK = "Traceback (most recent call last)"
+# Frames that are not the job's own code: the standard library, torch, frozen modules.
+INTERNAL = re.compile(r"[/\\]lib[/\\]python\d[\d.]*[/\\](?!site-packages|dist-packages)"
+                      r"|[/\\](?:site|dist)-packages[/\\]torch[/\\]|^<|^/usr/lib/python")
+LIBRARY = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
+# An exception that names a part of the environment is the environment's (or a peer's)
+# failure, never the program's own, even when no signature knows its wording.
+ENVIRONMENT = re.compile(
+    r"NCCL|nccl|CUDA|cuda|cuDNN|c10d|[Gg]loo|ProcessGroup|TCPStore|[Ss]ocket|[Cc]onnection"
+    r"|[Tt]imed out|[Tt]imeout|[Ww]atchdog|NVIDIA|[Dd]river|SIG[A-Z]{2,}|[Ss]ignal \d"
+    r"|out of memory|shared memory|/dev/shm|[Rr]endezvous|Killed|[Rr]ank \d+ .*(?:failed|exited)")
+NOT_PROGRAM = {"ChildFailedError", "DistBackendError", "DistNetworkError", "DistStoreError",
+               "DistError", "OutOfMemoryError", "MemoryError", "ProcessRaisedException",
+               "ProcessExitedException", "ImportError", "ModuleNotFoundError",
+               "RendezvousError", "RendezvousConnectionError", "RendezvousTimeoutError",
+               "CheckpointException"}  # wrappers of the ranks' own errors, printed below them
+# An environment cause this close below a program error is the same failure told twice
+# (a wrapper, then the error it wraps): the environment's.
+SAME_FAILURE_LINES = 10
+EXCEPTIONS_READ = 256  # distinct exceptions whose tracebacks are read back
+EXCEPTIONS_KEPT = 4096  # distinct exceptions kept at all (memory stays flat)
+ROOT_CAUSE = "Root Cause (first observed failure)"
+SUMMARY = re.compile(r"^\s*(rank|host|exitcode)\s*:\s*(\S+)")
+WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
+
+PROGRAM = Signature(
+    id="program.exception", cause="", patterns=(), source="", where=None,
+    advice="fix the program at that line: this is the job's own code (or a library it "
+           "calls), not the environment; the errors of the other ranks (a closed "
+           "connection, a timeout, torchrun's summary) follow from this rank's exit. "
+           "Run the same code on one process (python train.py) to reproduce it quickly")
+
+
+@dataclasses.dataclass
+class Exc:
+    """One exception, the same on every rank and line that raised it."""
+    type: str  # "AttributeError"
+    message: str
+    frames: list  # [(path, line number, function)], outermost first
+    ranks: set
+    hosts: set
+    file: str
+    line: object  # line.Line of its first exception line
+    order: tuple  # (input index, line number): when the log first shows it
+    explained: bool = False  # a signature matched it, or it names the environment
+    count: int = 0
+
+    @property
+    def culprit(self):
+        """The frame to blame: the deepest frame of the job's own code, else the
+        deepest of a library it calls, else None (no traceback in the log)."""
+        own = [f for f in self.frames if not INTERNAL.search(f[0]) and not LIBRARY.search(f[0])]
+        lib = [f for f in self.frames if not INTERNAL.search(f[0])]
+        found = own or lib
+        return found[-1] if found else None
+
+
+class Structure:
+    def __init__(self):
+        self.files = {}  # input name -> its index: where a line is, in reading order
+        self.exceptions = {}  # key -> Exc
+        self.root = None  # {"rank", "host", "exitcode", "where"} of torchrun's Root Cause
+        self.work = {}  # rank -> (SeqNum, OpType) of its timed-out collective
+
+    def feed(self, hit, ln, file, matched):
+        """One scanned line: ``ln`` its ``line.Line``, ``matched`` the signature that
+        matched it (or None)."""
+        text = ln.text
+        index = self.files.setdefault(file, len(self.files))
+        if text.startswith(ROOT_CAUSE) and self.root is None:
+            self.root = _root_cause(hit, file)
+            return
+        if "WorkNCCL(" in text:
+            w = WORK.search(text)
+            if w and ln.rank is not None:
+                self.work.setdefault(ln.rank, (int(w.group(1)), w.group(2)))
+        m = EXCEPTION.match(text)
+        if m is None:
+            return
+        name, message = m.group(2), (m.group(3) or "").strip()
+        explained = (matched is not None or name in NOT_PROGRAM
+                     or bool(ENVIRONMENT.search(m.group(1) + " " + message)))
+        frames = None
+        if len(self.exceptions) < EXCEPTIONS_READ:
+            frames = _frames(hit, ln)
+        key = (name, message[:200], frames[-1] if frames else None)
+        exc = self.exceptions.get(key)
+        if exc is None:
+            if len(self.exceptions) >= EXCEPTIONS_KEPT:
+                return
+            exc = self.exceptions[key] = Exc(name, message, frames or [], set(), set(), file,
+                                             ln, (index, ln.number), explained)
+        exc.explained = exc.explained or explained
+        exc.count += 1
+        if ln.rank is not None:
+            exc.ranks.add(ln.rank)
+        if ln.host:
+            exc.hosts.add(ln.host)
+
+    def program(self):
+        """The exceptions no environment failure explains, earliest first."""
+        return sorted((e for e in self.exceptions.values() if not e.explained),
+                      key=lambda e: e.order)
+
+    def summary(self):
+        """What the structure says beyond the findings, as short lines."""
+        out = []
+        if self.root:
+            r = self.root
+            out.append("first failure (torchrun's Root Cause): rank %d%s%s (%s)"
+                       % (r["rank"], " on %s" % r["host"] if r["host"] else "",
+                          ", exit code %d" % r["exitcode"] if r["exitcode"] is not None
+                          else "", r["where"]))
+        if self.work:
+            by_seq = {}
+            for rank, (seq, op) in self.work.items():
+                by_seq.setdefault((seq, op), set()).add(rank)
+            for (seq, op), ranks in sorted(by_seq.items()):
+                out.append("watchdog: collective %s SeqNum=%d timed out on %s"
+                           % (op, seq, _ranks(ranks)))
+            if len(by_seq) > 1:
+                top = max(seq for seq, _ in by_seq)
+                behind = sorted(r for (seq, _), rs in by_seq.items() if seq < top for r in rs)
+                out.append("  ranks %s were behind: they never reached SeqNum=%d"
+                           % (_ranks(behind), top))
+        return out
+
+
+def _root_cause(hit, file):
+    """torchrun's "Root Cause (first observed failure)" entry: the lines below it."""
+    found = {}
+    for n, raw in enumerate(hit.lookahead(8), 1):
+        m = SUMMARY.match(line_mod.clean(raw))
+        if m:
+            found.setdefault(m.group(1), (m.group(2), n))
+    if "rank" not in found or not found["rank"][0].isdigit():
+        return None
+    code = found.get("exitcode", ("", 0))[0]
+    return {"rank": int(found["rank"][0]), "host": found.get("host", (None,))[0],
+            "exitcode": int(code) if code.lstrip("-").isdigit() else None,
+            "where": "%s:%d" % (file, hit.number + found["rank"][1])}
+
+
+def _ranks(ranks):
+    return rank_set(sorted(ranks))
+
+
+def _frames(hit, ln):
+    """The traceback frames above an exception line: its own rank's lines back to the
+    traceback's first line (or the previous exception), outermost first."""
+    frames = []
+    for raw in reversed(hit.lookback()):
+        prev = line_mod.parse(0, raw)
+        if ln.rank is not None and prev.rank is not None and prev.rank != ln.rank:
+            continue  # another rank's line, interleaved
+        text = prev.text
+        if text.startswith(TRACEBACK) or text.startswith("During handling of the above"):
+            break
+        f = FRAME.match(text)
+        if f:
+            frames.append((f.group(1), int(f.group(2)), f.group(3)))
+        elif EXCEPTION.match(text):
+            break  # the previous exception: its frames are not this one's
+    frames.reverse()
+    return frames
+
+
+def _finding(exc):
+    where = exc.culprit
+    what = "%s: %s" % (exc.type, exc.message) if exc.message else exc.type
+    if where is None:
+        cause = ("the program raised %s (no traceback in the log names a line); no failure "
+                 "of the environment explains it: it is most likely the job's own code" % what)
+    elif not LIBRARY.search(where[0]):
+        cause = ("the program raised %s at %s:%d (in %s): an error in the job's own code, "
+                 "not in the environment" % (what, where[0], where[1], where[2]))
+    else:
+        cause = ("the program raised %s in %s:%d (in %s), a library the job runs: an "
+                 "error of the program, not of the environment" % (what, where[0], where[1],
+                                                                   where[2]))
+    sig = dataclasses.replace(PROGRAM, cause=cause,
+                              source="the traceback in this log (%s:%d)"
+                                     % (exc.file, exc.line.number))
+    f = Finding(sig, exc.file, exc.line, set(exc.ranks), set(exc.hosts), exc.count)
+    f.exception = exc
+    return f
+
+
+def arrange(structure, findings, consequences):
+    """(findings, consequences) with the program's own error first where it is the first
+    failure of the log."""
+    program = structure.program()
+    if not program:
+        return findings, consequences
+    lead = program[0]
+    causes = [f for f in findings if not f.signature.symptom]
+    symptoms = [f for f in findings if f.signature.symptom]
+    root = structure.root["rank"] if structure.root else None
+    cause_at = (structure.files.get(causes[0].file, 0), causes[0].line.number) if causes else None
+    first = (not causes
+             or (lead.order < cause_at and not (lead.order[0] == cause_at[0] and cause_at[1]
+                                                - lead.order[1] <= SAME_FAILURE_LINES))
+             or (root is not None and root in lead.ranks and root not in causes[0].ranks))
+    programs = [_finding(e) for e in program]
+    if first:
+        return [programs[0]] + causes, programs[1:] + symptoms + consequences
+    return causes + programs[:1], programs[1:] + symptoms + consequences

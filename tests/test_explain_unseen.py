@@ -1,0 +1,97 @@
+"""envcheck explain on real logs its signatures were not written from (issue #34).
+
+tests/data/explain_unseen.toml holds real failure logs from public threads that
+explain_corpus.toml does not cite, each with the cause its thread established. They were
+split once, by source (the sha256 of the link), before any rule was written: signatures
+and structure rules were written from the "train" half (and from torch's own output made
+here); the "heldout" half was not looked at while writing them. A second held-out batch
+(``batch = 2``) was collected after the rules were committed, run once, and no rule was
+changed after it. The held-out hit rate is the measure of what the next user's log gets.
+
+The right answer is the entry's family: a signature id, or "user" (the job's own code:
+the first finding must be the program's exception, of the entry's exception type, and
+never an environment cause).
+"""
+
+import os
+
+import pytest
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    import tomli as tomllib
+
+from envcheck.explain import command
+from envcheck.matrix import load as matrix_load
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(HERE, "data", "explain_unseen.toml"), "rb") as f:
+    ENTRIES = tomllib.load(f)["entry"]
+TRAIN = [e for e in ENTRIES if e["split"] == "train"]
+HELDOUT = [e for e in ENTRIES if e["split"] == "heldout"]
+
+# Training logs whose thread's cause the log itself does not show: the answer envcheck
+# gives is the best the text allows, and not the thread's.
+NOT_IN_THE_TEXT = {
+    "https://github.com/pytorch/pytorch/issues/23363":
+        "the log holds only NCCL's 'unhandled system error'; the cause (Docker's network "
+        "isolation) is in the thread's discussion, not in any line of the log",
+}
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    return matrix_load.load()
+
+
+def _answer(entry, tmp_path, matrix):
+    log = tmp_path / "job.log"
+    log.write_text(entry["text"], encoding="utf-8")
+    return command.explain([str(log)], matrix=matrix)
+
+
+def _right(entry, result):
+    if not result.findings:
+        return False
+    first = result.findings[0]
+    if entry["family"] == "user":
+        return (first.signature.id == "program.exception"
+                and first.exception.type == entry["exception"])
+    return first.signature.id == entry["family"]
+
+
+def test_the_split_is_by_source_and_both_halves_hold_user_code():
+    sources = [e["source"] for e in ENTRIES]
+    assert len(set(sources)) == len(sources) >= 70
+    assert {e["split"] for e in ENTRIES} == {"train", "heldout"}
+    assert sum(e["family"] == "user" for e in ENTRIES) >= 10
+    assert all(e["family"] == "user" or "exception" not in e for e in ENTRIES)
+    for half in (TRAIN, HELDOUT):
+        assert any(e["family"] == "user" for e in half)
+
+
+@pytest.mark.parametrize("entry", TRAIN, ids=[e["source"].split("//")[-1] for e in TRAIN])
+def test_training_log_gets_its_cause(entry, tmp_path, matrix):
+    if entry["source"] in NOT_IN_THE_TEXT:
+        pytest.xfail(NOT_IN_THE_TEXT[entry["source"]])
+    result = _answer(entry, tmp_path, matrix)
+    assert _right(entry, result), (entry["source"], [f.signature.id for f in result.findings])
+    assert int(result.exit_code) == 0
+
+
+def test_heldout_logs_get_their_cause(tmp_path, matrix):
+    """The figure that counts: the right cause first for at least 90% of the held-out
+    logs, and never an environment cause for a log whose cause is the job's code."""
+    right, wrong = [], []
+    for entry in HELDOUT:
+        result = _answer(entry, tmp_path, matrix)
+        (right if _right(entry, result) else wrong).append(
+            (entry["source"], entry["family"],
+             result.findings[0].signature.id if result.findings else None))
+    env_for_user = [w for w in wrong if w[1] == "user" and w[2] is not None]
+    assert not env_for_user
+    assert len(right) / len(HELDOUT) >= 0.9, wrong
+    # as measured when batch 2 was run (docs/explain.md): its two misses are a vendor
+    # plugin's wording of an InfiniBand error and a package version no signature covers
+    assert len(HELDOUT) == 38 and len(right) >= 36, wrong
