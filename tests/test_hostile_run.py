@@ -14,12 +14,12 @@ import pytest
 
 from conftest import ROOT, checks_by_id, load_report
 
-# Runs only in the zygote (python -m envcheck.worker.zygote), from a sitecustomize on the
-# PYTHONPATH envcheck passes on: before torch is imported, like a noisy library would.
+# Runs only in the zygote (python -m envcheck.launch.forkserver), from a sitecustomize on
+# the PYTHONPATH envcheck passes on: before torch is imported, like a noisy library would.
 IN_ZYGOTE = '''
 import os
 with open("/proc/self/cmdline", "rb") as _f:
-    _ZYGOTE = b"envcheck.worker.zygote" in _f.read()
+    _ZYGOTE = b"envcheck.launch.forkserver" in _f.read()
 '''
 
 
@@ -47,22 +47,33 @@ def _alive(pid):
 
 
 def test_a_stray_line_shaped_like_a_fork_report_kills_nothing(tmp_path):
-    """The zygote's stdout says 'RANK PID' for a process envcheck never started (a decoy
-    in its own session): the decoy survives, the run passes, and the line is a note.
-    (Before: envcheck SIGKILLed the decoy's process group.)"""
+    """Lines in the zygote that name a process envcheck never started (a decoy in its own
+    session): on its stdout ('RANK PID', the shape of the old protocol: no longer the
+    channel) and, forged, on the very socket it answers on ('{"pid": DECOY, "id": 0}'):
+    the decoy survives, the run passes, and the forged reply is a note. (Before:
+    envcheck SIGKILLed the decoy's process group.)"""
     decoy = subprocess.Popen(["sleep", "600"], start_new_session=True)
     try:
         report = tmp_path / "r.json"
-        site = ("if _ZYGOTE:\n    os.write(1, b'7 %d\\n0 %d\\n1 1\\nnoise from a library\\n')\n"
-                % (decoy.pid, decoy.pid))
+        site = ("if _ZYGOTE:\n"
+                "    os.write(1, b'7 %d\\n0 %d\\n1 1\\nnoise from a library\\n')\n"
+                "    _args = open('/proc/self/cmdline', 'rb').read().split(b'\\0')\n"
+                "    _fd = int(_args[_args.index(b'--fd') + 1])\n"
+                "    os.write(_fd, b'{\"pid\": %d, \"id\": 0}\\n{\"pid\": 1, \"id\": 1}\\n"
+                "noise from a library\\n')\n"
+                % (decoy.pid, decoy.pid, decoy.pid))
         proc = _envcheck(["run", "-p", "collectives", "-q", "--json", str(report)],
                          tmp_path, site=site)
         assert _alive(decoy.pid), "envcheck killed a process it did not start"
         assert proc.returncode == 0, proc.stdout + proc.stderr
         data = load_report(report)
         assert checks_by_id(data)["collectives.all_reduce"]["outcome"] == "passed"
+        # the ranks are the zygote's own forks, not the forged PIDs
+        starts = [p[0] for p in data["attempts"][0]["timing"]["ranks"].values()]
+        assert [s["forked"] for s in starts] == [True, True]
         notes = " ".join(data["plan"]["notes"])
         assert "not its protocol" in notes and "noise from a library" in notes
+        assert str(decoy.pid) in notes
     finally:
         decoy.kill()
         decoy.wait()

@@ -153,7 +153,8 @@ def _local_rank(pid):
 STALLED_IMPORT = '''
 import sys, time
 with open("/proc/self/cmdline", "rb") as _f:
-    if b"envcheck.worker.hostzygote" in _f.read():
+    _cmd = _f.read()
+    if b"envcheck.launch.forkserver" in _cmd and b"--listen" in _cmd:
         class _Stall:
             def find_spec(self, name, path=None, target=None):
                 if name == "torch":
@@ -189,14 +190,23 @@ def test_a_zygote_stuck_importing_torch_leaves_each_rank_to_import_it_itself(tmp
     assert took < 60, took  # not the zygote's hour
     deadline = time.monotonic() + 10
     while [p for p in map(int, filter(str.isdigit, os.listdir("/proc")))
-           if b"envcheck.worker.hostzygote" in _cmdline(p) and bytes(out) in _cmdline(p)]:
+           if b"envcheck.launch.forkserver" in _cmdline(p)
+           and str(site).encode() in _environ(p)]:
         assert time.monotonic() < deadline, "the zygote outlived the job"
         time.sleep(0.1)
 
 
-def _cmdline(pid):
+def _proc_file(pid, name):
     try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
+        with open("/proc/%d/%s" % (pid, name), "rb") as f:
             return f.read()
     except OSError:
         return b""
+
+
+def _cmdline(pid):
+    return _proc_file(pid, "cmdline")
+
+
+def _environ(pid):
+    return _proc_file(pid, "environ")

@@ -37,7 +37,7 @@ from envcheck.worker import runtime, zygote
 
 entries = [{"module": "fakeprobe_torch"}, {"module": "fakeprobe_plain"},
            {"module": "fakeprobe_fw"}]
-seen = {"cpu_build": zygote._preload(entries)}
+seen = {"cpu_build": zygote.preload(entries)}
 # The zygote, before the fork: torch's modules, never a framework.
 seen["zygote"] = sorted(m for m in ("fake_torchy", "fake_fw") if m in sys.modules)
 os.environ["RANK"] = "1"  # as in the forked rank

@@ -58,7 +58,7 @@ def _zygote_of(marker, proc):
         for pid in leftovers(marker):
             try:
                 with open("/proc/%d/cmdline" % pid, "rb") as f:
-                    if b"envcheck.worker.zygote" in f.read():
+                    if b"envcheck.launch.forkserver" in f.read():
                         return pid
             except OSError:
                 continue
@@ -215,7 +215,7 @@ def test_a_signal_at_any_instant_of_a_run_exits_without_a_traceback(tmp_path, de
 SLOW_TORCH = """
 import sys, time
 with open("/proc/self/cmdline", "rb") as f:
-    if b"envcheck.worker.zygote" in f.read():
+    if b"envcheck.launch.forkserver" in f.read():
         class SlowTorch:  # a cold shared filesystem: importing torch takes a minute
             def find_spec(self, name, path=None, target=None):
                 if name == "torch":

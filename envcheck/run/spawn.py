@@ -2,10 +2,12 @@
 
 Every rank used to be its own interpreter, importing torch itself: N times the CPU and,
 on a shared filesystem, N times the metadata load, again for every attempt after a hang
-or crash. Instead a zygote (``worker/zygote.py``, under the ranks' interpreter) imports
-torch once per attempt, forks the ranks and exits. This process is the ranks' *subreaper*
-(``PR_SET_CHILD_SUBREAPER``): when the zygote exits they become its children, so their
-exit codes and signals are read with ``waitpid`` exactly as for processes it started.
+or crash. Instead a zygote, the fork server (``launch/forkserver.py``, under the ranks'
+interpreter, running ``worker/zygote.py``'s import), imports torch once per attempt,
+forks the ranks, and exits once this process has every rank's PID (it closes its end of
+their socket pair). This process is the ranks' *subreaper* (``PR_SET_CHILD_SUBREAPER``):
+when the zygote exits they become its children, so their exit codes and signals are
+read with ``waitpid`` exactly as for processes it started.
 
 What the supervisor needs of a rank is the part of ``subprocess.Popen`` it uses
 (``pid``, ``poll()``, ``returncode``): ``ForkedRank`` is that. Each forked rank is the
@@ -20,10 +22,11 @@ run once per rank. ``ENVCHECK_ZYGOTE=0`` starts them that way always (to compare
 rule the zygote out).
 """
 
+import array
 import json
 import os
-import re
 import signal
+import socket
 import time
 import uuid
 
@@ -34,7 +37,10 @@ from ..core.text import printable, shorten
 # started with): what it forked can be found, and proven its, even when the zygote died
 # before it said the PID.
 ZYGOTE_ID = "ENVCHECK_ZYGOTE_ID"
-_FORKED = re.compile(rb"^(\d{1,4}) (\d{1,10})$")
+# What the fork server runs first (the one import of torch) and before it forks (what the
+# probes import lazily): worker/zygote.py, named, never imported on this side.
+INIT = "envcheck.worker.zygote:import_torch"
+PRELOAD = "envcheck.worker.zygote:preload"
 # What each forked rank runs: a rank of envcheck run (``python -m envcheck.worker.rank``).
 RANK_TARGET = "envcheck.worker.rank:main"
 
@@ -74,41 +80,77 @@ class ForkedRank:
 
 
 class Zygote:
-    """A zygote, started at once and told later what to fork (``worker/zygote.py``):
-    polled until it forked every rank."""
+    """A fork server (``launch/forkserver.py``) for one attempt, started at once and told
+    later what to fork, over a socket pair: polled until it forked every rank."""
 
     def __init__(self, interpreter, env, out_dir, pass_fds):
         self.nproc = None  # known at go()
         self.started = time.time()  # when it began importing torch (the report's timing)
         self.stderr_path = os.path.join(out_dir, "stderr-zygote.txt")
         self.id = uuid.uuid4().hex
-        with open(self.stderr_path, "wb") as err:
-            self.proc = procs.popen(
-                [interpreter, "-m", "envcheck.worker.zygote", str(os.getpid())],
-                env=dict(env, **{ZYGOTE_ID: self.id}),
-                stdin=procs.PIPE, stdout=procs.PIPE, stderr=err,
-                start_new_session=True, pass_fds=pass_fds)
-        os.set_blocking(self.proc.stdout.fileno(), False)
+        self.env = dict(env, **{ZYGOTE_ID: self.id})
+        ours, theirs = socket.socketpair()
+        try:
+            # Its stdout too: what a library prints as torch imports is no protocol.
+            with open(self.stderr_path, "wb") as err:
+                self.proc = procs.popen(
+                    [interpreter, "-m", "envcheck.launch.forkserver", "--init", INIT,
+                     "--preload", PRELOAD, "--parent", str(os.getpid()),
+                     "--fd", str(theirs.fileno())],
+                    env=self.env, stdin=procs.DEVNULL, stdout=err, stderr=err,
+                    start_new_session=True, pass_fds=tuple(pass_fds) + (theirs.fileno(),))
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self.sock = ours
         self.pids = {}
-        self.faults = []  # lines on its stdout that are not its protocol: reported, not acted on
+        self.faults = []  # replies that are not its protocol: reported, not acted on
         self.ready = False  # torch imported: it forks at once when told to go
         self._pending = b""
+        self._outbox = []  # [bytes, fds]: what it has not read yet (it may be importing)
+        self._handed_over = False
 
     @staticmethod
     def _modules(probes):
-        # All a preload reads of the probes (worker/runtime.preload): a few hundred bytes,
-        # so an order never fills the pipe while the zygote is still importing torch.
+        # All a preload reads of the probes (worker/runtime.preload): a few hundred bytes.
         modules = dict.fromkeys(p["module"] for p in probes if p.get("module"))
         return [{"module": m} for m in modules]
 
-    def _order(self, order, last=False):
-        try:
-            self.proc.stdin.write(json.dumps(order).encode() + b"\n")
-            self.proc.stdin.flush()
-            if last:
-                self.proc.stdin.close()
-        except (OSError, ValueError):  # it died: poll() says so, the ranks start the usual way
-            pass
+    def _order(self, message, fds=()):
+        """Queue a request (and the descriptors that go with it, duplicated: the caller
+        closes its own), and send what the socket takes now."""
+        self._outbox.append([json.dumps(message).encode() + b"\n",
+                             [os.dup(fd) for fd in fds]])
+        self._flush()
+
+    def _flush(self):
+        """Send what is queued, as far as the socket takes it without blocking: the
+        server reads nothing while it imports torch."""
+        while self._outbox and self.sock is not None:
+            data, fds = self._outbox[0]
+            ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] \
+                if fds else []
+            try:
+                sent = self.sock.sendmsg([data], ancillary)
+            except BlockingIOError:
+                return
+            except OSError:  # it died: poll() says so, the ranks start the usual way
+                self._drop_outbox()
+                return
+            for fd in fds:  # sent with the first byte
+                os.close(fd)
+            self._outbox[0] = [data[sent:], []]
+            if not self._outbox[0][0]:
+                self._outbox.pop(0)
+
+    def _drop_outbox(self):
+        for _, fds in self._outbox:
+            for fd in fds:
+                os.close(fd)
+        self._outbox = []
 
     def preload(self, probes):
         """Import what these probes import lazily, once torch is (a CPU build only)."""
@@ -119,42 +161,59 @@ class Zygote:
         ranks running ``envcheck.worker.rank`` with ``argv``, their output in ``out_dir``,
         ``env`` added to the environment the zygote was started with."""
         self.nproc = nproc
-        self._order({"go": {"nproc": nproc, "target": RANK_TARGET, "argv": argv,
-                            "probes": self._modules(probes),
-                            "env": env,
-                            "stdout": os.path.join(out_dir, "stdout-rank%d.txt"),
-                            "stderr": os.path.join(out_dir, "stderr-rank%d.txt")}},
-                    last=True)
+        self._order({"preload": self._modules(probes)})
+        for rank in range(nproc):
+            rank_env = dict(self.env, **env)
+            rank_env.update(RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0")
+            out = os.open(os.path.join(out_dir, "stdout-rank%d.txt" % rank),
+                          os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            err = os.open(os.path.join(out_dir, "stderr-rank%d.txt" % rank),
+                          os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                self._order({"fork": {"id": rank, "target": RANK_TARGET, "args": [argv],
+                                      "env": rank_env}}, (out, err))
+            finally:
+                os.close(out)
+                os.close(err)
 
     def _read(self):
+        if self.sock is None:
+            return
         try:
-            chunk = self.proc.stdout.read() or b""
-        except (BlockingIOError, ValueError):
+            chunk = self.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
             chunk = b""
+        if not chunk:  # it closed its end: it is exiting
+            self._close_socket()
         lines = (self._pending + chunk).split(b"\n")
         self._pending = lines.pop()
-        if len(self._pending) > 4096:  # no line of the protocol is that long
+        if len(self._pending) > 4096:  # no reply is that long
             lines.append(self._pending)
             self._pending = b""
         for line in lines:
-            self._line(line.rstrip(b"\r"))
+            self._line(line)
 
     def _line(self, line):
-        """One line of the zygote's stdout, parsed strictly: ``ready``, or ``RANK PID``
-        for a rank of this attempt not yet reported, whose PID is proven a process the
-        zygote forked. Anything else (a library printing on import, a line shaped like
-        the protocol naming another process) is a fault to report, never a PID to kill."""
-        if line == b"ready":
+        """One reply, parsed strictly: ``ready``, or the PID of a rank of this attempt
+        not yet reported, proven a process the zygote forked. Anything else is a fault
+        to report, never a PID to kill."""
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            reply = None
+        if isinstance(reply, dict) and "ready" in reply:
             self.ready = True
             return
-        m = _FORKED.match(line)
-        if m and self.nproc is not None:
-            rank, pid = int(m.group(1)), int(m.group(2))
-            if rank < self.nproc and rank not in self.pids and self._forked_here(pid):
+        if isinstance(reply, dict) and self.nproc is not None \
+                and isinstance(reply.get("pid"), int) and isinstance(reply.get("id"), int):
+            rank, pid = reply["id"], reply["pid"]
+            if 0 <= rank < self.nproc and rank not in self.pids and self._forked_here(pid):
                 self.pids[rank] = pid
                 return
         if line.strip() and len(self.faults) < 5:
-            self.faults.append("the zygote printed a line that is not its protocol, "
+            self.faults.append("the zygote sent a reply that is not its protocol, "
                                "ignored: %s" % shorten(printable(
                                    line.decode("utf-8", "replace")), 120))
 
@@ -169,12 +228,18 @@ class Zygote:
     def poll(self):
         """None while it works; the ranks once it forked all and exited; False when it
         failed (any rank it forked is killed: the attempt starts its ranks anew)."""
+        self._flush()
         self._read()
+        if self.forked_all() and not self._handed_over:
+            # Every rank is here: it may go (it exits once this end is closed), and
+            # they become this process's children.
+            self._handed_over = True
+            self._close_socket()
         code = self.proc.poll()
         if code is None:
             return None
         self._read()
-        self.proc.stdout.close()
+        self._close_socket()
         if code == 0 and self.forked_all():
             return [ForkedRank(self.pids[r]) for r in range(self.nproc)]
         self._kill_forked()
@@ -191,7 +256,7 @@ class Zygote:
         if self.proc.returncode is None:
             procs.send_group(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
-        self._close_pipes()
+        self._close_socket()
         return [ForkedRank(self.pids[r]) for r in range(self.nproc)]
 
     def kill(self):
@@ -200,16 +265,14 @@ class Zygote:
             procs.send_group(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
         self._read()
-        self._close_pipes()
+        self._close_socket()
         self._kill_forked()
 
-    def _close_pipes(self):
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            if not pipe.closed:
-                try:
-                    pipe.close()
-                except OSError:
-                    pass
+    def _close_socket(self):
+        self._drop_outbox()
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
 
     def _kill_forked(self):
         """Kill whatever it forked, reported or not (it may have died between a fork and
