@@ -28,7 +28,30 @@ class CliResult:
     stderr: str
 
 
+# The test being run: run_cli and torchrun refuse to start ranks for a test not marked
+# so, which keeps the quick lane (pytest -m "not ranks and not cluster") quick.
+_running = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _running[:] = [item]
+
+
+def starts_ranks(what):
+    """Fail the current test unless it is marked ``ranks`` or ``cluster``: it is about to
+    start real ranks (``what``), which the quick lane never does."""
+    item = _running[0] if _running else None
+    if item is not None and not (item.get_closest_marker("ranks")
+                                 or item.get_closest_marker("cluster")):
+        pytest.fail("%s starts real ranks (%s): mark it @pytest.mark.ranks (or the "
+                    "module's pytestmark), so that the quick lane leaves it out"
+                    % (item.nodeid, what), pytrace=False)
+
+
 def run_cli(*args, timeout=180, env=None, cwd=None):
+    if args[:1] == ("run",) and not {"--help", "-h"} & set(args):
+        starts_ranks("envcheck run")
     full_env = dict(os.environ)
     full_env.pop("SLURM_PROCID", None)
     full_env.update(env or {})
@@ -139,6 +162,7 @@ def launcher_env(**extra):
 
 def torchrun(python, nnodes, node_rank, nproc, port, args, cwd, host=None):
     """One torchrun agent running launcher mode (ENVCHECK_HOST=host plays a node)."""
+    starts_ranks("torchrun")
     cmd = [python, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
            "--node-rank", str(node_rank), "--nproc-per-node", str(nproc),
            "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:%d" % port,
@@ -218,7 +242,9 @@ def slurm(_slurm_session, cluster):
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (the README's ``-n 2 --dist loadgroup``): every test on the
     test cluster runs in the same worker, the one that builds it, once: the cluster's
-    hosts have fixed names and addresses, so two workers cannot each build one."""
+    hosts have fixed names and addresses, so two workers cannot each build one. Those
+    tests are marked ``cluster`` (the quick lane leaves them out)."""
     for item in items:
         if {"cluster", "slurm", "_cluster_session"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("cluster"))
+            item.add_marker(pytest.mark.cluster)

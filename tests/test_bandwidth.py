@@ -10,6 +10,8 @@ import pytest
 from conftest import checks_by_id, load_report, run_cli
 from envcheck.worker.probes.bandwidth import judge, schedule
 
+pytestmark = pytest.mark.ranks  # every test here starts real ranks
+
 
 @pytest.mark.parametrize("n", range(2, 10))
 def test_every_edge_runs_once_and_no_unit_does_two_things_in_a_phase(n):

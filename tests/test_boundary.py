@@ -158,6 +158,7 @@ def test_probe_modules_import_torch_only_inside_functions():
                     "%s imports torch at module level: the supervisor reads it" % name
 
 
+@pytest.mark.ranks
 def test_every_probe_runs_under_an_interpreter_with_only_torch(tmp_path):
     """The real proof of the worker boundary: no typer, tabulate, packaging or numpy."""
     from conftest import checks_by_id, load_report, torch_only_python

@@ -633,6 +633,7 @@ def test_470_gpu_the_name_table_does_not_know_is_one_line_exit_2(tmp_path):
     assert res.code == 0, res.stderr
 
 
+@pytest.mark.ranks
 def test_run_counts_the_gpus_of_a_470_driver(tmp_path):
     env = fake_smi_470(tmp_path, [("Tesla V100-SXM2-32GB", "32510")] * 3)
     out = tmp_path / "r.json"

@@ -53,10 +53,12 @@ def assert_usage_error(result, *fragments):
     (["report", "/no/such/report.json"], ["no such file"]),
     (["frobnicate"], ["frobnicate"]),
 ])
+@pytest.mark.ranks
 def test_bad_flags(args, fragments):
     assert_usage_error(run_cli(*args), *fragments)
 
 
+@pytest.mark.ranks
 def test_python_without_torch(python_without_torch):
     result = run_cli("run", "--python", python_without_torch)
     # Pinned, from the index envcheck check picks for this node (no GPU here: the CPU
@@ -68,6 +70,7 @@ def test_python_without_torch(python_without_torch):
                        "install numpy" % python_without_torch)
 
 
+@pytest.mark.ranks
 @pytest.mark.parametrize("where", ["missing_dir/r.json", "a_dir"])
 def test_unwritable_json_path_fails_before_running(tmp_path, where):
     (tmp_path / "a_dir").mkdir()
@@ -124,6 +127,7 @@ def _strict(text):
     return json.loads(text, parse_constant=refuse)
 
 
+@pytest.mark.ranks
 def test_undecodable_text_and_nan_make_strict_utf8_json(write_probes, tmp_path):
     path = write_probes(ODD_OUTPUT)
     report, junit = tmp_path / "r.json", tmp_path / "r.xml"
@@ -140,6 +144,7 @@ def test_undecodable_text_and_nan_make_strict_utf8_json(write_probes, tmp_path):
     assert "path /tmp/caf" in res.stdout
 
 
+@pytest.mark.ranks
 def test_a_report_that_cannot_be_written_is_one_line_and_the_table_still_shows(tmp_path):
     """A file size limit (a full disk behaves alike): exit 2, one line, no half file."""
     import resource
@@ -163,6 +168,7 @@ def test_a_report_that_cannot_be_written_is_one_line_and_the_table_still_shows(t
     assert sorted(os.listdir(tmp_path)) == ["saved.json"]  # no half file, no temp file
 
 
+@pytest.mark.ranks
 @pytest.mark.parametrize("target", ["/dev/null", "fifo"])
 def test_a_report_never_replaces_a_device_or_a_fifo(tmp_path, target):
     if target == "fifo":
@@ -186,6 +192,7 @@ SECRETS = ("s3cr3t-pw", "tok-12345678", "hf_abcdefghijklmnopqrstuvwxyz0123", "jw
            "ib-pass-2", "akia-value")
 
 
+@pytest.mark.ranks
 def test_no_secret_reaches_any_output(write_probes, tmp_path):
     """By name (SLURM_JWT, NCCL_IB_PASSPHRASE) and by value (a URL's password, tokens in
     an exception): not in the JSON, the JUnit, the markdown or the screen."""
@@ -255,6 +262,7 @@ def test_nvidia_smi_that_prints_undecodable_bytes_is_one_line(tmp_path):
     assert len(res.stderr.splitlines()) == 1 and "Traceback" not in res.stderr
 
 
+@pytest.mark.ranks
 def test_a_flooded_report_prints_its_screen_without_searching_the_flood(tmp_path):
     """A rank's flooded stderr kept in the JSON (tens of MB): the screen shows none of it,
     so it is cut before secrets are searched; JSON and JUnit keep it whole."""

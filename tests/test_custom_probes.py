@@ -7,6 +7,8 @@ import pytest
 
 from conftest import checks_by_id, load_report, run_cli
 
+pytestmark = pytest.mark.ranks  # every test here starts real ranks
+
 GOOD = '''
 """A team's own checks."""
 

@@ -5,6 +5,8 @@ import pytest
 
 from conftest import checks_by_id, load_report, run_cli
 
+pytestmark = pytest.mark.ranks  # every test here starts real ranks
+
 SHAPES_2 = ("DDP raised only on rank(s) 1 of 2 although rank 1 has a parameter of another "
             "shape; rank(s) 0 blocked in DDP's setup until it left")
 OUT_OF_STEP_2 = ("rank 1 never reached DDP's setup: rank(s) 0 waited for it in "

@@ -3,7 +3,11 @@ raised leaving the subgroup, not by the subgroup's timeout, and the ranks in ste
 finish as they would have (at 3 ranks: rank 2 raises, rank 0 waits, rank 1 goes on, as
 the committed evidence of torch 2.13 says)."""
 
+import pytest
+
 from conftest import checks_by_id, load_report, run_cli
+
+pytestmark = pytest.mark.ranks  # every test here starts real ranks
 
 
 def test_three_ranks_the_waiting_rank_is_released_by_the_one_that_raised(tmp_path):

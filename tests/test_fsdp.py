@@ -19,6 +19,8 @@ import pytest
 
 from conftest import checks_by_id, launcher_env, load_report, run_cli
 
+pytestmark = pytest.mark.ranks  # every test here starts real ranks
+
 WIDTH_MODEL = '''
 import torch
 import torch.distributed as dist

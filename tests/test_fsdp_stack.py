@@ -33,6 +33,8 @@ import pytest
 
 from conftest import checks_by_id, launcher_env, load_report, run_cli
 
+pytestmark = pytest.mark.ranks  # every test here starts real ranks
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 

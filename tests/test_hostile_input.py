@@ -160,6 +160,7 @@ def test_mistyped_fields_in_an_answer_are_a_problem_line(tmp_path, field, value)
     assert "Could not use: %s: a" % bad in shown and "1 of 1 node will work" in shown
 
 
+@pytest.mark.ranks
 def test_a_python_wrapper_that_prints_is_understood(tmp_path):
     """A --python wrapper that prints a line after the interpreter's answer. (Before:
     TypeError: 'int' object is not subscriptable.)"""
@@ -170,6 +171,7 @@ def test_a_python_wrapper_that_prints_is_understood(tmp_path):
     assert res.code == 0, res.stdout + res.stderr
 
 
+@pytest.mark.ranks
 @pytest.mark.parametrize("value", ["0.001", "0.5", "nan", "-1"])
 def test_a_timeout_below_the_floor_is_refused(value):
     """(Before: --timeout 0.001 was accepted and not enforced.)"""

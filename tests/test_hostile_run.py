@@ -14,6 +14,8 @@ import pytest
 
 from conftest import ROOT, checks_by_id, load_report
 
+pytestmark = pytest.mark.ranks  # every test here starts real ranks
+
 # Runs only in the zygote (python -m envcheck.launch.forkserver), from a sitecustomize on
 # the PYTHONPATH envcheck passes on: before torch is imported, like a noisy library would.
 IN_ZYGOTE = '''

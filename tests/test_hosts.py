@@ -114,6 +114,7 @@ def test_clock_with_two_hosts_is_judged_from_rank_0s_host():
     assert clock.judge(per_host, "node1")[::2] == ("node1", ["node2"])
 
 
+@pytest.mark.ranks
 def test_one_host_passes_and_skips_the_clock_with_the_reason(tmp_path):
     out = tmp_path / "r.json"
     res = run_cli("run", "-p", "hosts", "--json", str(out))

@@ -2,6 +2,8 @@
 process starts the host's zygote, which imports torch once and forks every local rank for
 that rank's own process, its watcher. Real torchrun, gloo on CPU."""
 
+import pytest
+
 import json
 import os
 import signal
@@ -11,6 +13,8 @@ import time
 
 from conftest import STUCK, checks_by_id, load_report, torchrun
 from envcheck.run.supervisor import free_port
+
+pytestmark = pytest.mark.ranks  # every test here starts real ranks
 
 
 def _hellos(out, ranks):

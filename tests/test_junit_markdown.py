@@ -228,6 +228,7 @@ def test_hang_and_crash_carry_stacks_and_stderr(ran):
     assert "⏳" in md and "💥" in md and "checks[].ranks[].stack" in md
 
 
+@pytest.mark.ranks
 def test_unwritable_junit_path_fails_before_the_run(tmp_path):
     t0 = time.monotonic()
     res = run_cli("run", "-q", "--junit", str(tmp_path / "missing" / "r.xml"))

@@ -19,6 +19,8 @@ from conftest import (STUCK, checks_by_id, launcher_env as _env, load_report, ru
 from envcheck.run.supervisor import free_port
 from envcheck.worker import identity, launched, reporting
 
+pytestmark = pytest.mark.ranks  # every test here starts real ranks
+
 DIE = '''
 def probe_die(ctx):
     """rank 1 exits in the middle of a check; rank 0 waits in a barrier"""

@@ -13,6 +13,8 @@ import pytest
 
 from conftest import checks_by_id, load_report, run_cli
 
+pytestmark = pytest.mark.ranks  # every test here starts real ranks
+
 DDP_CHECKS = ("ddp_wrap", "deepcopy_ddp", "deepcopy_ddp_module", "fresh_load_state_dict",
               "pickle_ddp")
 

@@ -7,6 +7,8 @@ import pytest
 
 from conftest import checks_by_id, load_report, run_cli, validate_report
 
+pytestmark = pytest.mark.ranks  # every test here starts real ranks
+
 LAUNCH = ["launch.env", "launch.rank_mapping", "launch.device", "launch.unique_device",
           "launch.cuda_visible_devices", "launch.slurm"]
 COLLECTIVES = ["collectives.init", "collectives.all_reduce", "collectives.broadcast",

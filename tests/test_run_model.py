@@ -11,6 +11,8 @@ from envcheck.core import blame, records
 from envcheck.core.phases import PhaseTracker, replay
 from envcheck.run.supervisor import free_port
 
+pytestmark = pytest.mark.ranks  # every test here starts real ranks
+
 TORN = '{"t": "hello", "rank": 1, "time": 1.0, "host": "b"}\n{"t": "env", "ra'
 
 

@@ -113,6 +113,7 @@ def test_healthy_cluster_exits_0(answers):
                                          "✓ 10 of 10 nodes will work\n")
 
 
+@pytest.mark.ranks
 def test_run_reports_and_bad_inputs_mix_in(answers, tmp_path):
     # a real `envcheck run` on "node18", gathered with the check answers
     run_json = tmp_path / "node18-run.json"

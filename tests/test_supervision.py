@@ -18,6 +18,8 @@ import pytest
 from conftest import ROOT, checks_by_id, leftovers, load_report, run_cli
 from envcheck.run.supervisor import free_port
 
+pytestmark = pytest.mark.ranks  # every test here starts real ranks
+
 FAULTS = '''
 import os
 import time

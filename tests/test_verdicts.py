@@ -313,6 +313,7 @@ def test_expected_failure_that_passes_is_fixed(run, tmp_path):
     assert rows[("collectives", "all_reduce")].split()[4] == "new"
 
 
+@pytest.mark.ranks
 def test_bad_team_matrix_stops_the_run_with_exit_2(tmp_path):
     # The matrix loads while the ranks import torch; a bad one must still end the run
     # with exit 2, no report, and no rank left behind.

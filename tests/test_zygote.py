@@ -13,6 +13,8 @@ import pytest
 
 from conftest import ROOT, checks_by_id, leftovers, load_report, run_cli
 
+pytestmark = pytest.mark.ranks  # every test here starts real ranks
+
 PROBES = '''
 CHECKS = ("where",)
 
