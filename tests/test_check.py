@@ -73,9 +73,16 @@ def test_gpu_arch_by_binary_compatibility_and_by_ptx():
     assert res.code == 0, res.stdout
     assert "sm_89 (GPU 0) runs the sm_86 code (same-major binary compatibility)" \
         in " ".join(res.stdout.split())
-    res = check("torch==2.10.0+cu130", "--driver", "580.82.07", "--gpu", "sm_130", *PY311)
-    assert res.code == 0, res.stdout
-    assert "reachable only by PTX JIT from compute_120" in " ".join(res.stdout.split())
+    # No GPU has sm_130 yet (the CLI refuses it: test_bad_input_is_one_line_exit_2); the
+    # PTX it would JIT from is judged all the same for a node that has one.
+    m = load()
+    release, build, _ = precheck.resolve(m, torch_pin.parse("torch==2.10.0+cu130"))
+    future = Node("3.11", "3.11", "Linux", "x86_64", "2.36", "580.82.07",
+                  (NodeGpu(0, "x", "sm_130"),))
+    arch = [c for c in precheck.evaluate(m, release, build, future).criteria
+            if c.id == "gpu"][0]
+    assert arch.status == "ok"
+    assert "reachable only by PTX JIT from compute_120" in arch.message
 
 
 def test_python_without_a_wheel():
@@ -146,12 +153,31 @@ def test_reach(sm, archs, ptx, how):
     (("torch==",), "is not a requirement"),
     (('torch==2.4.1; python_version <<< "3"',), "is not a requirement: Expected a marker"),
     (("numpy==1.26",), "names numpy, not torch"),
-    (("torch",), "pins no version"),
     (("torch==2.4.7",), "of the 2.4 series it knows 2.4.0, 2.4.1"),
     (("torch==3.0.0",), "which knows releases 1.13 … 2.15"),
     (("torch==2.4.1+cu121", "--cuda", "12.4"), "--cuda 12.4 means cu124"),
     (("torch==2.4.1", "--cuda", "twelve"), "--cuda: CUDA 'twelve'"),
-    (("torch==2.4.1", "--driver", "five"), "--driver: 'five' is not an NVIDIA driver"),
+    (("torch==2.4.1", "--driver", "five"), "--driver 'five': give an NVIDIA Linux driver "
+                                           "version like 535.104.05"),
+    # what exists: a driver branch, a compute capability, a Python, an index URL
+    (("torch==2.4.1", "--driver", "99999"),
+     "--driver '99999': no NVIDIA driver branch R99999; give an NVIDIA Linux driver "
+     "version like 535.104.05: a branch from R100 to R616 (CUDA 13.4's, the newest the "
+     "matrix knows)"),
+    (("torch==2.4.1", "--driver", "535.104.05.1"), "have at most three parts"),
+    (("torch==2.4.1", "--gpu", "sm_999", "--driver", "535.104.05"),
+     "--gpu 'sm_999': no NVIDIA GPU has compute capability 99.9; give one of sm_30 sm_32 "
+     "sm_35 sm_37 sm_50"),
+    (("torch==2.4.1", "--gpu", "sm_130", "--driver", "590.48.01"), "compute capability 13.0"),
+    (("torch==2.4.1", "--python-version", "3.99"),
+     "--python-version '3.99': no torch release (1.13 to 2.15) has wheels for Python 3.99; "
+     "give one of 3.7 3.8 3.9 3.10 3.11 3.12 3.13 3.14 3.15 3.13t 3.14t 3.15t"),
+    (("torch==2.4.1", "--python-version", "3.12t"), "has wheels for Python 3.12t"),
+    (("torch==2.4.1", "--index-url", "notaurl"),
+     "--index-url 'notaurl' is not an index URL: give one like "
+     "https://download.pytorch.org/whl/cu126"),
+    (("torch==2.4.1", "--extra-index-url", "download.pytorch.org/whl/cu121"),
+     "--extra-index-url 'download.pytorch.org/whl/cu121' is not an index URL"),
     (("torch==2.4.1", "--gpu", "ampere", "--driver", "535.1"), "--gpu 'ampere'"),
     (("torch==2.4.1", "--python-version", "three"), "--python-version"),
     ((), "say what to check"),
@@ -162,6 +188,39 @@ def test_bad_input_is_one_line_exit_2(args, fragment):
     assert fragment in res.stderr
     assert res.stderr.startswith("envcheck: error: ") and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ("--gpu", "sm_90a"), ("--gpu", "9.0"), ("--gpu", "NVIDIA H100 80GB HBM3"),
+    ("--gpu", "sm_121"), ("--python-version", "3.13t"), ("--python-version", "3.7"),
+    ("--driver", "616.00"), ("--driver", "390.10"), ("--driver", "570"),
+])
+def test_what_exists_is_taken(args):
+    plan = {"--gpu": A100, "--python-version": PY311, "--driver": ("--driver", "580.82.07")}
+    plan[args[0]] = args
+    res = check("torch==2.13.0", *(a for pair in plan.values() for a in pair))
+    assert res.code in (0, 1), res.stderr
+    assert res.stderr == ""
+
+
+def test_a_bare_torch_resolves_as_pip_would_with_a_note_to_pin_it(tmp_path):
+    node = ("--driver", "590.48.01", "--gpu", "sm_90", *PY311)
+    bare, ranged = check("torch", *node), check("torch>=0", *node)
+    assert bare.code == 0, bare.stderr
+    assert bare.stdout.splitlines()[2] == "2.15.0+cu132 on this node:"
+    assert "note: torch pins no version: after the next torch release, or on another " \
+           "node, pip installs another build; pin it (torch==2.15.0)" \
+        in " ".join(bare.stdout.split())
+    assert "pins no version" not in ranged.stdout
+    criteria = [line for line in bare.stdout.splitlines() if line.startswith("  ")]
+    assert criteria == [line for line in ranged.stdout.splitlines() if line.startswith("  ")]
+    req = tmp_path / "requirements.txt"
+    req.write_text("numpy\ntorch\n")
+    res = check("-r", str(req), "--python-version", "3.9", "--driver", "590.48.01",
+                "--gpu", "sm_90")
+    assert res.code == 0, res.stderr
+    assert res.stdout.splitlines()[2] == "2.8.0+cu128 on this node:"
+    assert "pin it (torch==2.8.0)" in res.stdout
 
 
 def test_unknown_version_says_how_to_add_it():
@@ -334,6 +393,8 @@ def test_hgx_b200_needs_its_own_floor_inside_r570(driver, code):
     ("torch=2.4.1\n", "is not a requirement"),
     ("--index-url https://download.pytorch.org/whl/cu121\ntorch==2.4.1+cu124\n",
      "asks for +cu124 but the file's index URL serves cu121"),
+    ("--index-url notaurl\ntorch==2.4.1\n", "requirements.txt:1: --index-url 'notaurl' is "
+                                            "not an index URL"),
 ])
 def test_bad_requirements_files(tmp_path, text, fragment):
     req = tmp_path / "requirements.txt"
