@@ -776,7 +776,8 @@ def _entry(argv):
         # an install without one of envcheck's dependencies: the single-file build
         # (dev/build_zipapp.py) leaves pydantic out, which only number options need
         print("envcheck: error: this command needs the Python package %r, which is not "
-              "installed with this envcheck: pip install torch-envcheck (the single-file build "
-              "runs check, summary, matrix, report and probes)" % exc.name, file=sys.stderr)
+              "installed with this envcheck: install envcheck from its clone, pip install "
+              "/path/to/envcheck (docs/install.md; the single-file build runs check, "
+              "summary, matrix, report and probes)" % exc.name, file=sys.stderr)
         sys.exit(ExitCode.USAGE)
     sys.exit(code or 0)
