@@ -37,7 +37,9 @@ def main(version: bool = typer.Option(False, "--version", callback=_version,
     pass
 
 
-FORMATS = ("table", "json", "markdown")
+# One --format vocabulary on every command: text (the screen; "table" is its old name on
+# run and report), json, and markdown where there is a markdown form (run, report).
+FORMATS = ("text", "json", "markdown")
 MATRIX_HELP = ("Also read the matrix files in DIR (repeatable); a file named like a "
                "built-in one replaces it. See docs/matrix.md.")
 REPORT_MATRIX_HELP = MATRIX_HELP + " Given here, the saved report is judged again."
@@ -65,9 +67,43 @@ def terminal_width():
     return max(40, shutil.get_terminal_size().columns)
 
 
-def _check_format(fmt):
-    if fmt not in FORMATS:
-        raise UsageError("--format %r: choose %s" % (fmt, ", ".join(FORMATS)))
+def format_option(markdown=False):
+    """--format, the same values on every command that prints."""
+    values = FORMATS if markdown else FORMATS[:2]
+    return typer.Option("text", "--format", metavar="|".join(values),
+                        help="What to print: the text screen, json or markdown (for "
+                             "$GITHUB_STEP_SUMMARY)." if markdown else
+                             "What to print: the text screen or json (markdown is run's "
+                             "and report's).")
+
+
+def quiet_option(what=None):
+    """-q on every command that prints; ``what``: the command, when it has no live view."""
+    return typer.Option(False, "--quiet", "-q", help=(
+        "No live view (on a terminal) nor progress lines (elsewhere) on stderr."
+        if what is None else "No live view: %s has none (accepted on every command)." % what))
+
+
+def no_color_option(what=None):
+    """--no-color on every command that prints; ``what``: the command, when it prints
+    no colour at all."""
+    return typer.Option(False, "--no-color", help=NO_COLOR_HELP if what is None else
+                        "No colour: %s prints none (accepted on every command)." % what)
+
+
+def _check_format(fmt, command="run", markdown=True):
+    """``fmt`` in the one vocabulary (``table`` read as ``text``), or one line saying
+    what this command takes."""
+    fmt = "text" if fmt == "table" and markdown else fmt
+    values = FORMATS if markdown else FORMATS[:2]
+    if fmt == "markdown" and not markdown:
+        raise UsageError("--format markdown: envcheck %s has no markdown form (run and "
+                         "report have one, for $GITHUB_STEP_SUMMARY); choose text or json"
+                         % command)
+    if fmt not in values:
+        raise UsageError("--format %r: choose %s" % (
+            fmt, "text or json" if len(values) == 2 else ", ".join(values)))
+    return fmt
 
 
 def _painter(no_color):
@@ -183,7 +219,7 @@ def _renderers(fmt, junit_path):
     import importlib
 
     names = ["core.redact", "core.text", "core.atomic"]
-    names += {"table": ["report.table", "report.paint"], "markdown": ["report.markdown"]}.get(
+    names += {"text": ["report.table", "report.paint"], "markdown": ["report.markdown"]}.get(
         fmt, [])
     names += ["report.junit"] if junit_path else []
     for name in names:
@@ -235,18 +271,14 @@ def run(
     junit_path: Optional[str] = typer.Option(None, "--junit", metavar="PATH",
                                              help="Also write JUnit XML here (atomically): a "
                                                   "testcase per check, for CI test tabs."),
-    fmt: str = typer.Option("table", "--format",
-                            help="What to print: table, json or markdown (for "
-                                 "$GITHUB_STEP_SUMMARY)."),
+    fmt: str = format_option(markdown=True),
     master_port: Optional[int] = typer.Option(None, "--master-port", metavar="PORT",
                                               help="Rendezvous port to try first [default: a free one]; "
                                                    "if it is taken, a free one is used."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
-    quiet: bool = typer.Option(False, "--quiet", "-q",
-                               help="No live view (on a terminal) nor progress lines "
-                                    "(elsewhere) on stderr."),
-    no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
+    quiet: bool = quiet_option(),
+    no_color: bool = no_color_option(),
     verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
 ):
     """Run the probes on this machine and report what works."""
@@ -256,7 +288,7 @@ def run(
     from .run import command as runner
     from .run.progress import Progress
 
-    _check_format(fmt)
+    fmt = _check_format(fmt)
     for path in (json_path, junit_path):
         if path:
             report_mod.check_writable(path)
@@ -303,14 +335,15 @@ def report(
         help="Instead, build the report from ranks started by torchrun or srun "
              "(python -m envcheck.worker.launched): rank 0's records.jsonl, or after a "
              "hang the --out directory of per-rank records (see docs/multinode.md)."),
-    fmt: str = typer.Option("table", "--format", help="table, json or markdown."),
+    fmt: str = format_option(markdown=True),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
                                             help="Also write the JSON report here (atomically)."),
     junit_path: Optional[str] = typer.Option(None, "--junit", metavar="PATH",
                                              help="Also write JUnit XML here (atomically)."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=REPORT_MATRIX_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
-    no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
+    quiet: bool = quiet_option("report"),
+    no_color: bool = no_color_option(),
     verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
     records_on_stdin: bool = typer.Option(False, "--records-on-stdin", hidden=True),
 ):
@@ -319,7 +352,7 @@ def report(
     from .report import model as report_mod
     from .run import command as runner
 
-    _check_format(fmt)
+    fmt = _check_format(fmt)
     judged_by = None
     if records_on_stdin:
         # Started early by rank 0 of a launched job (worker/launched.py): get the imports
@@ -439,10 +472,10 @@ def check(
         help="Also write the answer, with this node's host name (ENVCHECK_HOST overrides "
              "it), to PATH as JSON (atomically): one file per node, for 'envcheck "
              "summary'."),
-    fmt: str = typer.Option("text", "--format", metavar="text|json",
-                            help="What to print: text or json."),
+    fmt: str = format_option(),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
-    no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
+    quiet: bool = quiet_option("check"),
+    no_color: bool = no_color_option(),
     verbose: bool = typer.Option(False, "--verbose", "-v",
                                  help="Each known issue with its advice, source and the builds "
                                       "it was observed on [default: a line each]."),
@@ -457,8 +490,7 @@ def check(
     from .core import redact
     from .preinstall import command as check_command, render as render_check
 
-    if fmt not in ("text", "json"):
-        raise UsageError("--format %r: choose text or json" % fmt)
+    fmt = _check_format(fmt, "check", markdown=False)
     if json_path:
         from .report.model import check_writable
         check_writable(json_path)
@@ -512,8 +544,13 @@ def summary(
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
                                             help="Also write the summary as JSON here "
                                                  "(atomically)."),
-    fmt: str = typer.Option("text", "--format", metavar="text|json",
-                            help="What to print: text or json."),
+    fmt: str = format_option(),
+    quiet: bool = quiet_option("summary"),
+    no_color: bool = no_color_option("summary"),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="Every failure group and every differing value, none "
+                                      "counted away [default: the first 8 groups, 3 values "
+                                      "per fact]."),
 ):
     """Many nodes' answers as one screen: how many will work, the rest by reason.
 
@@ -527,8 +564,7 @@ def summary(
 
     from .summary import build, render as render_summary
 
-    if fmt not in ("text", "json"):
-        raise UsageError("--format %r: choose text or json" % fmt)
+    fmt = _check_format(fmt, "summary", markdown=False)
     if json_path:
         from .report.model import check_writable
         check_writable(json_path)
@@ -545,7 +581,8 @@ def summary(
 
     # Host names and reasons come from files anyone could have written.
     write_screen(json_screen(data) if fmt == "json" else
-                 printable(render_summary.render(result, width=terminal_width() or 80)))
+                 printable(render_summary.render(result, width=terminal_width() or 80,
+                                                 verbose=verbose)))
     raise typer.Exit(int(result.exit_code) if result.records else int(ExitCode.USAGE))
 
 
@@ -554,9 +591,16 @@ def explain(
     logs: List[str] = typer.Argument(None, metavar="LOG",
                                      help="The job's log files (plain or gzipped, any size, "
                                           "ranks interleaved); '-' or none: stdin."),
-    fmt: str = typer.Option("text", "--format", metavar="text|json",
-                            help="What to print: text or json."),
+    fmt: str = format_option(),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
+                                            help="Also write the JSON answer here "
+                                                 "(atomically)."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
+    quiet: bool = quiet_option("explain"),
+    no_color: bool = no_color_option("explain"),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="Accepted on every command: explain shows each cause "
+                                      "in full already (its fix and source)."),
 ):
     """Why did this distributed job fail? The cause, the fix and the source, from its log.
 
@@ -582,8 +626,10 @@ def explain(
     """
     from .explain import command as explain_command, render as explain_render
 
-    if fmt not in ("text", "json"):
-        raise UsageError("--format %r: choose text or json" % fmt)
+    fmt = _check_format(fmt, "explain", markdown=False)
+    if json_path:
+        from .report.model import check_writable
+        check_writable(json_path)
     if not logs:
         try:
             interactive = sys.stdin.isatty()
@@ -593,6 +639,12 @@ def explain(
             raise UsageError("give the job's log (envcheck explain job.log), or pipe it in "
                              "(... 2>&1 | envcheck explain)")
     result = explain_command.explain(list(logs or []), tuple(matrix_dir))
+    if json_path:
+        from .core.atomic import write_atomic
+        try:
+            write_atomic(json_path, explain_render.to_json(result))
+        except OSError as exc:
+            raise UsageError("cannot write %s: %s" % (json_path, exc.strerror or exc)) from None
     sys.stdout.write(explain_render.to_json(result) if fmt == "json"
                      else explain_render.render(result))
     raise typer.Exit(int(result.exit_code))

@@ -191,10 +191,20 @@ def test_a_very_mixed_cluster_still_fits_one_screen(tmp_path):
     assert lines[10] == "✗ 1 node will not work: driver 495.29.05 < 525.60.13 for cu124: gpu08"
     assert lines[11:16] == [
         "… 4 nodes more will not work or cannot be judged, for 4 other reasons:",
-        "    gpu[09-12] (--format json lists them)",
+        "    gpu[09-12] (-v or --format json lists them)",
         "",
         "Differ from the majority:",
         "  driver: no majority, 12 values on 12 nodes"]
+    # -v: every group, none counted away
+    verbose = run_cli("summary", str(tmp_path), "-v")
+    assert verbose.code == 1
+    shown = verbose.stdout.splitlines()
+    assert shown[:11] == lines[:11] and "…" not in verbose.stdout
+    assert shown[11:15] == [
+        "✗ 1 node will not work: driver 510.47.03 < 525.60.13 for cu124: gpu09",
+        "✗ 1 node will not work: driver 515.65.01 < 525.60.13 for cu124: gpu10",
+        "✗ 1 node will not work: driver 520.61.05 < 525.60.13 for cu124: gpu11",
+        "✗ 1 node will not work: driver 525.60.12 < 525.60.13 for cu124: gpu12"]
 
 
 def test_nodes_are_grouped_by_the_build_pip_gives_them(tmp_path):
