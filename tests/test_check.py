@@ -109,9 +109,12 @@ def test_known_issues_are_listed_but_do_not_fail():
     res = check("torch==2.1.2", "--driver", "535.104.05", *A100, *PY311)
     assert res.code == 0
     assert "known to fail with 2.1.2+cu121" in res.stdout
-    # A line each, saying what the code must avoid; -v has the advice and its source.
+    # A line each, saying what the code must avoid and what to do instead; -v has the
+    # whole advice and its source.
     assert ("  ! serialization.deepcopy_module_with_group: do not deepcopy a model that "
-            "stores a process group (the EMA-by-deepcopy pattern)\n") in res.stdout
+            "stores a process group (the EMA-by-deepcopy pattern): build the EMA model fresh "
+            "and copy the weights, or look the group up at call time instead of storing it "
+            "on the module\n") in res.stdout
     assert "source: hpcaitech/Open-Sora#49" not in res.stdout
     verbose = check("torch==2.1.2", "--driver", "535.104.05", *A100, *PY311, "-v")
     assert verbose.code == 0 and "source: hpcaitech/Open-Sora#49" in verbose.stdout

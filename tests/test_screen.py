@@ -100,7 +100,8 @@ def test_the_run_screen_answers_first_and_fits_the_terminal_in_colour(hung_repor
                            "advice, sources")
     assert shown[pitfalls + 1] == ("  ! serialization.pickle_default_group, pickle_subgroup: "
                                    "a process group cannot" + (
-                                       "" if columns == 80 else " be pickled or copied"))
+                                       "" if columns == 80 else " be pickled or copied: keep "
+                                       "it out of"))
     assert re.fullmatch(r"1 FAILURE: 9 passed, 4 known issues, 1 hang in \d+\.\d s",
                         shown[-1])
     # A hang nobody expected fails the run: the answer, its entry and the last line are
@@ -207,7 +208,27 @@ def test_check_never_splits_a_pip_command_and_ends_with_the_reason(args):
                             "for cu124"
         assert shown[-1] == ("    pip install torch==2.4.1 --index-url "
                              "https://download.pytorch.org/whl/cu118")
-        assert len(shown) <= 40
+        # one 80×50 screen, each known issue's line with its fix (test_vocabulary)
+        assert len(shown) <= 50
+
+
+@pytest.mark.parametrize("args", [
+    ["check", "torch==2.4.1", "-v", "--driver", "535.104.05", "--gpu", "sm_80"],
+    ["check", "torch==2.13.0", "-v", "--driver", "580.82.07", "--gpu", "sm_90"]])
+def test_check_verbose_never_splits_a_url_or_a_path_at_80_columns(args):
+    """Sources and advice wrap at spaces only: every URL, path and dotted name the pipe
+    shows (whole lines) is whole on one line of the 80-column screen too."""
+    code, lines, _ = on_terminal(80, *args)
+    shown = [visible(line) for line in lines]
+    piped = run_cli(*args)
+    assert code == piped.code
+    words = {w.strip("();,") for w in piped.stdout.split()
+             if re.search(r"https?://|/|\w\.\w.*\.\w|--\w", w)}
+    assert any(w.startswith("https://") for w in words), words
+    for word in words:
+        assert any(word in line for line in shown), word
+    # what is longer than a line is a single word on a line of its own, never cut
+    assert [line for line in shown if len(line) > 80 and " " in line.strip()] == []
 
 
 def test_check_answers_in_colour_on_a_terminal_only():

@@ -2,9 +2,9 @@
 
 import dataclasses
 import json
-import textwrap
 
 from ..report import vocabulary
+from ..core.text import wrap
 from .evaluate import FAIL, INDEX_URL, OK, SKIP, UNKNOWN, WARN
 
 GLYPH = {OK: "✓", FAIL: "✗", WARN: "!", SKIP: "-", UNKNOWN: "?"}
@@ -33,13 +33,12 @@ def _criterion_lines(c, width):
     text = c.message
     if c.unconfirmed:
         text += " [UNCONFIRMED in the matrix: %s]" % ", ".join(c.unconfirmed)
-    out = textwrap.wrap(text, width, initial_indent="  " + label,
+    out = wrap(text, width, initial_indent="  " + label,
                         subsequent_indent=" " * (len(label) + 2))
     if c.source and c.status in (FAIL, WARN):  # a "no" names the fact's source
-        out += textwrap.wrap("source: " + c.source, width,
+        out += wrap("source: " + c.source, width,
                              initial_indent=" " * (len(label) + 2),
-                             subsequent_indent=" " * (len(label) + 4),
-                             break_long_words=False, break_on_hyphens=False)
+                             subsequent_indent=" " * (len(label) + 4))
     return out
 
 
@@ -47,17 +46,17 @@ def _issue_lines(e, width):
     out = ["  %s (%s, %s #%d)" % (", ".join(e.checks), "/".join(e.outcome), e.where.file,
                                   e.where.index)]
     if e.advice:
-        out += textwrap.wrap(e.advice, width, initial_indent="    → ",
+        out += wrap(e.advice, width, initial_indent="    → ",
                              subsequent_indent="      ")
     if e.source:
-        out += textwrap.wrap("source: " + e.source, width, initial_indent="      ",
+        out += wrap("source: " + e.source, width, initial_indent="      ",
                              subsequent_indent="        ")
     if e.observed:
         builds = [o.torch for o in e.observed]
         if len(builds) > 4:
             builds = builds[:2] + ["…"] + builds[-1:]
         last = e.observed[-1]
-        out += textwrap.wrap("observed on %d build%s: %s (envcheck %s, %s)" % (
+        out += wrap("observed on %d build%s: %s (envcheck %s, %s)" % (
             len(e.observed), "" if len(e.observed) == 1 else "s", ", ".join(builds),
             last.envcheck, last.date), width, initial_indent="      ",
             subsequent_indent="        ")
@@ -97,8 +96,7 @@ def _within(lines, width):
             command, tail = command.split("  [", 1)
             head += "  [" + tail
         if head.strip():
-            out += textwrap.wrap(head, width, subsequent_indent=indent,
-                                 break_on_hyphens=False, break_long_words=False) or [head]
+            out += wrap(head, width, subsequent_indent=indent) or [head]
         if command:
             pad = indent if len(indent) + len(command) <= width else \
                 ("  " if len(command) + 2 <= width else "")
@@ -188,7 +186,7 @@ def _suggestion_lines(result, width):
                                            else "s") if failing else ""
         out.append("  %-18s %s%s" % (s.build.name, s.build.pip, issues))
         if extra:
-            out += textwrap.wrap(extra.strip(), width - 8, initial_indent="      ",
+            out += wrap(extra.strip(), width - 8, initial_indent="      ",
                                  subsequent_indent="      ")
     return out
 

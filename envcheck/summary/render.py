@@ -1,9 +1,9 @@
 """A Summary as one screen of text, and as versioned JSON."""
 
 import json
-import textwrap
 
 from .. import __version__
+from ..core.text import wrap
 from . import hostlist
 from .inputs import FAILS
 
@@ -21,8 +21,7 @@ def _nodes(n):
 
 
 def _wrap(text, width, indent="    "):
-    return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False,
-                         break_long_words=False) or [text]
+    return wrap(text, width, subsequent_indent=indent) or [text]
 
 
 MAX_GROUPS = 8  # failure groups shown; the rest are counted (JSON lists them all)
