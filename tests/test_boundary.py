@@ -183,7 +183,8 @@ def test_every_probe_runs_under_an_interpreter_with_only_torch(tmp_path):
         assert c["check"] != "run", "probe %s did not load: %s" % (c["probe"], c["detail"])
         if c["error"]:
             assert c["error"]["type"] not in ("ModuleNotFoundError", "ImportError"), c
-    # Without numpy the one collective that pickles says so and what to install.
+    # Without numpy the one collective that pickles says so and what to install, into
+    # the interpreter under test: a bare pip would install into envcheck's venv.
     gather = checks["collectives.all_gather_object"]
     assert gather["outcome"] == "failed"
-    assert "pip install numpy" in gather["advice"]
+    assert "%s -m pip install numpy" % python in gather["advice"], gather["advice"]

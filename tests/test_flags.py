@@ -87,3 +87,13 @@ def test_explain_writes_its_json_with_the_same_option_as_the_others(tmp_path):
     assert "1 cause found" in res.stdout
     saved, shown = json.loads(out.read_text()), json.loads(printed.stdout)
     assert saved["findings"] == shown["findings"] and saved["findings"]
+
+
+def test_report_on_a_check_answer_points_at_summary(tmp_path):
+    answer = tmp_path / "node17.json"
+    res = run_cli("check", "torch==2.4.1", *NODE, "--json", str(answer))
+    assert res.code == 0, res.stderr
+    res = run_cli("report", str(answer))
+    assert (res.code, res.stdout) == (2, "")
+    assert res.stderr == ("envcheck: error: %s is an 'envcheck check' answer, not a run "
+                          "report: show it with envcheck summary %s\n" % (answer, answer))
