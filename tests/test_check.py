@@ -421,6 +421,10 @@ def test_suggest_on_an_old_driver_finds_the_cuda_11_builds():
     first = [line for line in lines if line.strip()][0]
     assert first.split()[0] == "2.7.1+cu118"
     assert "pip install torch==2.7.1 --index-url https://download.pytorch.org/whl/cu118" in first
+    # [9 known issues] beside [8]: which check makes the difference, and where its fix is
+    assert res.stdout.endswith(
+        "\nWhy the known issues differ (each has its fix: envcheck check torch==VERSION -v):"
+        "\n  2.6.0+cu118: checkpoint.default_load, which 2.5.1+cu118 does not have\n")
 
 
 def test_suggest_on_a_new_node_is_the_plain_pypi_install():

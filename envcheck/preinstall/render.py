@@ -187,8 +187,26 @@ def _suggestion_lines(result, width):
         out.append("  %-18s %s%s" % (s.build.name, s.build.pip, issues))
         if extra:
             out += wrap(extra.strip(), width - 8, initial_indent="      ",
-                                 subsequent_indent="      ")
-    return out
+                        subsequent_indent="      ")
+    return out + _issue_differences(result.suggestions or (), width)
+
+
+def _issue_differences(suggestions, width):
+    """Where the [N known issues] of two builds differ, which checks make the difference:
+    a newer build with more is not worse, its pitfalls each have their fix (-v)."""
+    failing = [(s.build.name, {c for e in s.known_issues for c in e.checks})
+               for s in suggestions]
+    lines = []
+    for (newer, a), (older, b) in zip(failing, failing[1:]):
+        for build, only, other in ((newer, a - b, older), (older, b - a, newer)):
+            if only:
+                lines += wrap("%s: %s, which %s does not have" % (
+                    build, ", ".join(sorted(only)), other), width,
+                    initial_indent="  ", subsequent_indent="    ")
+    if not lines:
+        return []
+    return ["", "Why the known issues differ (each has its fix: envcheck check "
+                "torch==VERSION -v):"] + lines
 
 
 def _answer_dict(a):
