@@ -91,6 +91,22 @@ def no_color_option(what=None):
                         "No colour: %s prints none (accepted on every command)." % what)
 
 
+def _help_all(ctx: typer.Context, value: bool):
+    """--help-all: the help with the options plain --help leaves out (hidden=True)."""
+    if not value or ctx.resilient_parsing:
+        return
+    for param in ctx.command.params:
+        param.hidden = param.name == "help_all"
+    typer.echo(ctx.get_help())
+    raise typer.Exit()
+
+
+def help_all_option():
+    return typer.Option(False, "--help-all", is_eager=True, callback=_help_all,
+                        help="Also the advanced options (--startup-timeout, --probe-path, "
+                             "--min-busbw, --master-port), and exit.")
+
+
 def _check_format(fmt, command="run", markdown=True):
     """``fmt`` in the one vocabulary (``table`` read as ``text``), or one line saying
     what this command takes."""
@@ -246,38 +262,37 @@ def run(
                                   help="Per probe (and for init_process_group): past it, the "
                                        "probe is a hang and its stacks are collected."),
     startup_timeout: Optional[float] = typer.Option(
-        None, "--startup-timeout", metavar="SECONDS",
+        None, "--startup-timeout", metavar="SECONDS", hidden=True,
         help="For starting the ranks and importing torch [default: the larger of --timeout "
              "and 120 s: a cold shared filesystem can take minutes]."),
     python: Optional[str] = typer.Option(None, "--python", metavar="PATH",
                                          help="Run the ranks under this interpreter (e.g. another "
                                               "venv's python); it needs torch, not envcheck."),
-    probe_path: List[str] = typer.Option([], "--probe-path", metavar="FILE.py",
+    probe_path: List[str] = typer.Option([], "--probe-path", metavar="FILE.py", hidden=True,
                                          help="Load custom probes (def probe_NAME(ctx)) from this file (repeatable)."),
     model: Optional[str] = typer.Option(None, "--model", metavar="MODULE:FACTORY",
                                         help="Run serialization and checkpoint checks on your model: "
                                              "pkg.module:factory or path/to/file.py:factory."),
-    min_busbw: Optional[str] = typer.Option(None, "--min-busbw", metavar="GB/S",
+    min_busbw: Optional[str] = typer.Option(None, "--min-busbw", metavar="GB/S", hidden=True,
                                             help=MIN_BUSBW_HELP),
     framework: List[str] = typer.Option([], "--framework", metavar="NAME",
-                                        help="Check the model the way this framework wraps "
-                                             "and launches it (lightning, accelerate, "
-                                             "deepspeed; repeatable), and fail where it is "
-                                             "not installed [default: the installed ones]. "
-                                             "lightning also runs a job under Fabric's own "
-                                             "launcher (10-45 s), skipped otherwise."),
+                                        help="Check the model as this framework wraps and "
+                                             "launches it (lightning, accelerate, deepspeed; "
+                                             "repeatable); one not installed fails "
+                                             "[default: the installed ones]."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
                                             help="Also write the JSON report here (atomically)."),
     junit_path: Optional[str] = typer.Option(None, "--junit", metavar="PATH",
                                              help="Also write JUnit XML here (atomically): a "
                                                   "testcase per check, for CI test tabs."),
     fmt: str = format_option(markdown=True),
-    master_port: Optional[int] = typer.Option(None, "--master-port", metavar="PORT",
+    master_port: Optional[int] = typer.Option(None, "--master-port", metavar="PORT", hidden=True,
                                               help="Rendezvous port to try first [default: a free one]; "
                                                    "if it is taken, a free one is used."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
     quiet: bool = quiet_option(),
+    help_all: bool = help_all_option(),
     no_color: bool = no_color_option(),
     verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
 ):

@@ -97,3 +97,26 @@ def test_report_on_a_check_answer_points_at_summary(tmp_path):
     assert (res.code, res.stdout) == (2, "")
     assert res.stderr == ("envcheck: error: %s is an 'envcheck check' answer, not a run "
                           "report: show it with envcheck summary %s\n" % (answer, answer))
+
+
+@pytest.mark.parametrize("command", ("run", "report", "check", "summary", "explain",
+                                     "matrix", "probes"))
+def test_help_fits_one_80_by_50_screen(command):
+    res = run_cli(command, "--help", env={"COLUMNS": "80", "TERM": "dumb"})
+    assert res.code == 0
+    lines = res.stdout.splitlines()
+    assert len(lines) <= 50, res.stdout
+
+
+def test_run_help_all_has_the_advanced_options_plain_help_leaves_out():
+    env = {"COLUMNS": "80", "TERM": "dumb"}
+    plain = run_cli("run", "--help", env=env).stdout
+    every = run_cli("run", "--help-all", env=env).stdout
+    advanced = ("--startup-timeout", "--probe-path", "--min-busbw", "--master-port")
+    for option in advanced:
+        assert "  %s " % option not in plain and "  %s " % option in every, option
+    assert "--help-all" in plain and "--help-all" not in every
+    # left out of the help, not out of the command
+    res = run_cli("run", "-p", "launch", "--master-port", "29511", "--startup-timeout", "200",
+                  "-q", "--format", "json")
+    assert res.code == 0, res.stderr
