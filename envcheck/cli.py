@@ -468,6 +468,9 @@ def check(
                                        "sm_XY, or a name like \"NVIDIA B200\"."),
     python_version: Optional[str] = typer.Option(None, "--python-version", metavar="X.Y",
                                                  help="Plan for this Python (3.13t: free-threaded)."),
+    arch: Optional[str] = typer.Option(None, "--arch", metavar="x86_64|aarch64",
+                                       help="Plan for this CPU [default: this node's; "
+                                            "aarch64 for a Grace GPU: GB200, GB10]."),
     glibc: Optional[str] = typer.Option(None, "--glibc", metavar="X.Y",
                                         help="Plan for this glibc (2.17: CentOS 7) instead of "
                                              "this node's."),
@@ -484,9 +487,8 @@ def check(
                                       "the pip command."),
     json_path: Optional[str] = typer.Option(
         None, "--json", metavar="PATH",
-        help="Also write the answer, with this node's host name (ENVCHECK_HOST overrides "
-             "it), to PATH as JSON (atomically): one file per node, for 'envcheck "
-             "summary'."),
+        help="Also write the answer as JSON (atomically), named by this node's host "
+             "(ENVCHECK_HOST): a file per node, for 'envcheck summary'."),
     fmt: str = format_option(),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
     quiet: bool = quiet_option("check"),
@@ -497,10 +499,9 @@ def check(
 ):
     """Will this torch wheel work on this node? Instant, from the matrix; no torch needed.
 
-    Exit codes: 0 will work; 1 will not work (or, with only --suggest, no build will);
-    2 bad input, or an nvidia-smi that is there but broken; 3 cannot judge: nothing
-    fails, but the matrix lacks a fact the answer needs (a ROCm build on a node with no
-    GPU, a node that is not Linux x86_64).
+    Exit codes: 0 will work; 1 will not work (only --suggest: no build will); 2 bad
+    input or a broken nvidia-smi; 3 cannot judge: the matrix lacks a fact the answer
+    needs (a ROCm build on a node with no GPU; a node that is not Linux x86_64).
     """
     from .core import redact
     from .preinstall import command as check_command, render as render_check
@@ -511,7 +512,7 @@ def check(
         check_writable(json_path)
     result = check_command.run(requirement, requirements_file, cuda, driver, tuple(gpu),
                                python_version, suggest, tuple(matrix_dir), glibc,
-                               index_url, tuple(extra_index_url))
+                               index_url, tuple(extra_index_url), arch)
     _no_such_variant(result, tuple(matrix_dir))
     data = redact.text(render_check.to_json(result))
     if json_path:

@@ -385,9 +385,10 @@ def test_hgx_b200_needs_its_own_floor_inside_r570(driver, code):
         assert "HGX B200 (GPU 0) needs driver ≥ 570.133.20 (a floor NVIDIA documents for " \
                "this product, inside R570), found %s" % driver in text
         assert "source: NVIDIA GPU Operator documentation" in text
-    # a GB200 is another product: only the R570 branch applies
+    # a GB200 is another product, on a Grace (aarch64) node: the HGX B200 floor does not
+    # apply, and the matrix cannot judge an aarch64 wheel (never "will work")
     res = check("torch==2.8.0", "--driver", driver, "--gpu", "NVIDIA GB200", *PY311)
-    assert res.code == 0, res.stdout + res.stderr
+    assert res.code == 3 and "HGX B200" not in res.stdout, res.stdout + res.stderr
 
 
 @pytest.mark.parametrize("text, fragment", [
@@ -906,3 +907,35 @@ def test_an_answer_for_a_shared_folder_follows_the_umask(tmp_path, umask, mode):
                     "535.104.05", "--gpu", "sm_80", "--json", str(target)], cwd=ROOT,
                    capture_output=True, preexec_fn=lambda: os.umask(umask), timeout=60)
     assert stat.S_IMODE(target.stat().st_mode) == 0o664
+
+
+# ---- the node's CPU architecture: Grace superchips are aarch64 --------------------------
+
+@pytest.mark.parametrize("gpu, sm", [("NVIDIA GB200", "sm_100"), ("NVIDIA GB10", "sm_121"),
+                                     ("NVIDIA GH200 480GB", "sm_90")])
+def test_a_grace_gpu_is_judged_for_an_aarch64_node_not_this_machines_wheel(gpu, sm):
+    res = check("torch==2.8.0", "--driver", "580.82.07", "--gpu", gpu, *PY311)
+    assert res.code == 3, res.stdout + res.stderr  # cannot judge, never "will work"
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("node: Linux aarch64, ") and "%s %s" % (gpu, sm) in lines[0]
+    assert lines[1] == "note: %s is a Grace superchip: judged for a Linux aarch64 node" % gpu
+    assert "  ? wheel        the matrix covers Linux x86_64 wheels; this node is Linux " \
+           "aarch64" in res.stdout
+    assert "will work here" not in res.stdout
+
+
+def test_arch_plans_for_another_cpu_and_is_checked_against_what_exists():
+    res = check("torch==2.8.0", "--driver", "580.82.07", "--gpu", "sm_90", "--arch",
+                "aarch64", *PY311)
+    assert res.code == 3 and res.stdout.startswith("node: Linux aarch64, ")
+    same = check("torch==2.8.0", "--driver", "580.82.07", "--gpu", "NVIDIA B200", "--arch",
+                 "x86_64", *PY311)
+    assert same.code == 0 and same.stdout.startswith("node: Linux x86_64, ")
+    for args, line in (
+            (("--arch", "riscv64", "--gpu", "sm_90"),
+             "--arch 'riscv64': give x86_64 or aarch64 (a Grace node: GH200, GB200, GB10), "
+             "as uname -m prints it"),
+            (("--arch", "x86_64", "--gpu", "NVIDIA GB200"),
+             "--gpu 'NVIDIA GB200' comes only on aarch64 nodes, not --arch x86_64")):
+        bad = check("torch==2.8.0", "--driver", "580.82.07", *args, *PY311)
+        assert (bad.code, bad.stderr) == (2, "envcheck: error: %s\n" % line)

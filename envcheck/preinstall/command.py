@@ -36,7 +36,7 @@ class Result:
 
 def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(),
         python_version=None, suggest=False, matrix_dirs=(), glibc=None, index_url=None,
-        extra_index_urls=()):
+        extra_index_urls=(), arch=None):
     started = time.monotonic()
     if requirement and requirements_file:
         raise UsageError("give a requirement or -r FILE, not both")
@@ -45,7 +45,8 @@ def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(
                          "-r requirements.txt, or --suggest")
     matrix = matrix_load.load(matrix_dirs)
     # Python, OS and glibc first: markers and pip's choice of wheel depend on them alone.
-    host = node_mod.host(python_version, glibc)
+    machine, machine_note = known.machine_for(matrix, arch, gpus)
+    host = node_mod.host(python_version, glibc, machine)
     _check_planned(matrix, host, python_version, driver, gpus, index_url, extra_index_urls)
     pin = None
     if requirement:
@@ -64,7 +65,8 @@ def run(requirement=None, requirements_file=None, cuda=None, driver=None, gpus=(
     elif cuda is not None:
         raise UsageError("--cuda needs a requirement to apply to")
     node = node_mod.read(python_version, driver, gpus, glibc=glibc,
-                         resolve_name=lambda name: matrix.node.model_sm(name)[0])
+                         resolve_name=lambda name: matrix.node.model_sm(name)[0],
+                         machine=machine, machine_note=machine_note)
     answer, alternatives, suggestions, cpu_instead, for_python = None, [], None, None, []
     code = ExitCode.OK
     if pin is not None:

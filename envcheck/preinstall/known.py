@@ -71,6 +71,33 @@ def check_gpu(matrix, sm, text):
                          % (text, *sm_tuple(sm), " ".join(known)))
 
 
+MACHINES = ("x86_64", "aarch64")
+
+
+def machine_for(matrix, arch, gpus):
+    """(machine, note): the CPU architecture to judge the wheel for. ``--arch``, else the
+    one a Grace superchip named with --gpu implies (a GB200 node is aarch64, whatever
+    machine plans for it), else None: this machine's. A --arch that no node with those
+    GPUs has is bad input."""
+    if arch is not None:
+        arch = {"arm64": "aarch64", "amd64": "x86_64"}.get(arch.strip().lower(),
+                                                             arch.strip().lower())
+        if arch not in MACHINES:
+            raise UsageError("--arch %r: give x86_64 or aarch64 (a Grace node: GH200, "
+                             "GB200, GB10), as uname -m prints it" % arch)
+    for text in gpus:
+        model = matrix.node.model_sm(text)[1] if re.search(r"[A-Za-z]\s*\d", text) \
+            else None
+        if model is None or not model.machine or model.machine == arch:
+            continue
+        if arch:
+            raise UsageError("--gpu %r comes only on %s nodes, not --arch %s"
+                             % (text, model.machine, arch))
+        return model.machine, ("%s is a Grace superchip: judged for a Linux %s node"
+                               % (text.strip(), model.machine))
+    return arch, None
+
+
 def pythons(matrix):
     """Every Python some torch release of the matrix has wheels for, free-threaded too."""
     found = {p for r in matrix.releases for p in r.python}
