@@ -337,7 +337,7 @@ def run(
     diagnose(report, judged_by)
     frameworks.advise(report)
     _emit(report, fmt, json_path, junit_path, strict=strict, no_color=no_color,
-          verbose=verbose, probes_shown=progress.tty)
+          verbose=verbose)
     raise typer.Exit(int(runner.exit_code(report, strict)))
 
 

@@ -203,32 +203,35 @@ def test_a_pipe_keeps_whole_lines():
                                            "https://download.pytorch.org/whl/cu124")
 
 
-def test_a_run_shows_a_live_view_and_leaves_a_line_per_probe():
+def test_a_run_shows_a_live_view_then_the_rows_a_pipe_shows():
     code, lines, raw = on_terminal(80, "run", "-p", "serialization", "-p", "launch")
     assert code == 0
     # The spinner line while torch imports (a rank takes seconds to import it, the view
     # redraws eight times a second), with the startup timeout it is judged by.
     assert re.search(r"starting ranks · \d+\.\d s of 120 s · [01]/2 ranks imported torch",
                      raw)
+    # While it runs, a line per probe that finished, judged as the report will be: a
+    # known issue in yellow, not a red failure.
+    assert re.search(r"! serialization +5 passed, 4 known issues  \d+\.\d\d s",
+                     SGR.sub("", raw))
+    assert YELLOW + "!" + RESET + " serialization" in raw
     shown = [visible(line) for line in lines]
-    # One line per probe, in the order they ran; the live line is gone, and the screen
-    # follows.
-    assert re.fullmatch(r"✓ launch +3 passed, 3 skipped  \d+\.\d\d s", shown[0])
-    assert lines[0].startswith(GREEN + "✓" + RESET)
-    # Judged as the report will be: known issues in yellow, not a red failure.
-    # A known issue is marked as one, not as a failure.
-    assert re.fullmatch(r"! serialization +5 passed, 4 known issues  \d+\.\d\d s", shown[1])
-    assert lines[1].startswith(YELLOW + "!" + RESET)
-    # Then the answer.
-    assert shown[2].startswith("✓ Ready for distributed training: backend gloo, 2 ranks on ")
-    # The live view left the probes' lines: the report does not repeat them.
-    assert len([line for line in shown if " serialization " in line]) == 1
+    # The view goes when the run ends: the screen is the pipe's, the answer first and the
+    # same rows in the same order, setup's included (the footer counts its checks).
+    assert shown[0].startswith("✓ Ready for distributed training: backend gloo, 2 ranks on ")
+    piped = run_cli("run", "-p", "serialization", "-p", "launch")
+    rows = [line for line in shown if re.match(r"[✓!✗⧗-] [\w-]+ +\d", line)]
+    assert [r.split()[:2] for r in rows] == [
+        r.split()[:2] for r in piped.stdout.splitlines() if re.match(r"[✓!✗⧗-] [\w-]+ +\d", r)
+    ] == [["✓", "setup"], ["✓", "launch"], ["!", "serialization"]]
+    assert next(line for line in lines if "serialization " in line and "passed" in line) \
+        .startswith(YELLOW + "!" + RESET)
     assert re.fullmatch(r"nothing unexpected: 12 passed, 4 known issues, 3 skipped in "
                         r"\d+\.\d s", shown[-1])
     # --no-color keeps the live view (it says nothing is frozen), without a colour.
     _, plain, raw = on_terminal(80, "run", "-p", "launch", "--no-color")
     assert "starting ranks · " in raw and not SGR.search(raw)
-    assert re.fullmatch(r"✓ launch +3 passed, 3 skipped  \d+\.\d\d s", plain[0])
+    assert plain[0].startswith("✓ Ready for distributed training")
     _, quiet, raw = on_terminal(80, "run", "-p", "launch", "-q")
     assert "starting ranks" not in raw and "\x1b[?25l" not in raw  # no live view at all
     assert [visible(line) for line in quiet][0].startswith("✓ Ready for distributed training")
@@ -244,10 +247,13 @@ def test_the_live_view_after_a_hang_says_the_probe_stopped_and_goes_on(tmp_path)
                                    "--timeout", "5")
     assert code == 1
     shown = [visible(line) for line in lines]
-    # The probe that hung leaves its line when fresh ranks start; they go on.
-    assert shown[0] == "- stuck          stopped before it finished (see below)"
-    assert lines[0].startswith(YELLOW + "-" + RESET)
-    assert re.fullmatch(r"✓ after +1 passed  \d+\.\d\d s", shown[1])
+    # While it runs, the probe that hung gets its line when fresh ranks start, and they
+    # go on; then the screen, answer first.
+    live = SGR.sub("", raw)
+    assert "- stuck          stopped before it finished (see below)" in live
+    assert YELLOW + "-" + RESET + " stuck" in raw
+    assert re.search(r"✓ after +1 passed  \d+\.\d\d s", live)
+    assert shown[0] == "✗ Not ready for distributed training: 1 FAILURE"
     assert re.search(r"probe stuck 1/2 · wait · 5\.\d s of 5 s: a hang; collecting stacks, "
                      r"restarting", raw)
     assert shown[-1].startswith("1 FAILURE: 5 passed, 1 hang in ")
@@ -260,13 +266,15 @@ def test_a_healthy_node_fits_one_screen_and_answers_first():
     shown = [visible(line) for line in lines]
     assert len(shown) <= 50, "\n".join(shown)
     assert [line for line in shown if len(line) > 80] == []
-    # The live view leaves a line per probe; the report starts with the answer. A probe
-    # with nothing to check here says it skipped: bandwidth (no other host), frameworks
-    # (none installed).
+    # The live view goes when the run ends; the screen starts with the answer, and its
+    # rows follow the environment, as in a pipe. A probe with nothing to check here says
+    # it skipped: bandwidth (no other host), frameworks (none installed).
     answer = next(i for i, line in enumerate(shown) if "distributed training" in line)
+    assert answer == 0, "\n".join(shown)
+    rows = [line for line in shown if re.match(r"[✓!✗⧗-] [\w-]+ +\d", line)]
+    assert rows[0].startswith("✓ setup ") and len(rows) == 10, "\n".join(shown)
     assert all(re.fullmatch(r"([✓!] [\w-]+ +\d+ passed|- (bandwidth|frameworks) +\d+ "
-                            r"skipped).*  \d+\.\d\d s", line)
-               for line in shown[:answer]), "\n".join(shown)
+                            r"skipped).*  \d+\.\d\d s", line) for line in rows)
     assert re.fullmatch(r"✓ Ready for distributed training: backend gloo, 2 ranks on \S+",
                         shown[answer]), "\n".join(shown)
     assert re.fullmatch(r"  nothing unexpected; \d+ known torch pitfalls your code must "
