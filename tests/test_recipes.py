@@ -93,6 +93,14 @@ def readme_block(after):
     return FENCE.search(text, text.index(after)).group(2).strip()
 
 
+def test_docs_install_gives_the_readme_block_that_is_run_here():
+    """docs/install.md's clone recipe is the README's first block, run by the test below."""
+    with open(os.path.join(ROOT, "docs", "install.md"), encoding="utf-8") as f:
+        install = f.read()
+    assert readme_block("## Run it on a fresh machine") in [
+        m.group(2).strip() for m in FENCE.finditer(install)]
+
+
 def test_the_readme_blocks_run_as_pasted_in_a_clone(tmp_path):
     """The first hour: a fresh copy of the clone, and the README's two blocks pasted
     as they are, run and test block. The venv they make sees the torch of the tests'
