@@ -11,7 +11,9 @@ the versions installed here. On its first start it unpacks itself under
 are plain files again. pydantic is left out on purpose: it has a compiled part tied to
 one Python version and platform, and ``check`` and ``summary`` never load it
 (cli._fast_plain_options); a command that needs it says so in one line. ``envcheck run``
-needs torch on the node anyway: install envcheck there (pip install torch-envcheck).
+needs torch on the node anyway: install envcheck there from its clone (docs/install.md).
+Run it in envcheck's own venv (pip install -e '.[test]'): it copies those packages from
+there, and names the one it lacks when run elsewhere.
 """
 
 import argparse

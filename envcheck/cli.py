@@ -37,7 +37,9 @@ def main(version: bool = typer.Option(False, "--version", callback=_version,
     pass
 
 
-FORMATS = ("table", "json", "markdown")
+# One --format vocabulary on every command: text (the screen; "table" is its old name on
+# run and report), json, and markdown where there is a markdown form (run, report).
+FORMATS = ("text", "json", "markdown")
 MATRIX_HELP = ("Also read the matrix files in DIR (repeatable); a file named like a "
                "built-in one replaces it. See docs/matrix.md.")
 REPORT_MATRIX_HELP = MATRIX_HELP + " Given here, the saved report is judged again."
@@ -65,9 +67,59 @@ def terminal_width():
     return max(40, shutil.get_terminal_size().columns)
 
 
-def _check_format(fmt):
-    if fmt not in FORMATS:
-        raise UsageError("--format %r: choose %s" % (fmt, ", ".join(FORMATS)))
+def format_option(markdown=False):
+    """--format, the same values on every command that prints."""
+    values = FORMATS if markdown else FORMATS[:2]
+    return typer.Option("text", "--format", metavar="|".join(values),
+                        help="What to print: the text screen, json or markdown (for "
+                             "$GITHUB_STEP_SUMMARY)." if markdown else
+                             "What to print: the text screen or json (markdown is run's "
+                             "and report's).")
+
+
+def quiet_option(what=None):
+    """-q on every command that prints; ``what``: the command, when it has no live view."""
+    return typer.Option(False, "--quiet", "-q", help=(
+        "No live view (on a terminal) nor progress lines (elsewhere) on stderr."
+        if what is None else "No live view: %s has none (accepted on every command)." % what))
+
+
+def no_color_option(what=None):
+    """--no-color on every command that prints; ``what``: the command, when it prints
+    no colour at all."""
+    return typer.Option(False, "--no-color", help=NO_COLOR_HELP if what is None else
+                        "No colour: %s prints none (accepted on every command)." % what)
+
+
+def _help_all(ctx: typer.Context, value: bool):
+    """--help-all: the help with the options plain --help leaves out (hidden=True)."""
+    if not value or ctx.resilient_parsing:
+        return
+    for param in ctx.command.params:
+        param.hidden = param.name == "help_all"
+    typer.echo(ctx.get_help())
+    raise typer.Exit()
+
+
+def help_all_option():
+    return typer.Option(False, "--help-all", is_eager=True, callback=_help_all,
+                        help="Also the advanced options (--startup-timeout, --probe-path, "
+                             "--min-busbw, --master-port), and exit.")
+
+
+def _check_format(fmt, command="run", markdown=True):
+    """``fmt`` in the one vocabulary (``table`` read as ``text``), or one line saying
+    what this command takes."""
+    fmt = "text" if fmt == "table" and markdown else fmt
+    values = FORMATS if markdown else FORMATS[:2]
+    if fmt == "markdown" and not markdown:
+        raise UsageError("--format markdown: envcheck %s has no markdown form (run and "
+                         "report have one, for $GITHUB_STEP_SUMMARY); choose text or json"
+                         % command)
+    if fmt not in values:
+        raise UsageError("--format %r: choose %s" % (
+            fmt, "text or json" if len(values) == 2 else ", ".join(values)))
+    return fmt
 
 
 def _painter(no_color):
@@ -183,7 +235,7 @@ def _renderers(fmt, junit_path):
     import importlib
 
     names = ["core.redact", "core.text", "core.atomic"]
-    names += {"table": ["report.table", "report.paint"], "markdown": ["report.markdown"]}.get(
+    names += {"text": ["report.table", "report.paint"], "markdown": ["report.markdown"]}.get(
         fmt, [])
     names += ["report.junit"] if junit_path else []
     for name in names:
@@ -210,43 +262,38 @@ def run(
                                   help="Per probe (and for init_process_group): past it, the "
                                        "probe is a hang and its stacks are collected."),
     startup_timeout: Optional[float] = typer.Option(
-        None, "--startup-timeout", metavar="SECONDS",
+        None, "--startup-timeout", metavar="SECONDS", hidden=True,
         help="For starting the ranks and importing torch [default: the larger of --timeout "
              "and 120 s: a cold shared filesystem can take minutes]."),
     python: Optional[str] = typer.Option(None, "--python", metavar="PATH",
                                          help="Run the ranks under this interpreter (e.g. another "
                                               "venv's python); it needs torch, not envcheck."),
-    probe_path: List[str] = typer.Option([], "--probe-path", metavar="FILE.py",
+    probe_path: List[str] = typer.Option([], "--probe-path", metavar="FILE.py", hidden=True,
                                          help="Load custom probes (def probe_NAME(ctx)) from this file (repeatable)."),
     model: Optional[str] = typer.Option(None, "--model", metavar="MODULE:FACTORY",
                                         help="Run serialization and checkpoint checks on your model: "
                                              "pkg.module:factory or path/to/file.py:factory."),
-    min_busbw: Optional[str] = typer.Option(None, "--min-busbw", metavar="GB/S",
+    min_busbw: Optional[str] = typer.Option(None, "--min-busbw", metavar="GB/S", hidden=True,
                                             help=MIN_BUSBW_HELP),
     framework: List[str] = typer.Option([], "--framework", metavar="NAME",
-                                        help="Check the model the way this framework wraps "
-                                             "and launches it (lightning, accelerate, "
-                                             "deepspeed; repeatable), and fail where it is "
-                                             "not installed [default: the installed ones]. "
-                                             "lightning also runs a job under Fabric's own "
-                                             "launcher (10-45 s), skipped otherwise."),
+                                        help="Check the model as this framework wraps and "
+                                             "launches it (lightning, accelerate, deepspeed; "
+                                             "repeatable); one not installed fails "
+                                             "[default: the installed ones]."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
                                             help="Also write the JSON report here (atomically)."),
     junit_path: Optional[str] = typer.Option(None, "--junit", metavar="PATH",
                                              help="Also write JUnit XML here (atomically): a "
                                                   "testcase per check, for CI test tabs."),
-    fmt: str = typer.Option("table", "--format",
-                            help="What to print: table, json or markdown (for "
-                                 "$GITHUB_STEP_SUMMARY)."),
-    master_port: Optional[int] = typer.Option(None, "--master-port", metavar="PORT",
+    fmt: str = format_option(markdown=True),
+    master_port: Optional[int] = typer.Option(None, "--master-port", metavar="PORT", hidden=True,
                                               help="Rendezvous port to try first [default: a free one]; "
                                                    "if it is taken, a free one is used."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
-    quiet: bool = typer.Option(False, "--quiet", "-q",
-                               help="No live view (on a terminal) nor progress lines "
-                                    "(elsewhere) on stderr."),
-    no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
+    quiet: bool = quiet_option(),
+    help_all: bool = help_all_option(),
+    no_color: bool = no_color_option(),
     verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
 ):
     """Run the probes on this machine and report what works."""
@@ -256,7 +303,7 @@ def run(
     from .run import command as runner
     from .run.progress import Progress
 
-    _check_format(fmt)
+    fmt = _check_format(fmt)
     for path in (json_path, junit_path):
         if path:
             report_mod.check_writable(path)
@@ -290,7 +337,7 @@ def run(
     diagnose(report, judged_by)
     frameworks.advise(report)
     _emit(report, fmt, json_path, junit_path, strict=strict, no_color=no_color,
-          verbose=verbose, probes_shown=progress.tty)
+          verbose=verbose)
     raise typer.Exit(int(runner.exit_code(report, strict)))
 
 
@@ -303,14 +350,15 @@ def report(
         help="Instead, build the report from ranks started by torchrun or srun "
              "(python -m envcheck.worker.launched): rank 0's records.jsonl, or after a "
              "hang the --out directory of per-rank records (see docs/multinode.md)."),
-    fmt: str = typer.Option("table", "--format", help="table, json or markdown."),
+    fmt: str = format_option(markdown=True),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
                                             help="Also write the JSON report here (atomically)."),
     junit_path: Optional[str] = typer.Option(None, "--junit", metavar="PATH",
                                              help="Also write JUnit XML here (atomically)."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=REPORT_MATRIX_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
-    no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
+    quiet: bool = quiet_option("report"),
+    no_color: bool = no_color_option(),
     verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
     records_on_stdin: bool = typer.Option(False, "--records-on-stdin", hidden=True),
 ):
@@ -319,7 +367,7 @@ def report(
     from .report import model as report_mod
     from .run import command as runner
 
-    _check_format(fmt)
+    fmt = _check_format(fmt)
     judged_by = None
     if records_on_stdin:
         # Started early by rank 0 of a launched job (worker/launched.py): get the imports
@@ -420,6 +468,9 @@ def check(
                                        "sm_XY, or a name like \"NVIDIA B200\"."),
     python_version: Optional[str] = typer.Option(None, "--python-version", metavar="X.Y",
                                                  help="Plan for this Python (3.13t: free-threaded)."),
+    arch: Optional[str] = typer.Option(None, "--arch", metavar="x86_64|aarch64",
+                                       help="Plan for this CPU [default: this node's; "
+                                            "aarch64 for a Grace GPU: GB200, GB10]."),
     glibc: Optional[str] = typer.Option(None, "--glibc", metavar="X.Y",
                                         help="Plan for this glibc (2.17: CentOS 7) instead of "
                                              "this node's."),
@@ -436,35 +487,32 @@ def check(
                                       "the pip command."),
     json_path: Optional[str] = typer.Option(
         None, "--json", metavar="PATH",
-        help="Also write the answer, with this node's host name (ENVCHECK_HOST overrides "
-             "it), to PATH as JSON (atomically): one file per node, for 'envcheck "
-             "summary'."),
-    fmt: str = typer.Option("text", "--format", metavar="text|json",
-                            help="What to print: text or json."),
+        help="Also write the answer as JSON (atomically), named by this node's host "
+             "(ENVCHECK_HOST): a file per node, for 'envcheck summary'."),
+    fmt: str = format_option(),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
-    no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
+    quiet: bool = quiet_option("check"),
+    no_color: bool = no_color_option(),
     verbose: bool = typer.Option(False, "--verbose", "-v",
                                  help="Each known issue with its advice, source and the builds "
                                       "it was observed on [default: a line each]."),
 ):
     """Will this torch wheel work on this node? Instant, from the matrix; no torch needed.
 
-    Exit codes: 0 will work; 1 will not work (or, with only --suggest, no build will);
-    2 bad input, or an nvidia-smi that is there but broken; 3 cannot judge: nothing
-    fails, but the matrix lacks a fact the answer needs (a ROCm build on a node with no
-    GPU, a node that is not Linux x86_64).
+    Exit codes: 0 will work; 1 will not work (only --suggest: no build will); 2 bad
+    input or a broken nvidia-smi; 3 cannot judge: the matrix lacks a fact the answer
+    needs (a ROCm build on a node with no GPU; a node that is not Linux x86_64).
     """
     from .core import redact
     from .preinstall import command as check_command, render as render_check
 
-    if fmt not in ("text", "json"):
-        raise UsageError("--format %r: choose text or json" % fmt)
+    fmt = _check_format(fmt, "check", markdown=False)
     if json_path:
         from .report.model import check_writable
         check_writable(json_path)
     result = check_command.run(requirement, requirements_file, cuda, driver, tuple(gpu),
                                python_version, suggest, tuple(matrix_dir), glibc,
-                               index_url, tuple(extra_index_url))
+                               index_url, tuple(extra_index_url), arch)
     _no_such_variant(result, tuple(matrix_dir))
     data = redact.text(render_check.to_json(result))
     if json_path:
@@ -512,8 +560,13 @@ def summary(
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
                                             help="Also write the summary as JSON here "
                                                  "(atomically)."),
-    fmt: str = typer.Option("text", "--format", metavar="text|json",
-                            help="What to print: text or json."),
+    fmt: str = format_option(),
+    quiet: bool = quiet_option("summary"),
+    no_color: bool = no_color_option("summary"),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="Every failure group and every differing value, none "
+                                      "counted away [default: the first 8 groups, 3 values "
+                                      "per fact]."),
 ):
     """Many nodes' answers as one screen: how many will work, the rest by reason.
 
@@ -527,8 +580,7 @@ def summary(
 
     from .summary import build, render as render_summary
 
-    if fmt not in ("text", "json"):
-        raise UsageError("--format %r: choose text or json" % fmt)
+    fmt = _check_format(fmt, "summary", markdown=False)
     if json_path:
         from .report.model import check_writable
         check_writable(json_path)
@@ -545,7 +597,8 @@ def summary(
 
     # Host names and reasons come from files anyone could have written.
     write_screen(json_screen(data) if fmt == "json" else
-                 printable(render_summary.render(result, width=terminal_width() or 80)))
+                 printable(render_summary.render(result, width=terminal_width() or 80,
+                                                 verbose=verbose)))
     raise typer.Exit(int(result.exit_code) if result.records else int(ExitCode.USAGE))
 
 
@@ -554,9 +607,16 @@ def explain(
     logs: List[str] = typer.Argument(None, metavar="LOG",
                                      help="The job's log files (plain or gzipped, any size, "
                                           "ranks interleaved); '-' or none: stdin."),
-    fmt: str = typer.Option("text", "--format", metavar="text|json",
-                            help="What to print: text or json."),
+    fmt: str = format_option(),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
+                                            help="Also write the JSON answer here "
+                                                 "(atomically)."),
     matrix_dir: List[str] = typer.Option([], "--matrix", metavar="DIR", help=MATRIX_HELP),
+    quiet: bool = quiet_option("explain"),
+    no_color: bool = no_color_option("explain"),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="Accepted on every command: explain shows each cause "
+                                      "in full already (its fix and source)."),
 ):
     """Why did this distributed job fail? The cause, the fix and the source, from its log.
 
@@ -582,8 +642,10 @@ def explain(
     """
     from .explain import command as explain_command, render as explain_render
 
-    if fmt not in ("text", "json"):
-        raise UsageError("--format %r: choose text or json" % fmt)
+    fmt = _check_format(fmt, "explain", markdown=False)
+    if json_path:
+        from .report.model import check_writable
+        check_writable(json_path)
     if not logs:
         try:
             interactive = sys.stdin.isatty()
@@ -593,6 +655,12 @@ def explain(
             raise UsageError("give the job's log (envcheck explain job.log), or pipe it in "
                              "(... 2>&1 | envcheck explain)")
     result = explain_command.explain(list(logs or []), tuple(matrix_dir))
+    if json_path:
+        from .core.atomic import write_atomic
+        try:
+            write_atomic(json_path, explain_render.to_json(result))
+        except OSError as exc:
+            raise UsageError("cannot write %s: %s" % (json_path, exc.strerror or exc)) from None
     sys.stdout.write(explain_render.to_json(result) if fmt == "json"
                      else explain_render.render(result, width=terminal_width()))
     raise typer.Exit(int(result.exit_code))
@@ -776,7 +844,8 @@ def _entry(argv):
         # an install without one of envcheck's dependencies: the single-file build
         # (dev/build_zipapp.py) leaves pydantic out, which only number options need
         print("envcheck: error: this command needs the Python package %r, which is not "
-              "installed with this envcheck: pip install torch-envcheck (the single-file build "
-              "runs check, summary, matrix, report and probes)" % exc.name, file=sys.stderr)
+              "installed with this envcheck: install envcheck from its clone, pip install "
+              "/path/to/envcheck (docs/install.md; the single-file build runs check, "
+              "summary, matrix, report and probes)" % exc.name, file=sys.stderr)
         sys.exit(ExitCode.USAGE)
     sys.exit(code or 0)

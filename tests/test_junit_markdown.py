@@ -243,7 +243,7 @@ def test_unwritable_junit_path_fails_before_the_run(tmp_path):
 def test_unknown_format_is_a_usage_error():
     res = run_cli("report", "nope.json", "--format", "html")
     assert res.code == 2
-    assert "choose table, json, markdown" in res.stderr
+    assert "choose text, json, markdown" in res.stderr
 
 
 def test_markdown_cell_escaping():

@@ -89,7 +89,8 @@ def test_each_phase_leaves_its_own_line_not_the_probes_again():
             feed(p, *[(r, "check", {"probe": "fsdp", "check": phase[0] if phase else "step",
                                     "outcome": "passed"}) for r in range(n)])
             feed(p, *[(r, "probe_end", {"probe": "fsdp", "seconds": 0.5}) for r in range(n)])
-    left = [line for line in out.getvalue().splitlines() if " passed" in line]
+    # the lines the view shows above its live line, a probe's or a phase's each, once
+    left = [text.plain for text in p._left]
     names = [line.split()[1] for line in left]
     assert names == ["fsdp", "fsdp.reshard_load", "fsdp.reshard_load_1"], left
     assert left[1].endswith("1 passed at 3 ranks  0.50 s")

@@ -1,15 +1,18 @@
 """Every recipe in the README and docs/ works as written.
 
 The commands are read out of the documents themselves, so a recipe cannot rot: every
-`pip install` pins torch and names envcheck's real distribution, every `envcheck ...`
-line parses with today's options, and the GitHub Actions workflow of the README and
-docs/ci.md runs here step by step, in a fresh venv, and exits 0.
+`pip install` pins torch and installs envcheck from what a user has (a clone: envcheck is
+not on PyPI yet, docs/install.md), every `envcheck ...` line parses with today's
+options, the README's two blocks (run, tests) run as pasted in a fresh copy of the
+clone, and the GitHub Actions workflow of the README and docs/ci.md runs here step by
+step, in a fresh venv, and exits 0.
 """
 
 import glob
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -19,7 +22,8 @@ from conftest import ROOT
 
 DOCS = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
-DISTRIBUTION = "torch-envcheck"
+DISTRIBUTION = "torch-envcheck"  # its name once published; not on PyPI yet
+CLONE_IN_CI = "./envcheck"  # where the CI workflows check the team's clone out
 
 
 def blocks(kinds=None):
@@ -51,7 +55,7 @@ def pip_installs():
                 yield doc, m.group(0).strip()
 
 
-def test_every_pip_install_pins_torch_and_names_the_real_distribution():
+def test_every_pip_install_pins_torch_and_installs_envcheck_from_what_exists():
     seen = list(pip_installs())
     assert len(seen) > 5
     for doc, command in seen:
@@ -61,15 +65,93 @@ def test_every_pip_install_pins_torch_and_names_the_real_distribution():
                 assert "==" in w, "%s: an unpinned torch: %s" % (doc, command)
             # PyPI's "envcheck" is an unrelated project
             assert not re.fullmatch(r"envcheck(\[.*\])?([<>=!~].*)?", w), (doc, command)
-    assert any(DISTRIBUTION in command for _, command in seen)
+            # not on PyPI: by its name only from an internal index, or from git
+            if re.fullmatch(r"%s(\[.*\])?([<>=!~].*)?" % DISTRIBUTION, w):
+                assert "--index-url" in words, "%s: not on PyPI: %s" % (doc, command)
+    clones = [c for _, c in seen if re.search(r"pip install (numpy )?(\.|%s|/path/to/"
+                                              r"envcheck)( |$)" % re.escape(CLONE_IN_CI), c)]
+    assert len(clones) >= 4, clones
+    with open(os.path.join(ROOT, "docs", "install.md"), encoding="utf-8") as f:
+        install = f.read()
+    assert "**envcheck is not on PyPI yet.**" in install
+    assert "dev/check_package.sh" in install and "twine upload" in install
 
 
-def test_the_cli_and_the_zipapp_name_the_real_distribution():
+def test_the_cli_and_the_zipapp_say_how_to_install_from_a_clone():
     with open(os.path.join(ROOT, "envcheck", "cli.py"), encoding="utf-8") as f:
         cli = f.read()
-    assert "pip install %s" % DISTRIBUTION in cli and "pip install envcheck" not in cli
+    assert "pip install \"\n              \"/path/to/envcheck (docs/install.md" in cli
+    assert "pip install %s" % DISTRIBUTION not in cli and "pip install envcheck" not in cli
     with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
         assert 'name = "%s"' % DISTRIBUTION in f.read()
+
+
+def readme_block(after):
+    """The README's first code block after the line that holds ``after``."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    return FENCE.search(text, text.index(after)).group(2).strip()
+
+
+def test_docs_install_gives_the_readme_block_that_is_run_here():
+    """docs/install.md's clone recipe is the README's first block, run by the test below."""
+    with open(os.path.join(ROOT, "docs", "install.md"), encoding="utf-8") as f:
+        install = f.read()
+    assert readme_block("## Run it on a fresh machine") in [
+        m.group(2).strip() for m in FENCE.finditer(install)]
+
+
+def test_the_readme_blocks_run_as_pasted_in_a_clone(tmp_path):
+    """The first hour: a fresh copy of the clone, and the README's two blocks pasted
+    as they are, run and test block. The venv they make sees the torch of the tests'
+    torch-only venv (a .pth file, so the pinned torch is "already satisfied" instead of a
+    gigabyte copied); everything else is installed by the blocks themselves. The test
+    block's whole suite is collected, not run (PYTEST_ADDOPTS): running it here would
+    run this test again."""
+    import glob as globs
+
+    from conftest import torch_only_python
+
+    run_block = readme_block("## Run it on a fresh machine")
+    test_block = readme_block("## Run the tests on a fresh machine")
+    assert run_block.endswith("pip install . && envcheck run"), run_block
+    assert test_block.startswith("python3 -m venv .venv && . .venv/bin/activate"), test_block
+    clone = tmp_path / "envcheck"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        src = os.path.join(ROOT, name)
+        if os.path.isfile(src) and not os.path.islink(src):
+            os.makedirs(clone / os.path.dirname(name), exist_ok=True)
+            shutil.copy2(src, clone / name)
+        elif os.path.islink(src):
+            os.makedirs(clone / os.path.dirname(name), exist_ok=True)
+            os.symlink(os.readlink(src), clone / name)
+    subprocess.run([sys.executable, "-m", "venv", str(clone / ".venv")], check=True)
+    base = os.path.dirname(os.path.dirname(torch_only_python()))
+    (site,) = globs.glob(str(clone / ".venv" / "lib" / "python*" / "site-packages"))
+    (torch_site,) = globs.glob(os.path.join(base, "lib", "python*", "site-packages"))
+    with open(os.path.join(site, "torch-only-venv.pth"), "w") as f:
+        f.write(torch_site + "\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV") and
+           not k.startswith(("PYTEST_", "ENVCHECK_"))}
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
+                                  if not p.startswith(os.path.dirname(sys.executable)))
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    said = {}
+    for name, block, extra in (("run", run_block, {}),
+                               ("tests", test_block, {"PYTEST_ADDOPTS": "--collect-only"})):
+        proc = subprocess.run(["bash", "-c", block], cwd=str(clone), env=dict(env, **extra),
+                              capture_output=True, text=True, timeout=900,
+                              stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, "%s\n%s\n%s" % (block, proc.stdout[-3000:],
+                                                     proc.stderr[-3000:])
+        said[name] = proc.stdout
+    assert "✓ Ready for distributed training: backend gloo, 2 ranks" in said["run"], said["run"]
+    assert "nothing unexpected: " in said["run"]
+    collected = re.search(r"^(\d+) tests collected", said["tests"], re.M)
+    assert collected and int(collected.group(1)) > 500, said["tests"][-2000:]
 
 
 def envcheck_commands():
@@ -154,14 +236,16 @@ def test_the_ci_workflow_installs_pinned_torch_numpy_and_envcheck(doc):
     assert re.search(r'pip install "torch==\d+\.\d+\.\d+" --index-url '
                      r'https://download\.pytorch\.org/whl/cpu', shell), shell
     assert re.search(r"pip install .*\bnumpy\b", shell), "numpy: DCP and object collectives"
-    assert re.search(r"pip install .*\b%s\b" % DISTRIBUTION, shell)
+    assert re.search(r"pip install .*%s\b" % re.escape(CLONE_IN_CI), shell)
+    with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
+        assert "with: {repository: your-org/envcheck, path: envcheck}" in f.read()
     assert "envcheck run --json envcheck.json --junit envcheck.xml --format markdown" in \
         " ".join(shell.replace("\\\n", " ").split())
 
 
 def test_the_ci_workflow_runs_as_written_and_exits_0(tmp_path):
     """docs/ci.md's steps, run here in a fresh venv: the local torch wheel stands in for
-    the PyTorch index, and this checkout for the torch-envcheck distribution. The venv
+    the PyTorch index, and this checkout for the team's clone of envcheck. The venv
     sees the torch of the tests' torch-only venv (a .pth file), so its pinned install is
     the pip step it is, without copying a gigabyte of torch again."""
     import glob as globs
@@ -188,7 +272,7 @@ def test_the_ci_workflow_runs_as_written_and_exits_0(tmp_path):
     for step in steps:
         step = re.sub(r'"torch==[\d.]+"', '"torch==%s"' % version, step)
         step = step.replace(" --index-url https://download.pytorch.org/whl/cpu", "")
-        step = re.sub(r"\b%s\b" % DISTRIBUTION, shlex.quote(ROOT), step)
+        step = step.replace(CLONE_IN_CI, shlex.quote(ROOT))
         proc = subprocess.run(["bash", "-euo", "pipefail", "-c", step], cwd=str(tmp_path),
                               env=env, capture_output=True, text=True, timeout=600,
                               stdin=subprocess.DEVNULL)
@@ -221,4 +305,5 @@ def test_the_zipapp_builds_with_the_stdlib_and_runs_check(tmp_path):
     res = subprocess.run([sys.executable, "-I", "-S", str(pyz), "run"], capture_output=True,
                          text=True, cwd=str(tmp_path), env=env, timeout=120)
     assert res.returncode == 2 and res.stdout == ""
-    assert res.stderr.count("\n") == 1 and "pip install torch-envcheck" in res.stderr
+    assert res.stderr.count("\n") == 1
+    assert "install envcheck from its clone, pip install /path/to/envcheck" in res.stderr

@@ -14,61 +14,11 @@ import sys
 import pytest
 
 from conftest import ROOT, STUCK, checks_by_id, load_report, run_cli
+from terminal import (BOLD_RED, GREEN, RESET, SGR, YELLOW, on_terminal,
+                      on_terminal_command, visible)
 
 pytestmark = pytest.mark.skipif(shutil.which("script") is None,
                                 reason="needs script(1) (util-linux) for a terminal")
-
-SGR = re.compile(r"\x1b\[[0-9;]*m")  # a colour or attribute escape
-CONTROL = re.compile(r"(\x1b\[\??[0-9;]*[A-Za-z]|\r|\n)")
-BOLD_RED, YELLOW, GREEN, RESET = "\x1b[1;31m", "\x1b[33m", "\x1b[32m", "\x1b[0m"
-
-
-def on_terminal(columns, *args, env=None):
-    """(exit code, the lines a terminal COLUMNS wide shows, the raw output): colour
-    escapes kept, a line redrawn after a carriage return shows its last version."""
-    return on_terminal_command(columns, [sys.executable, "-m", "envcheck"] + list(args),
-                               env=env)
-
-
-def on_terminal_command(columns, argv, env=None, base=None, cwd=ROOT):
-    """``argv`` run in a pseudo-terminal COLUMNS wide (script(1)): ``base`` (else this
-    environment) without NO_COLOR, a colour terminal, then ``env`` over it."""
-    command = " ".join("'%s'" % a for a in argv)
-    full_env = {k: v for k, v in (base or os.environ).items() if k != "NO_COLOR"}
-    full_env.update(COLUMNS=str(columns), LINES="50", TERM="xterm-256color")
-    full_env.update(env or {})
-    proc = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True,
-                          cwd=cwd, timeout=120, env=full_env, stdin=subprocess.DEVNULL)
-    raw = proc.stdout.decode("utf-8", "replace")
-    return proc.returncode, screen(raw), raw
-
-
-def screen(raw):
-    """The lines a terminal shows after ``raw``: enough of one to follow a live view
-    (carriage return, cursor up, erase line); colour escapes are kept as text."""
-    rows, row, restart = [""], 0, False
-    for token in CONTROL.split(raw):
-        if token == "\n":
-            row += 1
-            rows.extend([""] * (row + 1 - len(rows)))
-            restart = False
-        elif token == "\r":
-            restart = True
-        elif token.startswith("\x1b[") and not token.endswith("m"):
-            if token.endswith("A"):
-                row = max(0, row - int(token[2:-1] or 1))
-            elif token == "\x1b[2K":
-                rows[row] = ""
-        elif token:
-            rows[row] = (token if restart else rows[row] + token)
-            restart = False
-    while rows and not rows[-1]:
-        rows.pop()
-    return rows
-
-
-def visible(line):
-    return SGR.sub("", line)
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +50,8 @@ def test_the_run_screen_answers_first_and_fits_the_terminal_in_colour(hung_repor
                            "advice, sources")
     assert shown[pitfalls + 1] == ("  ! serialization.pickle_default_group, pickle_subgroup: "
                                    "a process group cannot" + (
-                                       "" if columns == 80 else " be pickled or copied"))
+                                       "" if columns == 80 else " be pickled or copied: keep "
+                                       "it out of"))
     assert re.fullmatch(r"1 FAILURE: 9 passed, 4 known issues, 1 hang in \d+\.\d s",
                         shown[-1])
     # A hang nobody expected fails the run: the answer, its entry and the last line are
@@ -207,7 +158,27 @@ def test_check_never_splits_a_pip_command_and_ends_with_the_reason(args):
                             "for cu124"
         assert shown[-1] == ("    pip install torch==2.4.1 --index-url "
                              "https://download.pytorch.org/whl/cu118")
-        assert len(shown) <= 40
+        # one 80×50 screen, each known issue's line with its fix (test_vocabulary)
+        assert len(shown) <= 50
+
+
+@pytest.mark.parametrize("args", [
+    ["check", "torch==2.4.1", "-v", "--driver", "535.104.05", "--gpu", "sm_80"],
+    ["check", "torch==2.13.0", "-v", "--driver", "580.82.07", "--gpu", "sm_90"]])
+def test_check_verbose_never_splits_a_url_or_a_path_at_80_columns(args):
+    """Sources and advice wrap at spaces only: every URL, path and dotted name the pipe
+    shows (whole lines) is whole on one line of the 80-column screen too."""
+    code, lines, _ = on_terminal(80, *args)
+    shown = [visible(line) for line in lines]
+    piped = run_cli(*args)
+    assert code == piped.code
+    words = {w.strip("();,") for w in piped.stdout.split()
+             if re.search(r"https?://|/|\w\.\w.*\.\w|--\w", w)}
+    assert any(w.startswith("https://") for w in words), words
+    for word in words:
+        assert any(word in line for line in shown), word
+    # what is longer than a line is a single word on a line of its own, never cut
+    assert [line for line in shown if len(line) > 80 and " " in line.strip()] == []
 
 
 def test_check_answers_in_colour_on_a_terminal_only():
@@ -232,32 +203,35 @@ def test_a_pipe_keeps_whole_lines():
                                            "https://download.pytorch.org/whl/cu124")
 
 
-def test_a_run_shows_a_live_view_and_leaves_a_line_per_probe():
+def test_a_run_shows_a_live_view_then_the_rows_a_pipe_shows():
     code, lines, raw = on_terminal(80, "run", "-p", "serialization", "-p", "launch")
     assert code == 0
     # The spinner line while torch imports (a rank takes seconds to import it, the view
     # redraws eight times a second), with the startup timeout it is judged by.
     assert re.search(r"starting ranks · \d+\.\d s of 120 s · [01]/2 ranks imported torch",
                      raw)
+    # While it runs, a line per probe that finished, judged as the report will be: a
+    # known issue in yellow, not a red failure.
+    assert re.search(r"! serialization +5 passed, 4 known issues  \d+\.\d\d s",
+                     SGR.sub("", raw))
+    assert YELLOW + "!" + RESET + " serialization" in raw
     shown = [visible(line) for line in lines]
-    # One line per probe, in the order they ran; the live line is gone, and the screen
-    # follows.
-    assert re.fullmatch(r"✓ launch +3 passed, 3 skipped  \d+\.\d\d s", shown[0])
-    assert lines[0].startswith(GREEN + "✓" + RESET)
-    # Judged as the report will be: known issues in yellow, not a red failure.
-    # A known issue is marked as one, not as a failure.
-    assert re.fullmatch(r"! serialization +5 passed, 4 known issues  \d+\.\d\d s", shown[1])
-    assert lines[1].startswith(YELLOW + "!" + RESET)
-    # Then the answer.
-    assert shown[2].startswith("✓ Ready for distributed training: backend gloo, 2 ranks on ")
-    # The live view left the probes' lines: the report does not repeat them.
-    assert len([line for line in shown if " serialization " in line]) == 1
+    # The view goes when the run ends: the screen is the pipe's, the answer first and the
+    # same rows in the same order, setup's included (the footer counts its checks).
+    assert shown[0].startswith("✓ Ready for distributed training: backend gloo, 2 ranks on ")
+    piped = run_cli("run", "-p", "serialization", "-p", "launch")
+    rows = [line for line in shown if re.match(r"[✓!✗⧗-] [\w-]+ +\d", line)]
+    assert [r.split()[:2] for r in rows] == [
+        r.split()[:2] for r in piped.stdout.splitlines() if re.match(r"[✓!✗⧗-] [\w-]+ +\d", r)
+    ] == [["✓", "setup"], ["✓", "launch"], ["!", "serialization"]]
+    assert next(line for line in lines if "serialization " in line and "passed" in line) \
+        .startswith(YELLOW + "!" + RESET)
     assert re.fullmatch(r"nothing unexpected: 12 passed, 4 known issues, 3 skipped in "
                         r"\d+\.\d s", shown[-1])
     # --no-color keeps the live view (it says nothing is frozen), without a colour.
     _, plain, raw = on_terminal(80, "run", "-p", "launch", "--no-color")
     assert "starting ranks · " in raw and not SGR.search(raw)
-    assert re.fullmatch(r"✓ launch +3 passed, 3 skipped  \d+\.\d\d s", plain[0])
+    assert plain[0].startswith("✓ Ready for distributed training")
     _, quiet, raw = on_terminal(80, "run", "-p", "launch", "-q")
     assert "starting ranks" not in raw and "\x1b[?25l" not in raw  # no live view at all
     assert [visible(line) for line in quiet][0].startswith("✓ Ready for distributed training")
@@ -273,10 +247,13 @@ def test_the_live_view_after_a_hang_says_the_probe_stopped_and_goes_on(tmp_path)
                                    "--timeout", "5")
     assert code == 1
     shown = [visible(line) for line in lines]
-    # The probe that hung leaves its line when fresh ranks start; they go on.
-    assert shown[0] == "- stuck          stopped before it finished (see below)"
-    assert lines[0].startswith(YELLOW + "-" + RESET)
-    assert re.fullmatch(r"✓ after +1 passed  \d+\.\d\d s", shown[1])
+    # While it runs, the probe that hung gets its line when fresh ranks start, and they
+    # go on; then the screen, answer first.
+    live = SGR.sub("", raw)
+    assert "- stuck          stopped before it finished (see below)" in live
+    assert YELLOW + "-" + RESET + " stuck" in raw
+    assert re.search(r"✓ after +1 passed  \d+\.\d\d s", live)
+    assert shown[0] == "✗ Not ready for distributed training: 1 FAILURE"
     assert re.search(r"probe stuck 1/2 · wait · 5\.\d s of 5 s: a hang; collecting stacks, "
                      r"restarting", raw)
     assert shown[-1].startswith("1 FAILURE: 5 passed, 1 hang in ")
@@ -289,13 +266,15 @@ def test_a_healthy_node_fits_one_screen_and_answers_first():
     shown = [visible(line) for line in lines]
     assert len(shown) <= 50, "\n".join(shown)
     assert [line for line in shown if len(line) > 80] == []
-    # The live view leaves a line per probe; the report starts with the answer. A probe
-    # with nothing to check here says it skipped: bandwidth (no other host), frameworks
-    # (none installed).
+    # The live view goes when the run ends; the screen starts with the answer, and its
+    # rows follow the environment, as in a pipe. A probe with nothing to check here says
+    # it skipped: bandwidth (no other host), frameworks (none installed).
     answer = next(i for i, line in enumerate(shown) if "distributed training" in line)
+    assert answer == 0, "\n".join(shown)
+    rows = [line for line in shown if re.match(r"[✓!✗⧗-] [\w-]+ +\d", line)]
+    assert rows[0].startswith("✓ setup ") and len(rows) == 10, "\n".join(shown)
     assert all(re.fullmatch(r"([✓!] [\w-]+ +\d+ passed|- (bandwidth|frameworks) +\d+ "
-                            r"skipped).*  \d+\.\d\d s", line)
-               for line in shown[:answer]), "\n".join(shown)
+                            r"skipped).*  \d+\.\d\d s", line) for line in rows)
     assert re.fullmatch(r"✓ Ready for distributed training: backend gloo, 2 ranks on \S+",
                         shown[answer]), "\n".join(shown)
     assert re.fullmatch(r"  nothing unexpected; \d+ known torch pitfalls your code must "

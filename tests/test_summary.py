@@ -192,10 +192,20 @@ def test_a_very_mixed_cluster_still_fits_one_screen(tmp_path):
     assert lines[10] == "✗ 1 node will not work: driver 495.29.05 < 525.60.13 for cu124: gpu08"
     assert lines[11:16] == [
         "… 4 nodes more will not work or cannot be judged, for 4 other reasons:",
-        "    gpu[09-12] (--format json lists them)",
+        "    gpu[09-12] (-v or --format json lists them)",
         "",
         "Differ from the majority:",
         "  driver: no majority, 12 values on 12 nodes"]
+    # -v: every group, none counted away
+    verbose = run_cli("summary", str(tmp_path), "-v")
+    assert verbose.code == 1
+    shown = verbose.stdout.splitlines()
+    assert shown[:11] == lines[:11] and "…" not in verbose.stdout
+    assert shown[11:15] == [
+        "✗ 1 node will not work: driver 510.47.03 < 525.60.13 for cu124: gpu09",
+        "✗ 1 node will not work: driver 515.65.01 < 525.60.13 for cu124: gpu10",
+        "✗ 1 node will not work: driver 520.61.05 < 525.60.13 for cu124: gpu11",
+        "✗ 1 node will not work: driver 525.60.12 < 525.60.13 for cu124: gpu12"]
 
 
 def test_nodes_are_grouped_by_the_build_pip_gives_them(tmp_path):
@@ -235,3 +245,18 @@ def test_a_host_that_answered_twice_is_used_once_with_a_note_not_a_problem(tmp_p
         second / "node01.json", first / "node01.json"), res.stdout
     data = json.loads(run_cli("summary", str(tmp_path), "--format", "json").stdout)
     assert data["problems"] == [] and len(data["notes"]) == 1
+
+
+def test_a_gpu_planned_by_capability_and_one_named_by_nvidia_smi_are_one_gpu(tmp_path):
+    """node1 planned with --gpu sm_90, node2 with the name nvidia-smi prints for the
+    same H100: one GPU model, not two; a node with another capability still differs."""
+    nodes = [_node("node1"), _node("node2", gpus=["--gpu", "NVIDIA H100 80GB HBM3"] * 8),
+             _node("node3", gpus=["--gpu", "NVIDIA H100 80GB HBM3"] * 8),
+             _node("node4", driver="550.54.15", gpus=["--gpu", "sm_80"] * 8)]
+    codes = write_answers(tmp_path, nodes)
+    assert {c for c, _ in codes.values()} == {0}, codes
+    res = run_cli("summary", str(tmp_path))
+    assert res.code == 0, res.stderr
+    differ = res.stdout.split("Differ from the majority:\n")[1].splitlines()
+    assert [line for line in differ if line.startswith("  GPU ")] == [
+        "  GPU sm_80 on node4 (3 have sm_90)"], res.stdout

@@ -167,3 +167,65 @@ def test_ranks_on_several_hosts_are_named_by_host():
     assert grouped.detail == "ranks 0–2 on node-a; 4 on node-b: boom"
     assert single.detail == "rank 4 on node-b: no progress"
     assert bare.detail == "rank 5 on node-b: exited with code 1"
+
+
+# ---- a known issue in one line: a whole clause that says what to do -------------------
+
+def _matrix_advice():
+    from envcheck.matrix.load import load
+
+    seen = {}
+    for e in load().expectations:
+        if e.advice and e.advice not in seen.values():
+            seen[", ".join(e.checks) + " #%d" % e.where.index] = e.advice
+    return seen
+
+
+def test_long_asides_go_whole_and_calls_stay():
+    assert vocabulary.without_asides(
+        "do X (launch before building models and trainers), torch.save(m.state_dict(), p) "
+        "(unconfirmed)") == "do X, torch.save(m.state_dict(), p) (unconfirmed)"
+
+
+def test_clauses_are_never_cut_inside_brackets_or_quotes():
+    assert vocabulary.clauses("a (b: c; d) e: 'f: g' h; {k: v}. x") == [
+        ("a (b: c; d) e", ": "), ("'f: g' h", "; "), ("{k: v}", ". "), ("x", "")]
+    # an apostrophe inside a word opens no quote
+    assert vocabulary.clauses("rank 0's copy: fix") == [("rank 0's copy", ": "), ("fix", "")]
+
+
+@pytest.mark.parametrize("check, gist", [
+    ("ddp-sync.out_of_step",
+     "make every rank reach DDP's setup in the same order, and pass timeout= to "
+     "init_process_group so that a rank out of step ends in an error instead of a wait of "
+     "the default timeout"),
+    ("ddp-sync.mismatched_shapes",
+     "DDP detects a shape mismatch only on the rank whose shapes differ: make every rank "
+     "build the same model, and debug with TORCH_DISTRIBUTED_DEBUG=DETAIL"),
+    ("fsdp.gradient_divide",
+     "TorchTitan's gradient reduction makes FSDP2 reduce-scatter with "
+     "ReduceOp.PREMUL_SUM, which gloo lacks, so TorchTitan-style training cannot run on "
+     "CPU/gloo: run it on GPUs (NCCL has PREMUL_SUM), or for a CPU test leave the divide "
+     "factor at its default"),
+    ("fsdp.subgroup",
+     "on torch 2.3 and 2.4, dcp.save/dcp.load with process_group= a subset of the ranks "
+     "fails on the group's own ranks: checkpoint with the default group (every rank), or "
+     "use torch >= 2.5"),
+])
+def test_the_pitfalls_the_first_hour_met_keep_their_fix(check, gist):
+    (advice,) = {a for k, a in _matrix_advice().items() if k.split(" #")[0] == check}
+    assert vocabulary.advice_gist(advice) == gist
+
+
+def test_every_pitfall_line_is_whole_and_keeps_the_fix_a_colon_introduces():
+    for where, advice in _matrix_advice().items():
+        gist = vocabulary.advice_gist(advice)
+        for o, c in ("()", "[]", "{}"):
+            assert gist.count(o) == gist.count(c), (where, gist)
+        assert gist.count("'") % 2 == 0 or "'s " in gist, (where, gist)
+        parts = vocabulary.clauses(advice.split("\n")[0])
+        fixes = [parts[i + 1][0] for i, (_, sep) in enumerate(parts) if sep == ": "]
+        if fixes:  # what follows the first colon says what to do: it is on the line
+            assert gist.endswith(vocabulary.without_asides(fixes[0].rstrip("."))), \
+                (where, gist)
+        assert len(gist) < 260, (where, gist)  # a line, not the advice: -v has that

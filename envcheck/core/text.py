@@ -6,7 +6,19 @@ and an ellipsis says that something was cut. The full text stays where there is 
 it (the error's message and traceback in the JSON report).
 """
 
+import textwrap
+
 ELLIPSIS = "…"
+
+
+def wrap(text, width, initial_indent="", subsequent_indent=""):
+    """Lines of at most ``width`` where words allow: a word is never split, so a URL, a
+    path or a command longer than the line goes whole on a line of its own (copied, it
+    still works), and a hyphen is not a place to break ('--checkpoint.exclude_from_loading'
+    stays one)."""
+    return textwrap.wrap(text, width, initial_indent=initial_indent,
+                         subsequent_indent=subsequent_indent, break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def cut(text, limit):

@@ -24,7 +24,7 @@ _ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
 KEYS = {
     "gpu": {"generation", "archs", "first_branch", "last_branch", "source", "unconfirmed",
             "note"},
-    "gpu_model": {"match", "sm", "source", "note"},
+    "gpu_model": {"match", "sm", "machine", "source", "note"},
     "cudnn": {"cudnn", "min_sm", "source", "unconfirmed", "note"},
     "wheel_tag": {"tag", "glibc", "source", "note"},
     "gpu_product": {"product", "match", "min_driver", "source", "unconfirmed", "note"},
@@ -53,6 +53,7 @@ class GpuModel:
     sm: str
     source: str
     where: object
+    machine: str = ""  # "aarch64": the GPU comes only on such nodes (Grace superchips)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,7 +159,11 @@ def _model(errors, where, e):
     if not isinstance(sm, str) or not _ARCH.match(sm):
         errors.add(where, "sm must be sm_XY, got %r" % (sm,))
         return None
-    return GpuModel(pattern, sm, e.get("source", ""), where)
+    machine = e.get("machine", "")
+    if machine not in ("", "aarch64", "x86_64"):
+        errors.add(where, "machine must be aarch64 or x86_64, got %r" % (machine,))
+        return None
+    return GpuModel(pattern, sm, e.get("source", ""), where, machine)
 
 
 def _cudnn(errors, where, e):

@@ -85,7 +85,7 @@ def _capability(resolve_name):
     return resolve
 
 
-def host(python_version=None, glibc=None):
+def host(python_version=None, glibc=None, machine=None):
     """This node without its GPUs: Python, OS, arch and glibc, with the overrides. All
     that pip's choice of a wheel (and a requirement's markers) depends on, read without
     asking NVML or nvidia-smi."""
@@ -106,8 +106,11 @@ def host(python_version=None, glibc=None):
         except ValueError:
             raise UsageError("--glibc %r: give a glibc version like 2.17" % glibc) from None
         given.append("glibc")
-    return Node(python, python_full, platform.system(), platform.machine(),
-                glibc.strip() if glibc else _glibc(), None, (), tuple(given))
+    if machine:
+        given.append("machine")
+    return Node(python, python_full, platform.system() if not machine else "Linux",
+                machine or platform.machine(), glibc.strip() if glibc else _glibc(), None,
+                (), tuple(given))
 
 
 def marker_environment(node):
@@ -126,12 +129,12 @@ def marker_environment(node):
 
 
 def read(python_version=None, driver=None, gpus=(), nvidia_smi_exe="nvidia-smi",
-         glibc=None, resolve_name=None):
+         glibc=None, resolve_name=None, machine=None, machine_note=None):
     """This node with the given overrides; UsageError when nvidia-smi is broken.
     resolve_name(name) -> "sm_80": the matrix's GPU name table, for drivers whose
     nvidia-smi cannot report compute capability (and for ``--gpu "NVIDIA B200"``)."""
-    base = host(python_version, glibc)
-    given, notes = list(base.given), []
+    base = host(python_version, glibc, machine)
+    given, notes = list(base.given), [machine_note] if machine_note else []
     if driver:
         try:
             versions.driver_tuple(driver)

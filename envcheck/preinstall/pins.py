@@ -1,7 +1,8 @@
 """Which torch a user means: a requirement string, or the torch line of requirements.txt.
 
 ``torch==2.4.1+cu124`` names a build; ``torch==2.4.1`` the default PyPI build; a range
-(``torch>=2.1,<2.5``) is resolved later (``resolve.py``) as pip resolves it on the node.
+(``torch>=2.1,<2.5``), or a bare ``torch`` (any version), is resolved later
+(``resolve.py``) as pip resolves it on the node.
 A requirements file is read as pip reads it: ``-r`` and ``-c`` includes are followed
 (iteratively, each file once, at most ``MAX_DEPTH`` deep), a torch line in a constraints
 file narrows the range, environment markers are evaluated for the *node*
@@ -67,8 +68,6 @@ def parse(text, where="", index_variant=None):
     spec = req.specifier
     if req.url:
         spec = _spec_from_url(req.url, label)
-    if not list(spec):
-        raise UsageError("%s %r pins no version: write torch==VERSION" % (label, text))
     for s in spec:
         bad = None
         if s.operator == "===":
@@ -125,6 +124,18 @@ def with_indexes(pin, index_url=None, extra_index_urls=(), whose="its index URLs
     only = indexes[0] if len(indexes) == 1 and indexes[0] != PYPI else None
     variant = tagged or only
     return dataclasses.replace(pin, variant=variant, indexes=indexes)
+
+
+def check_index_url(url, label):
+    """An index URL as pip takes one: http(s)://HOST/..., file://..., or a local directory
+    laid out as a simple index; UsageError naming what was expected otherwise."""
+    parts = urllib.parse.urlsplit(url)
+    if (parts.scheme in ("http", "https") and parts.netloc) or parts.scheme == "file" \
+            or (not parts.scheme and os.path.isdir(url)):
+        return
+    raise UsageError("%s %r is not an index URL: give one like "
+                     "https://download.pytorch.org/whl/cu126 (or https://pypi.org/simple, "
+                     "or a local directory laid out as a simple index)" % (label, url))
 
 
 def _spec_from_url(url, label):
@@ -215,6 +226,7 @@ def read(path, environment=None):
             continue
         opt = _OPTION.match(line)
         if opt:
+            check_index_url(opt.group(2), "%s: %s" % (where, opt.group(1)))
             if opt.group(1) == "--extra-index-url":
                 out.extra_index_urls.append(opt.group(2))
             else:
@@ -284,7 +296,7 @@ def from_file(path, environment=None, index_url=None, extra_index_urls=()):
         spec = spec & c.specifier
         notes.append("constrained by %s: %s" % (c.where, c.text))
     pin = dataclasses.replace(pin, specifier=spec, variant=local_variant(spec),
-                              notes=tuple(notes))
+                              notes=pin.notes + tuple(notes))
     index = index_url or got.index_url
     extras = list(got.extra_index_urls) + list(extra_index_urls)
     return with_indexes(pin, index, extras, whose="the file's index URL serves")

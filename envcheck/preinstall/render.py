@@ -2,9 +2,9 @@
 
 import dataclasses
 import json
-import textwrap
 
 from ..report import vocabulary
+from ..core.text import wrap
 from .evaluate import FAIL, INDEX_URL, OK, SKIP, UNKNOWN, WARN
 
 GLYPH = {OK: "✓", FAIL: "✗", WARN: "!", SKIP: "-", UNKNOWN: "?"}
@@ -33,13 +33,12 @@ def _criterion_lines(c, width):
     text = c.message
     if c.unconfirmed:
         text += " [UNCONFIRMED in the matrix: %s]" % ", ".join(c.unconfirmed)
-    out = textwrap.wrap(text, width, initial_indent="  " + label,
+    out = wrap(text, width, initial_indent="  " + label,
                         subsequent_indent=" " * (len(label) + 2))
     if c.source and c.status in (FAIL, WARN):  # a "no" names the fact's source
-        out += textwrap.wrap("source: " + c.source, width,
+        out += wrap("source: " + c.source, width,
                              initial_indent=" " * (len(label) + 2),
-                             subsequent_indent=" " * (len(label) + 4),
-                             break_long_words=False, break_on_hyphens=False)
+                             subsequent_indent=" " * (len(label) + 4))
     return out
 
 
@@ -47,17 +46,17 @@ def _issue_lines(e, width):
     out = ["  %s (%s, %s #%d)" % (", ".join(e.checks), "/".join(e.outcome), e.where.file,
                                   e.where.index)]
     if e.advice:
-        out += textwrap.wrap(e.advice, width, initial_indent="    → ",
+        out += wrap(e.advice, width, initial_indent="    → ",
                              subsequent_indent="      ")
     if e.source:
-        out += textwrap.wrap("source: " + e.source, width, initial_indent="      ",
+        out += wrap("source: " + e.source, width, initial_indent="      ",
                              subsequent_indent="        ")
     if e.observed:
         builds = [o.torch for o in e.observed]
         if len(builds) > 4:
             builds = builds[:2] + ["…"] + builds[-1:]
         last = e.observed[-1]
-        out += textwrap.wrap("observed on %d build%s: %s (envcheck %s, %s)" % (
+        out += wrap("observed on %d build%s: %s (envcheck %s, %s)" % (
             len(e.observed), "" if len(e.observed) == 1 else "s", ", ".join(builds),
             last.envcheck, last.date), width, initial_indent="      ",
             subsequent_indent="        ")
@@ -97,8 +96,7 @@ def _within(lines, width):
             command, tail = command.split("  [", 1)
             head += "  [" + tail
         if head.strip():
-            out += textwrap.wrap(head, width, subsequent_indent=indent,
-                                 break_on_hyphens=False, break_long_words=False) or [head]
+            out += wrap(head, width, subsequent_indent=indent) or [head]
         if command:
             pad = indent if len(indent) + len(command) <= width else \
                 ("  " if len(command) + 2 <= width else "")
@@ -188,9 +186,27 @@ def _suggestion_lines(result, width):
                                            else "s") if failing else ""
         out.append("  %-18s %s%s" % (s.build.name, s.build.pip, issues))
         if extra:
-            out += textwrap.wrap(extra.strip(), width - 8, initial_indent="      ",
-                                 subsequent_indent="      ")
-    return out
+            out += wrap(extra.strip(), width - 8, initial_indent="      ",
+                        subsequent_indent="      ")
+    return out + _issue_differences(result.suggestions or (), width)
+
+
+def _issue_differences(suggestions, width):
+    """Where the [N known issues] of two builds differ, which checks make the difference:
+    a newer build with more is not worse, its pitfalls each have their fix (-v)."""
+    failing = [(s.build.name, {c for e in s.known_issues for c in e.checks})
+               for s in suggestions]
+    lines = []
+    for (newer, a), (older, b) in zip(failing, failing[1:]):
+        for build, only, other in ((newer, a - b, older), (older, b - a, newer)):
+            if only:
+                lines += wrap("%s: %s, which %s does not have" % (
+                    build, ", ".join(sorted(only)), other), width,
+                    initial_indent="  ", subsequent_indent="    ")
+    if not lines:
+        return []
+    return ["", "Why the known issues differ (each has its fix: envcheck check "
+                "torch==VERSION -v):"] + lines
 
 
 def _answer_dict(a):

@@ -49,21 +49,34 @@ def facts(report):
     }
 
 
+def learned(report):
+    """Whether a rank reported its environment (the torch it imported first of all). A
+    run stopped before that (Ctrl-C while the ranks start) learned none of it: its
+    header says '?', never 'not installed' or 'none'."""
+    return bool((report.environment or {}).get("torch"))
+
+
 def rows(report):
     """(label, text) for the header of the table and of the markdown summary."""
     f = facts(report)
     git = " (git %s)" % f["torch_git"][:10] if f["torch_git"] else ""
+    if learned(report):
+        cuda = "%s / %s / %s" % (f["cuda"] or "none", f["cudnn"] or "-", f["nccl"] or "-")
+        driver, numpy = f["driver"] or "no nvidia-smi", f["numpy"] or "not installed"
+        gpus = f["gpus"].replace("; ", ", ") or "none visible to torch"
+        system = "%s / %s" % (f["os"] or "?", f["glibc"] or "-")
+    else:
+        cuda, driver, numpy, gpus, system = "? / ? / ?", "?", "?", "?", "? / ?"
     return [
         ("torch", "%s%s" % (f["torch"] or "?", git)),
-        ("CUDA / cuDNN / NCCL", "%s / %s / %s" % (f["cuda"] or "none", f["cudnn"] or "-",
-                                                  f["nccl"] or "-")),
-        ("driver", f["driver"] or "no nvidia-smi"),
-        ("GPUs", f["gpus"].replace("; ", ", ") or "none visible to torch"),
+        ("CUDA / cuDNN / NCCL", cuda),
+        ("driver", driver),
+        ("GPUs", gpus),
         ("Python", "%s (%s)" % (f["python"] or "?", f["python_executable"] or "?")),
-        ("OS / glibc", "%s / %s" % (f["os"] or "?", f["glibc"] or "-")),
-        ("numpy", f["numpy"] or "not installed"),
+        ("OS / glibc", system),
+        ("numpy", numpy),
     ] + ([("frameworks", f["frameworks"])] if f["frameworks"] else []) + [
         ("ranks", "%s on %s, backend %s" % (f["world_size"] or "?",
                                               f["hosts"].replace(",", ", ") or "?",
-                                              f["backend"])),
+                                              f["backend"] or "?")),
     ]

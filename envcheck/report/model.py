@@ -216,6 +216,13 @@ def load(path):
             from None
     except OSError as exc:
         raise UsageError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if kind == "envcheck-check":
+        raise UsageError("%s is an 'envcheck check' answer, not a run report: show it "
+                         "with envcheck summary %s" % (path, path))
+    if kind == "envcheck-summary":
+        raise UsageError("%s is a summary ('envcheck summary --json'), not a run report: "
+                         "run envcheck summary on the answers it was made of" % path)
     try:
         return Report.from_dict(data)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:

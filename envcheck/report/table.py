@@ -1,12 +1,11 @@
 """The doctor-style screen: environment header, a line per check, then what to do."""
 
 import re
-import textwrap
 
 from tabulate import tabulate
 
 from ..core.outcomes import Outcome, exit_code
-from ..core.text import cut, rank_set, shorten
+from ..core.text import cut, rank_set, shorten, wrap
 from . import header, vocabulary
 from .paint import PLAIN, visible
 
@@ -58,7 +57,7 @@ def story(c):
 
 
 def _wrap(text, width, indent, max_lines=4):
-    lines = textwrap.wrap(text, width - len(indent), initial_indent=indent,
+    lines = wrap(text, width - len(indent), initial_indent=indent,
                           subsequent_indent=indent)
     if len(lines) > max_lines:  # the rest is cut: the last line says so
         lines = lines[:max_lines]
@@ -147,7 +146,7 @@ def _entry_lines(c, width, terminal, paint, strict):
     if error_line:
         out.extend(_wrap(error_line, width, "      ", max_lines=3))
     for paragraph in (c.advice or "").split("\n"):  # the general fix, then a framework's
-        advice = textwrap.wrap(paragraph, width - 6, initial_indent="    → ",
+        advice = wrap(paragraph, width - 6, initial_indent="    → ",
                                subsequent_indent="      ")
         if advice:
             out.extend([advice[0].replace("→", paint("→", "cyan"), 1)] + advice[1:])
@@ -223,7 +222,7 @@ def _known_group(checks, title, width, paint, strict):
     out = [paint(head if len(head) <= width else head.split(";")[0], "bold")]
     for (probe, text), checks in groups.items():
         names = "%s.%s" % (probe, ", ".join(c.check for c in checks))
-        lines = textwrap.wrap("%s: %s" % (names, text), width - 4,
+        lines = wrap("%s: %s" % (names, text), width - 4,
                               subsequent_indent="    ")
         out.append("  %s %s" % (paint(known.glyph, style), lines[0]))
         out.extend("  " + line for line in lines[1:])
@@ -370,10 +369,10 @@ def render(report, width=None, strict=False, paint=PLAIN, verbose=False,
         if not probes_shown:
             out += fit(probe_lines(report, strict, paint)) + [""]
     for note in (report.plan or {}).get("notes") or []:
-        out.extend(textwrap.wrap("note: %s" % note, width, subsequent_indent="      ")
+        out.extend(wrap("note: %s" % note, width, subsequent_indent="      ")
                    if terminal else ["note: %s" % note])
     style = _summary_style(report, strict)
     tail = tally_line(report, strict)
     out.extend(paint(line, style) for line in
-               (textwrap.wrap(tail, width, subsequent_indent="  ") if terminal else [tail]))
+               (wrap(tail, width, subsequent_indent="  ") if terminal else [tail]))
     return "\n".join(out) + "\n"

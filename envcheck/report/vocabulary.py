@@ -152,18 +152,69 @@ def error_line(error):
 CHECK_STYLES = {"✓": "green", "✗": "bold red", "!": "yellow", "?": "cyan"}
 
 
-_CLAUSE_END = re.compile(r"(: |; |\. )")
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+def clauses(text):
+    """[(clause, separator)]: ``text`` cut at its top-level ': ', '; ' and '. ', never
+    inside parentheses, brackets, braces or quotes ('(dcp.load raises TypeError: ...)',
+    "{k: v.clone() ...}" stay whole). An apostrophe inside a word is not a quote."""
+    out, depth, quote, start, i = [], 0, None, 0, 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth = max(0, depth - 1)
+        elif ch in "'\"" and (i == 0 or not text[i - 1].isalnum()):
+            quote = ch
+        elif depth == 0 and text[i:i + 2] in (": ", "; ", ". "):
+            out.append((text[start:i], text[i:i + 2]))
+            start = i = i + 2
+            continue
+        i += 1
+    return out + [(text[start:], "")]
+
+
+ASIDE = 30  # a parenthesis longer than this explains or shows code: -v has it
+
+
+def without_asides(text):
+    """``text`` without its long parenthetical asides (' (launch before building models
+    and trainers)'), each taken out whole; a call's parentheses (``state_dict()``) and a
+    short aside ('(unconfirmed)') stay."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith(" (", i):
+            depth, j = 0, i + 1
+            while j < len(text):
+                depth += {"(": 1, ")": -1}.get(text[j], 0)
+                if depth == 0:
+                    break
+                j += 1
+            if depth == 0 and j - i > ASIDE:
+                i = j + 1
+                continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
 
 
 def advice_gist(advice):
-    """An advice's first clause, what the code must avoid ('a process group cannot be
-    pickled or copied'); a short head before a colon ('save weights, not modules:')
-    keeps what follows, which says how. '' without advice."""
-    advice = (advice or "").split("\n")[0].strip()
-    for m in _CLAUSE_END.finditer(advice):
-        if m.start() >= 30 or m.group(1) != ": ":
-            return advice[:m.start()].rstrip(".")
-    return advice
+    """A known issue as one line that says what to do: the advice's first clause (what
+    goes wrong, or the fix itself when the advice starts with it), then, where a colon
+    introduces the fix, the fix's first clause ('DDP detects a shape mismatch only on
+    the rank whose shapes differ: make every rank build the same model, ...'). The
+    clauses between them and the long asides, which explain or show code, are left to
+    -v; nothing is cut inside parentheses or quotes. '' without advice."""
+    parts = clauses((advice or "").split("\n")[0].strip())
+    head = parts[0][0].rstrip(".")
+    colon = next((i for i, (_, sep) in enumerate(parts) if sep == ": "), None)
+    if colon is not None and parts[colon + 1][0]:
+        head = "%s: %s" % (head, parts[colon + 1][0].rstrip("."))
+    return without_asides(head)
 
 
 def fails_run(check, strict=False):

@@ -8,8 +8,10 @@ separately: progress goes to stderr and never mixes with a report on stdout.
 On a terminal: a spinner line that moves even while nothing is written (so a frozen
 screen is a frozen terminal, not a slow probe) with the current probe and check, the
 seconds spent against the timeout, and how many ranks imported torch and joined the
-process group; each probe leaves one line behind as it finishes. Not a terminal (CI
-logs, a pipe): a plain line per step, as before. ``--quiet``: nothing.
+process group; above it, a line per probe that finished. The whole view goes when the
+run ends: the report on stdout then has the same rows, in the same order, as it has in a
+pipe (setup's included). Not a terminal (CI logs, a pipe): a plain line per step, as
+before. ``--quiet``: nothing.
 """
 
 import os
@@ -68,6 +70,7 @@ class Progress:
         self.phase = None  # the follow-up phase running now (run/follow_up.py)
         self.environment, self.backend = None, None
         self._live = None
+        self._left = []  # the lines of the probes that finished, above the live line
         self._reset()
 
     def _reset(self):
@@ -153,13 +156,14 @@ class Progress:
         return False
 
     def __rich__(self):
+        from rich.console import Group
         from rich.text import Text
 
         # One line, cut to the terminal's width: a wrapped live line would redraw badly.
         line = Text(no_wrap=True, overflow="ellipsis", end="")
         line.append_text(self._spinner.render(time.monotonic()))
         line.append(" " + self.status())
-        return line
+        return Group(*self._left, line) if self._left else line
 
     def status(self, now=None):
         """The live line: what runs now and for how long, against which limit."""
@@ -237,7 +241,8 @@ class Progress:
         line.append(" %-14s %s" % (name, counts))
         if not unfinished:
             line.append("  %.2f s" % probe.seconds, style="dim")
-        self._live.console.print(line)
+        self._left.append(line)
+        self._live.refresh()
 
     def _flush(self):
         """Probes still open when the ranks stopped (a hang, a crash, Ctrl-C)."""

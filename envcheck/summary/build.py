@@ -139,6 +139,18 @@ def _builds(records):
     return tuple(groups)
 
 
+def _by_capability(records):
+    """GPUs compared by compute capability where a node was planned by one (--gpu sm_90
+    names no product): an H100 that nvidia-smi named and an sm_90 planned are the same
+    GPU, not two. Otherwise by the product's name, which tells more (PCIe, SXM)."""
+    planned = any(r.facts.get("gpu_sm") and r.facts.get("gpu_model") == r.facts["gpu_sm"]
+                  for r in records)
+    if not planned:
+        return records
+    return [dataclasses.replace(r, facts=dict(r.facts, gpu_model=r.facts.get("gpu_sm")))
+            for r in records]
+
+
 def summarize(paths):
     """A Summary of every answer under PATHS (files and directories)."""
     files, problems = inputs.files(paths)
@@ -150,7 +162,7 @@ def summarize(paths):
         else:
             records += got
     notes = []
-    records = _one_per_host(records, notes)
+    records = _by_capability(_one_per_host(records, notes))
     records.sort(key=lambda r: r.host)
     return Summary(tuple(paths), tuple(records), _groups(records), _outliers(records),
                    tuple(problems), _builds(records), tuple(notes))

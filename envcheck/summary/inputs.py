@@ -136,7 +136,7 @@ def _check(path, d):
     gpus = node.get("gpus") or []
     names = [g["sm"] if g.get("name") == "--gpu" else g.get("name") for g in gpus]
     facts = {"driver": node.get("driver"), "gpu_model": _gpu_model(names),
-             "gpu_count": len(gpus), "python": _series(node.get("python")),
+             "gpu_sm": _gpu_model(g.get("sm") for g in gpus), "gpu_count": len(gpus), "python": _series(node.get("python")),
              "glibc": node.get("glibc"),
              "asked": answer["build"] if answer else "--suggest",
              "requirement": d.get("requirement"), "held_back": _held_back(d)}
@@ -174,7 +174,8 @@ def _run(path, d):
     status = WORKS if int(code) == 0 else FAILS
     gpus = env.get("gpus") or []
     facts = {"driver": env.get("driver"), "gpu_model": _gpu_model(g.get("name") for g in gpus),
-             "gpu_count": len(gpus), "python": _series(env.get("python")),
+             "gpu_sm": _gpu_model("sm_%s" % str(g.get("capability", "")).replace(".", "")
+                                  for g in gpus), "gpu_count": len(gpus), "python": _series(env.get("python")),
              "glibc": env.get("glibc"),
              "asked": "run: torch %s" % env.get("torch") if env.get("torch") else "run"}
     hosts = sorted({r.get("host") for r in report.ranks or [] if r.get("host")})

@@ -1,9 +1,9 @@
 """A Summary as one screen of text, and as versioned JSON."""
 
 import json
-import textwrap
 
 from .. import __version__
+from ..core.text import wrap
 from . import hostlist
 from .inputs import FAILS
 
@@ -21,15 +21,16 @@ def _nodes(n):
 
 
 def _wrap(text, width, indent="    "):
-    return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False,
-                         break_long_words=False) or [text]
+    return wrap(text, width, subsequent_indent=indent) or [text]
 
 
 MAX_GROUPS = 8  # failure groups shown; the rest are counted (JSON lists them all)
 MAX_VALUES = 3  # outlier values shown per fact; the rest are counted
 
 
-def render(summary, width=80):
+def render(summary, width=80, verbose=False):
+    """The screen; ``verbose`` (-v): every group and value, none counted away."""
+    groups_shown, values_shown = (None, None) if verbose else (MAX_GROUPS, MAX_VALUES)
     total = len(summary.records)
     checks = sum("check" in r.kind.split("+") for r in summary.records)
     runs = sum("run" in r.kind.split("+") for r in summary.records)
@@ -40,19 +41,19 @@ def render(summary, width=80):
     asked = sorted({r.facts.get("asked") for r in summary.records})
     if len(asked) == 1:
         out.append("asked: %s" % asked[0])
-    out += _build_lines(summary, width)
+    out += _build_lines(summary, width, values_shown)
     if total:
         out.append("✓ %d of %s will work" % (len(summary.working), _nodes(total)))
-    for g in summary.groups[:MAX_GROUPS]:
+    for g in summary.groups[:groups_shown]:
         verb = "will not work" if g.status == FAILS else "cannot be judged"
         glyph = "✗" if g.status == FAILS else "?"
         out += _wrap("%s %s %s: %s: %s" % (glyph, _nodes(len(g.hosts)), verb,
                                            "; ".join(g.reasons), hostlist.listing(g.hosts)),
                      width)
-    rest = summary.groups[MAX_GROUPS:]
+    rest = summary.groups[groups_shown:] if groups_shown else []
     if rest:
         out += _wrap("… %s more will not work or cannot be judged, for %d other reasons: "
-                     "%s (--format json lists them)"
+                     "%s (-v or --format json lists them)"
                      % (_nodes(sum(len(g.hosts) for g in rest)), len(rest),
                         hostlist.compress([h for g in rest for h in g.hosts])), width)
     # the builds pip gives are said above, with why: not again as outliers
@@ -66,11 +67,11 @@ def render(summary, width=80):
                 LABEL[fact], len(values), _nodes(sum(len(o.hosts) for o in values))),
                 width, "      ")
             continue
-        for o in values[:MAX_VALUES]:
+        for o in values[:values_shown]:
             out += _wrap("  %s %s on %s (%d have %s)" % (
                 LABEL[fact], o.value, hostlist.listing(o.hosts), o.majority_count,
                 o.majority), width, "      ")
-        more = values[MAX_VALUES:]
+        more = values[values_shown:] if values_shown else []
         if more:
             out += _wrap("  %s: %s more on %s" % (
                 LABEL[fact], _count(len(more), "other value"),
@@ -86,18 +87,18 @@ def render(summary, width=80):
     return "\n".join(out) + "\n"
 
 
-def _build_lines(summary, width):
+def _build_lines(summary, width, shown=MAX_VALUES):
     """asked: torch>=2.4, as pip resolves it per node: the build each group gets."""
     if not summary.builds:
         return []
     total = sum(len(g.hosts) for g in summary.builds)
     out = ["asked: %s; pip gives:" % summary.records[0].facts.get("requirement")]
-    for g in summary.builds[:MAX_VALUES]:
+    for g in summary.builds[:shown]:
         why = " (newer: %s)" % g.held_back if g.held_back else ""
         hosts = "" if len(g.hosts) * 2 > total else ": %s" % hostlist.listing(g.hosts)
         out += _wrap("  %s get %s%s%s" % (_nodes(len(g.hosts)), g.build, why, hosts),
                      width, "      ")
-    rest = summary.builds[MAX_VALUES:]
+    rest = summary.builds[shown:] if shown else []
     if rest:
         out += _wrap("  … %s get %d other builds: %s" % (
             _nodes(sum(len(g.hosts) for g in rest)), len(rest),

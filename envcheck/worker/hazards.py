@@ -32,20 +32,35 @@ def numpy_version():
         return True, None
 
 
+def pip_install(what):
+    """The pip command for *this* interpreter (the one the ranks run, which under
+    ``envcheck run --python`` is not envcheck's): a bare ``pip`` would install into
+    whichever environment is active in the user's shell."""
+    import shlex
+    import sys
+
+    return "%s -m pip install %s" % (shlex.quote(sys.executable or "python3"), what)
+
+
+def numpy_missing():
+    return "numpy is not installed in this environment: %s" % pip_install("numpy")
+
+
 def numpy_advice():
     """"Numpy is not available" means numpy is missing, or this torch cannot use it."""
     importable, version = numpy_version()
     if not importable:
         return ("numpy is not installed in this environment, and torch needs it for this "
-                "(all_gather_object, torch.distributed.checkpoint): pip install numpy")
+                "(all_gather_object, torch.distributed.checkpoint): %s"
+                % pip_install("numpy"))
     major = version.split(".")[0] if version else ""
     if not major.isdigit() or int(major) >= 2:
         # torch 2.1.2 with numpy 2.x prints "Failed to initialize NumPy: _ARRAY_API not
         # found" at import, then raises "Numpy is not available" (observed).
         return ("numpy %s is installed but this torch cannot use it: a torch built against "
                 "NumPy 1.x does not load NumPy 2 (torch printed 'Failed to initialize "
-                "NumPy' at import): pip install 'numpy<2', or a torch built for NumPy 2"
-                % (version or "(version unknown)"))
+                "NumPy' at import): %s, or a torch built for NumPy 2"
+                % (version or "(version unknown)", pip_install("'numpy<2'")))
     return ("numpy %s is installed but this torch cannot use it: run python -c 'import "
             "numpy' in this interpreter to see why, and reinstall numpy" % version)
 
@@ -112,8 +127,7 @@ _KNOWN = (
     ("operator torchvision::", extension_advice),
     ("operator torchaudio::", extension_advice),
     ("_ARRAY_API not found", numpy_advice),
-    ("No module named 'numpy'",
-     "numpy is not installed in this environment: pip install numpy"),
+    ("No module named 'numpy'", numpy_missing),
     ("cannot pickle 'torch._C._distributed_c10d.ProcessGroup' object",
      "a process group cannot be pickled or deep-copied: keep communication objects "
      "out of modules you copy or save (build the copy fresh and load_state_dict)"),
