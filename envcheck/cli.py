@@ -50,6 +50,42 @@ VERBOSE_HELP = ("A row per check with its detail, and every piece of advice with
                 "source [default: the answer, what needs action, a line per known issue].")
 NO_COLOR_HELP = ("No colour, also on a terminal (as NO_COLOR=1 does). Pipes, files, JSON, "
                  "JUnit and markdown never have any.")
+FAILED_HOSTS_HELP = ("Write the hosts that failed to FILE (atomically) as a SLURM hostlist "
+                     "for srun/sbatch --exclude: node[1-3,7] (see --hostlist-style); empty "
+                     "when none failed. See docs/cluster.md.")
+READY_HOSTS_HELP = ("Write the hosts that are ready to FILE (atomically), as --failed-hosts "
+                    "does: for srun/sbatch --nodelist.")
+DRAIN_HELP = ("Write a shell script to FILE (atomically): a 'scontrol update NodeName=HOST "
+              "State=DRAIN Reason=...' line per host that failed, with envcheck's reason.")
+HOSTLIST_STYLE_HELP = ("How --failed-hosts and --ready-hosts list hosts: slurm (one line, "
+                       "compressed: node[1-3,7]) or lines (one name a line, for pdsh -w ^FILE).")
+# summary's and report's own options alike (a typer option may serve several commands)
+FAILED_HOSTS_OPTION = typer.Option(None, "--failed-hosts", metavar="FILE", help=FAILED_HOSTS_HELP)
+DRAIN_OPTION = typer.Option(None, "--drain-script", metavar="FILE", help=DRAIN_HELP)
+READY_HOSTS_OPTION = typer.Option(None, "--ready-hosts", metavar="FILE", help=READY_HOSTS_HELP)
+HOSTLIST_STYLE_OPTION = typer.Option("slurm", "--hostlist-style", metavar="slurm|lines",
+                                     help=HOSTLIST_STYLE_HELP)
+
+
+def _scheduler_options(failed, drain, ready, style):
+    from .fleet.scheduler import Outputs
+
+    outputs = Outputs(failed, drain, ready, style)
+    outputs.check()
+    return outputs
+
+
+def _write_scheduler(answers, outputs):
+    """The hostlists and drain script asked for; a host name SLURM cannot take is left
+    out of them, with a line on stderr."""
+    if not outputs:
+        return
+    from .core.text import printable
+    from .fleet import scheduler
+
+    for name in scheduler.write(answers, outputs):
+        print("envcheck: note: %r is not a host name SLURM takes: left out of the host "
+              "lists and the drain script" % printable(name), file=sys.stderr)
 
 
 def terminal_width():
@@ -313,8 +349,16 @@ def report(
     no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
     verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
     records_on_stdin: bool = typer.Option(False, "--records-on-stdin", hidden=True),
+    failed_hosts: Optional[str] = FAILED_HOSTS_OPTION,
+    drain_script: Optional[str] = DRAIN_OPTION,
+    ready_hosts: Optional[str] = READY_HOSTS_OPTION,
+    hostlist_style: str = HOSTLIST_STYLE_OPTION,
 ):
-    """Render a saved JSON report again (re-judged with --matrix DIR); runs nothing."""
+    """Render a saved JSON report again (re-judged with --matrix DIR); runs nothing.
+
+    A launcher-mode report names the hosts each failing check blames: --failed-hosts,
+    --drain-script and --ready-hosts hand them to SLURM.
+    """
     from .matrix import frameworks, load as matrix_load, verdicts
     from .report import model as report_mod
     from .run import command as runner
@@ -337,6 +381,7 @@ def report(
     for out in (json_path, junit_path):
         if out:
             report_mod.check_writable(out)
+    outputs = _scheduler_options(failed_hosts, drain_script, ready_hosts, hostlist_style)
     if records:
         from .run.launcher import build
         saved = build(records)
@@ -355,6 +400,9 @@ def report(
             frameworks.advise(saved)
         _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color,
               verbose=verbose)
+        if outputs:
+            from .fleet.scheduler import from_report
+            _write_scheduler(from_report(saved), outputs)
         code = runner.exit_code(saved, strict)
     except UsageError:
         raise
@@ -514,6 +562,10 @@ def summary(
                                                  "(atomically)."),
     fmt: str = typer.Option("text", "--format", metavar="text|json",
                             help="What to print: text or json."),
+    failed_hosts: Optional[str] = FAILED_HOSTS_OPTION,
+    drain_script: Optional[str] = DRAIN_OPTION,
+    ready_hosts: Optional[str] = READY_HOSTS_OPTION,
+    hostlist_style: str = HOSTLIST_STYLE_OPTION,
 ):
     """Many nodes' answers as one screen: how many will work, the rest by reason.
 
@@ -532,6 +584,7 @@ def summary(
     if json_path:
         from .report.model import check_writable
         check_writable(json_path)
+    outputs = _scheduler_options(failed_hosts, drain_script, ready_hosts, hostlist_style)
     result = build.summarize(paths)
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     data = render_summary.to_json(result, created)
@@ -541,6 +594,9 @@ def summary(
             write_atomic(json_path, data)
         except OSError as exc:
             raise UsageError("cannot write %s: %s" % (json_path, exc.strerror or exc)) from None
+    if result.records:
+        from .fleet.scheduler import from_summary
+        _write_scheduler(from_summary(result), outputs)
     from .core.text import json_screen, printable
 
     # Host names and reasons come from files anyone could have written.
