@@ -59,6 +59,28 @@ DRAIN_HELP = ("Write a shell script to FILE (atomically): a 'scontrol update Nod
               "State=DRAIN Reason=...' line per host that failed, with envcheck's reason.")
 HOSTLIST_STYLE_HELP = ("How --failed-hosts and --ready-hosts list hosts: slurm (one line, "
                        "compressed: node[1-3,7]) or lines (one name a line, for pdsh -w ^FILE).")
+METRICS_HELP = ("Also write metrics to FILE (atomically) in the format node_exporter's "
+                "textfile collector reads (name it *.prom, in its --collector.textfile."
+                "directory). See docs/metrics.md.")
+METRICS_OPTION = typer.Option(None, "--metrics", metavar="FILE", help=METRICS_HELP)
+
+
+def _write_metrics(path, make):
+    """``make()``'s registry to PATH, when --metrics asked for it."""
+    if path:
+        from .fleet import metrics
+
+        metrics.write(path, make())
+
+
+def _report_metrics(report):
+    """A run report's metrics, from the same redacted data its JSON holds."""
+    from .core import redact
+    from .fleet import metrics
+
+    return metrics.for_report(redact.deep(report.to_dict()))
+
+
 # summary's and report's own options alike (a typer option may serve several commands)
 FAILED_HOSTS_OPTION = typer.Option(None, "--failed-hosts", metavar="FILE", help=FAILED_HOSTS_HELP)
 DRAIN_OPTION = typer.Option(None, "--drain-script", metavar="FILE", help=DRAIN_HELP)
@@ -284,6 +306,7 @@ def run(
                                     "(elsewhere) on stderr."),
     no_color: bool = typer.Option(False, "--no-color", help=NO_COLOR_HELP),
     verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
+    metrics_path: Optional[str] = METRICS_OPTION,
 ):
     """Run the probes on this machine and report what works."""
     from .explain.diagnose import diagnose
@@ -293,7 +316,7 @@ def run(
     from .run.progress import Progress
 
     _check_format(fmt)
-    for path in (json_path, junit_path):
+    for path in (json_path, junit_path, metrics_path):
         if path:
             report_mod.check_writable(path)
     plan = runner.make_plan(runner.RunOptions(
@@ -327,6 +350,7 @@ def run(
     frameworks.advise(report)
     _emit(report, fmt, json_path, junit_path, strict=strict, no_color=no_color,
           verbose=verbose, probes_shown=progress.tty)
+    _write_metrics(metrics_path, lambda: _report_metrics(report))
     raise typer.Exit(int(runner.exit_code(report, strict)))
 
 
@@ -353,6 +377,7 @@ def report(
     drain_script: Optional[str] = DRAIN_OPTION,
     ready_hosts: Optional[str] = READY_HOSTS_OPTION,
     hostlist_style: str = HOSTLIST_STYLE_OPTION,
+    metrics_path: Optional[str] = METRICS_OPTION,
 ):
     """Render a saved JSON report again (re-judged with --matrix DIR); runs nothing.
 
@@ -378,7 +403,7 @@ def report(
             raise typer.Exit(0)
     if (path is None) == (records is None):
         raise UsageError("give either a saved report (FILE.json) or --records FILE|DIR")
-    for out in (json_path, junit_path):
+    for out in (json_path, junit_path, metrics_path):
         if out:
             report_mod.check_writable(out)
     outputs = _scheduler_options(failed_hosts, drain_script, ready_hosts, hostlist_style)
@@ -403,6 +428,7 @@ def report(
         if outputs:
             from .fleet.scheduler import from_report
             _write_scheduler(from_report(saved), outputs)
+        _write_metrics(metrics_path, lambda: _report_metrics(saved))
         code = runner.exit_code(saved, strict)
     except UsageError:
         raise
@@ -494,6 +520,7 @@ def check(
     verbose: bool = typer.Option(False, "--verbose", "-v",
                                  help="Each known issue with its advice, source and the builds "
                                       "it was observed on [default: a line each]."),
+    metrics_path: Optional[str] = METRICS_OPTION,
 ):
     """Will this torch wheel work on this node? Instant, from the matrix; no torch needed.
 
@@ -507,9 +534,10 @@ def check(
 
     if fmt not in ("text", "json"):
         raise UsageError("--format %r: choose text or json" % fmt)
-    if json_path:
-        from .report.model import check_writable
-        check_writable(json_path)
+    for path in (json_path, metrics_path):
+        if path:
+            from .report.model import check_writable
+            check_writable(path)
     result = check_command.run(requirement, requirements_file, cuda, driver, tuple(gpu),
                                python_version, suggest, tuple(matrix_dir), glibc,
                                index_url, tuple(extra_index_url))
@@ -521,6 +549,11 @@ def check(
             write_atomic(json_path, data)
         except OSError as exc:
             raise UsageError("cannot write %s: %s" % (json_path, exc.strerror or exc)) from None
+    if metrics_path:
+        import json
+
+        from .fleet import metrics
+        _write_metrics(metrics_path, lambda: metrics.for_check(json.loads(data)))
     from .core.text import json_screen, printable
 
     if fmt == "json":
@@ -566,6 +599,7 @@ def summary(
     drain_script: Optional[str] = DRAIN_OPTION,
     ready_hosts: Optional[str] = READY_HOSTS_OPTION,
     hostlist_style: str = HOSTLIST_STYLE_OPTION,
+    metrics_path: Optional[str] = METRICS_OPTION,
 ):
     """Many nodes' answers as one screen: how many will work, the rest by reason.
 
@@ -581,9 +615,10 @@ def summary(
 
     if fmt not in ("text", "json"):
         raise UsageError("--format %r: choose text or json" % fmt)
-    if json_path:
-        from .report.model import check_writable
-        check_writable(json_path)
+    for path in (json_path, metrics_path):
+        if path:
+            from .report.model import check_writable
+            check_writable(path)
     outputs = _scheduler_options(failed_hosts, drain_script, ready_hosts, hostlist_style)
     result = build.summarize(paths)
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -595,8 +630,12 @@ def summary(
         except OSError as exc:
             raise UsageError("cannot write %s: %s" % (json_path, exc.strerror or exc)) from None
     if result.records:
+        import json
+
+        from .fleet import metrics
         from .fleet.scheduler import from_summary
         _write_scheduler(from_summary(result), outputs)
+        _write_metrics(metrics_path, lambda: metrics.for_summary(json.loads(data)))
     from .core.text import json_screen, printable
 
     # Host names and reasons come from files anyone could have written.

@@ -8,12 +8,10 @@ import random
 import shlex
 import shutil
 import subprocess
-import sys
 
 import pytest
 
-from conftest import launcher_env, run_cli
-from envcheck.run.supervisor import free_port
+from conftest import run_cli, srun_tasks
 from envcheck.summary import hostlist
 from test_summary import _node, write_answers
 
@@ -183,22 +181,10 @@ def test_bad_scheduler_options_are_one_line_and_exit_2(answers, tmp_path, args, 
 @pytest.fixture(scope="module")
 def bad_interface(tmp_path_factory):
     d = tmp_path_factory.mktemp("srun")
-    port = free_port()
-    procs = []
-    for rank in (0, 1):
-        env = launcher_env(SLURM_PROCID=str(rank), SLURM_LOCALID="0", SLURM_NODEID=str(rank),
-                           SLURM_NTASKS="2", SLURM_NNODES="2", SLURM_STEP_TASKS_PER_NODE="1(x2)",
-                           SLURM_TASKS_PER_NODE="1(x2)", SLURM_JOB_ID="36", SLURM_STEP_ID="0",
-                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                           ENVCHECK_HOST="node%d" % rank)
-        if rank == 1:
-            env["GLOO_SOCKET_IFNAME"] = "eth9"
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "envcheck.worker.launched", "--out", str(d / "out"),
-             "--json", str(d / "r.json"), "-p", "launch", "--timeout", "20"],
-            env=env, cwd=str(d), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, stdin=subprocess.DEVNULL))
-    outs = [p.communicate(timeout=120) for p in procs]
+    outs, procs = srun_tasks(d, ["node0", "node1"], ["--out", str(d / "out"), "--json",
+                                                     str(d / "r.json"), "-p", "launch",
+                                                     "--timeout", "20"],
+                             extra={1: {"GLOO_SOCKET_IFNAME": "eth9"}})
     assert [p.returncode for p in procs] != [0, 0], outs
     return d
 
