@@ -212,3 +212,41 @@ def test_summary_of_a_launcher_report_fails_only_the_blamed_host(bad_interface, 
     assert nodes == {"node0": ("works", []),
                      "node1": ("fails", ["setup.socket_interface failed (unexpected)"])}
     assert (failed.read_text(), ready.read_text()) == ("node1\n", "node0\n")
+
+
+def test_a_crash_blames_the_host_of_the_rank_that_died(tmp_path):
+    from test_launcher import DIE  # rank 1 exits in the middle of a check
+
+    probe = tmp_path / "die.py"
+    probe.write_text(DIE)
+    outs, procs = srun_tasks(tmp_path, ["node0", "node1"],
+                             ["--out", str(tmp_path / "out"), "-p", "die", "--probe-path",
+                              str(probe), "--timeout", "20"], job_id="38")
+    assert all(p.returncode for p in procs), outs
+    failed, ready, rj = tmp_path / "failed", tmp_path / "ready", tmp_path / "r.json"
+    res = run_cli("report", "--records", str(tmp_path / "out"), "--failed-hosts",
+                  str(failed), "--ready-hosts", str(ready), "--json", str(rj))
+    assert res.code == 1, res.stdout + res.stderr
+    die = next(c for c in json.loads(rj.read_text())["checks"] if c["id"] == "die.exit")
+    assert (die["outcome"], die["root_rank"]) == ("crash", 1)
+    assert (failed.read_text(), ready.read_text()) == ("node1\n", "node0\n")
+
+
+def test_a_run_cut_short_leaves_hosts_no_check_blames_unjudged(tmp_path):
+    rj = tmp_path / "r.json"
+    res = run_cli("run", "-p", "launch", "--nproc", "1", "--backend", "gloo", "-q",
+                  "--json", str(rj), env={"ENVCHECK_HOST": "node3"})
+    assert res.code == 0, res.stderr
+    report = json.loads(rj.read_text())
+    report["interrupted"] = "SIGINT"  # as a Ctrl-C leaves it
+    rj.write_text(json.dumps(report))
+    failed, ready, drain = tmp_path / "failed", tmp_path / "ready", tmp_path / "drain.sh"
+    for command in (["summary", str(rj)], ["report", str(rj)]):
+        res = run_cli(*command, "--failed-hosts", str(failed), "--ready-hosts", str(ready),
+                      "--drain-script", str(drain))
+        assert res.code == (3 if command[0] == "summary" else 130), res.stdout + res.stderr
+        assert (failed.read_text(), ready.read_text()) == ("", "")
+        assert [x for x in drain.read_text().splitlines() if not x.startswith("#")] == []
+    res = run_cli("summary", str(rj))
+    assert res.stdout.splitlines()[-1] == \
+        "? 1 node cannot be judged: run interrupted (SIGINT): node3"

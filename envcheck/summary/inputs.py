@@ -167,14 +167,17 @@ def _run(path, d):
              "asked": "run: torch %s" % env.get("torch") if env.get("torch") else "run"}
     # A launcher-mode report covers every host of the job: each host is judged by the
     # failing checks that blame it (fleet/hosts.py), so that one bad host does not make
-    # its healthy peers fail too.
+    # its healthy peers fail too. A run cut short judged nothing on the hosts no check
+    # blames: they cannot be judged (a Ctrl-C is no reason to drain a node).
     blamed = fleet_hosts.blamed(report)
     if not blamed:
         return Problem(path, "a run report that names no host (no rank started?)")
     out = []
     for host, blames in sorted(blamed.items()):
-        reasons = (["run interrupted"] if report.interrupted else []) + \
-            list(dict.fromkeys(b.check for b in blames))
-        out.append(NodeRecord(host, path, "run", FAILS if reasons else WORKS,
-                              tuple(reasons), facts, report.created))
+        reasons = list(dict.fromkeys(b.check for b in blames))
+        status = FAILS if reasons else UNKNOWN if report.interrupted else WORKS
+        if report.interrupted:
+            reasons.insert(0, "run interrupted (%s)" % report.interrupted)
+        out.append(NodeRecord(host, path, "run", status, tuple(reasons), facts,
+                              report.created))
     return out
