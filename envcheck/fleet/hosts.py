@@ -79,7 +79,7 @@ def _culprits(check, hosts) -> List[Tuple[str, int]]:
         bad = [check.root_rank]
     if not bad:
         bad = sorted(hosts)
-    first = {}
+    first: Dict[str, int] = {}
     for r in bad:
         first.setdefault(hosts[r], r)
     return sorted(first.items())

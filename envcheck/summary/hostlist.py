@@ -91,7 +91,7 @@ def slurm(hosts):
     """Host names in SLURM's compressed form, in the order given:
     ['node1', 'node2', 'node3', 'node7'] -> 'node[1-3,7]' (as `scontrol show
     hostlist node1,node2,node3,node7` writes it)."""
-    ranges = []  # [prefix, lo, hi, width]; lo None: a name without a number
+    ranges: list = []  # [prefix, lo, hi, width]; lo None: a name without a number
     for name in hosts:
         prefix, number, width = _split(name)
         last = ranges[-1] if ranges else None
