@@ -123,15 +123,8 @@ def test_summary_writes_failed_and_ready_hosts_and_a_drain_script(answers, tmp_p
 def test_the_drain_script_runs_scontrol_once_per_failed_host(answers, tmp_path):
     drain = tmp_path / "drain.sh"
     assert run_cli("summary", str(answers), "--drain-script", str(drain)).code == 1
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    log = tmp_path / "calls"
-    fake = bin_dir / "scontrol"  # records its arguments, one per line
-    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "%%s\\n" "$a"; done >> %s\n'
-                    'echo >> %s\n' % (log, log))
-    fake.chmod(0o755)
-    subprocess.run(["sh", str(drain)], check=True, timeout=30,
-                   env=dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"])))
+    path, log = _fake_scontrol(tmp_path)
+    subprocess.run(["sh", str(drain)], check=True, timeout=30, env=dict(os.environ, PATH=path))
     calls = [c.splitlines() for c in log.read_text().strip("\n").split("\n\n")]
     assert calls == [
         ["update", "NodeName=node4", "State=DRAIN",
@@ -139,6 +132,40 @@ def test_the_drain_script_runs_scontrol_once_per_failed_host(answers, tmp_path):
          "cannot run sm_90 (Hopper needs R520+)"],
         ["update", "NodeName=node5", "State=DRAIN",
          "Reason=envcheck: no Python 3.14 wheel of torch 2.6.0 (3.9–3.13)"]]
+
+
+def _fake_scontrol(tmp_path):
+    """A stand-in scontrol that records its arguments, one per line, a blank line after
+    each call; (PATH with it first, the log)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls"
+    fake = bin_dir / "scontrol"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "%%s\\n" "$a"; done >> %s\n'
+                    'echo >> %s\n' % (log, log))
+    fake.chmod(0o755)
+    return "%s:%s" % (bin_dir, os.environ["PATH"]), log
+
+
+def test_a_reason_from_a_hostile_file_is_one_quoted_argument(answers, tmp_path):
+    hostile = json.loads((answers / "node4.json").read_text())
+    marker = tmp_path / "pwned"
+    for c in hostile["answer"]["criteria"]:
+        if c["status"] == "fail":
+            c["short"] = "it's $(touch %s) `touch %s`\nline two\x1b[31m" % (marker, marker)
+    (tmp_path / "hostile.json").write_text(json.dumps(hostile))
+    drain = tmp_path / "drain.sh"
+    assert run_cli("summary", str(tmp_path / "hostile.json"), "--drain-script",
+                   str(drain)).code == 1
+    path, log = _fake_scontrol(tmp_path)
+    subprocess.run(["sh", str(drain)], check=True, timeout=30, env=dict(os.environ, PATH=path))
+    assert not marker.exists()
+    (call,) = [c.splitlines() for c in log.read_text().strip("\n").split("\n\n")]
+    said = "it's $(touch %s) `touch %s` line two [31m" % (marker, marker)
+    assert call[:3] == ["update", "NodeName=node4", "State=DRAIN"]
+    # one line of printable text, at most 200 characters, cut with a mark
+    assert call[3].startswith("Reason=envcheck: %s; it's" % said), call
+    assert call[3].endswith("...") and len(call[3]) == len("Reason=") + 200, call
 
 
 def test_no_failed_host_writes_an_empty_list(answers, tmp_path):
