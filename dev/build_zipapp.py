@@ -5,7 +5,8 @@
 
 Built with the standard library's ``zipapp``, nothing to install: envcheck and the
 pure-Python packages ``check`` and ``summary`` import — typer (with its vendored click),
-annotated-doc, shellingham, packaging, tabulate, rich, tomli (for Python < 3.11) — at
+annotated-doc, shellingham, packaging, tabulate, rich, tomli (for Python < 3.11),
+prometheus-client (for --metrics) — at
 the versions installed here. On its first start it unpacks itself under
 ``~/.cache/envcheck-pyz/`` (``ENVCHECK_PYZ_ROOT`` moves that), so the matrix's TOML files
 are plain files again. pydantic is left out on purpose: it has a compiled part tied to
@@ -29,7 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (distribution, required): what `check` and `summary` import, all pure Python.
 PACKAGES = (("typer", True), ("annotated-doc", False), ("shellingham", False),
             ("packaging", True), ("tabulate", True), ("rich", False),
-            ("click", False), ("typing-extensions", False), ("tomli", False))
+            ("click", False), ("typing-extensions", False), ("tomli", False),
+            ("prometheus-client", False))
 
 # The archive's entry: unpack once per build into a cache, then run the CLI from there.
 MAIN = '''\

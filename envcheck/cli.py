@@ -52,6 +52,64 @@ VERBOSE_HELP = ("A row per check with its detail, and every piece of advice with
                 "source [default: the answer, what needs action, a line per known issue].")
 NO_COLOR_HELP = ("No colour, also on a terminal (as NO_COLOR=1 does). Pipes, files, JSON, "
                  "JUnit and markdown never have any.")
+FAILED_HOSTS_HELP = ("Write the hosts that failed to FILE (atomically) as a SLURM hostlist "
+                     "for srun/sbatch --exclude: node[1-3,7] (see --hostlist-style); empty "
+                     "when none failed. See docs/cluster.md.")
+READY_HOSTS_HELP = ("Write the hosts that are ready to FILE (atomically), as --failed-hosts "
+                    "does: for srun/sbatch --nodelist.")
+DRAIN_HELP = ("Write a shell script to FILE (atomically): a 'scontrol update NodeName=HOST "
+              "State=DRAIN Reason=...' line per host that failed, with envcheck's reason.")
+HOSTLIST_STYLE_HELP = ("How --failed-hosts and --ready-hosts list hosts: slurm (one line, "
+                       "compressed: node[1-3,7]) or lines (one name a line, for pdsh -w ^FILE).")
+METRICS_HELP = ("Also write metrics to FILE (atomically) in the format node_exporter's "
+                "textfile collector reads (name it *.prom, in its --collector.textfile."
+                "directory). See docs/metrics.md.")
+METRICS_OPTION = typer.Option(None, "--metrics", metavar="FILE", help=METRICS_HELP)
+
+
+def _write_metrics(path, make):
+    """``make()``'s registry to PATH, when --metrics asked for it."""
+    if path:
+        from .fleet import metrics
+
+        metrics.write(path, make())
+
+
+def _report_metrics(report):
+    """A run report's metrics, from the same redacted data its JSON holds."""
+    from .core import redact
+    from .fleet import metrics
+
+    return metrics.for_report(redact.deep(report.to_dict()))
+
+
+# summary's and report's own options alike (a typer option may serve several commands)
+FAILED_HOSTS_OPTION = typer.Option(None, "--failed-hosts", metavar="FILE", help=FAILED_HOSTS_HELP)
+DRAIN_OPTION = typer.Option(None, "--drain-script", metavar="FILE", help=DRAIN_HELP)
+READY_HOSTS_OPTION = typer.Option(None, "--ready-hosts", metavar="FILE", help=READY_HOSTS_HELP)
+HOSTLIST_STYLE_OPTION = typer.Option("slurm", "--hostlist-style", metavar="slurm|lines",
+                                     help=HOSTLIST_STYLE_HELP)
+
+
+def _scheduler_options(failed, drain, ready, style):
+    from .fleet.scheduler import Outputs
+
+    outputs = Outputs(failed, drain, ready, style)
+    outputs.check()
+    return outputs
+
+
+def _write_scheduler(answers, outputs):
+    """The hostlists and drain script asked for; a host name SLURM cannot take is left
+    out of them, with a line on stderr."""
+    if not outputs:
+        return
+    from .core.text import printable
+    from .fleet import scheduler
+
+    for name in scheduler.write(answers, outputs):
+        print("envcheck: note: %r is not a host name SLURM takes: left out of the host "
+              "lists and the drain script" % printable(name), file=sys.stderr)
 
 
 def terminal_width():
@@ -295,6 +353,7 @@ def run(
     help_all: bool = help_all_option(),
     no_color: bool = no_color_option(),
     verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
+    metrics_path: Optional[str] = METRICS_OPTION,
 ):
     """Run the probes on this machine and report what works."""
     from .explain.diagnose import diagnose
@@ -304,7 +363,7 @@ def run(
     from .run.progress import Progress
 
     fmt = _check_format(fmt)
-    for path in (json_path, junit_path):
+    for path in (json_path, junit_path, metrics_path):
         if path:
             report_mod.check_writable(path)
     plan = runner.make_plan(runner.RunOptions(
@@ -338,6 +397,7 @@ def run(
     frameworks.advise(report)
     _emit(report, fmt, json_path, junit_path, strict=strict, no_color=no_color,
           verbose=verbose)
+    _write_metrics(metrics_path, lambda: _report_metrics(report))
     raise typer.Exit(int(runner.exit_code(report, strict)))
 
 
@@ -361,8 +421,17 @@ def report(
     no_color: bool = no_color_option(),
     verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
     records_on_stdin: bool = typer.Option(False, "--records-on-stdin", hidden=True),
+    failed_hosts: Optional[str] = FAILED_HOSTS_OPTION,
+    drain_script: Optional[str] = DRAIN_OPTION,
+    ready_hosts: Optional[str] = READY_HOSTS_OPTION,
+    hostlist_style: str = HOSTLIST_STYLE_OPTION,
+    metrics_path: Optional[str] = METRICS_OPTION,
 ):
-    """Render a saved JSON report again (re-judged with --matrix DIR); runs nothing."""
+    """Render a saved JSON report again (re-judged with --matrix DIR); runs nothing.
+
+    A launcher-mode report names the hosts each failing check blames: --failed-hosts,
+    --drain-script and --ready-hosts hand them to SLURM.
+    """
     from .matrix import frameworks, load as matrix_load, verdicts
     from .report import model as report_mod
     from .run import command as runner
@@ -382,9 +451,10 @@ def report(
             raise typer.Exit(0)
     if (path is None) == (records is None):
         raise UsageError("give either a saved report (FILE.json) or --records FILE|DIR")
-    for out in (json_path, junit_path):
+    for out in (json_path, junit_path, metrics_path):
         if out:
             report_mod.check_writable(out)
+    outputs = _scheduler_options(failed_hosts, drain_script, ready_hosts, hostlist_style)
     if records:
         from .run.launcher import build
         saved = build(records)
@@ -403,6 +473,10 @@ def report(
             frameworks.advise(saved)
         _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color,
               verbose=verbose)
+        if outputs:
+            from .fleet.scheduler import from_report
+            _write_scheduler(from_report(saved), outputs)
+        _write_metrics(metrics_path, lambda: _report_metrics(saved))
         code = runner.exit_code(saved, strict)
     except UsageError:
         raise
@@ -496,6 +570,7 @@ def check(
     verbose: bool = typer.Option(False, "--verbose", "-v",
                                  help="Each known issue with its advice, source and the builds "
                                       "it was observed on [default: a line each]."),
+    metrics_path: Optional[str] = METRICS_OPTION,
 ):
     """Will this torch wheel work on this node? Instant, from the matrix; no torch needed.
 
@@ -507,9 +582,10 @@ def check(
     from .preinstall import command as check_command, render as render_check
 
     fmt = _check_format(fmt, "check", markdown=False)
-    if json_path:
-        from .report.model import check_writable
-        check_writable(json_path)
+    for path in (json_path, metrics_path):
+        if path:
+            from .report.model import check_writable
+            check_writable(path)
     result = check_command.run(requirement, requirements_file, cuda, driver, tuple(gpu),
                                python_version, suggest, tuple(matrix_dir), glibc,
                                index_url, tuple(extra_index_url), arch)
@@ -521,6 +597,11 @@ def check(
             write_atomic(json_path, data)
         except OSError as exc:
             raise UsageError("cannot write %s: %s" % (json_path, exc.strerror or exc)) from None
+    if metrics_path:
+        import json
+
+        from .fleet import metrics
+        _write_metrics(metrics_path, lambda: metrics.for_check(json.loads(data)))
     from .core.text import json_screen, printable
 
     if fmt == "json":
@@ -567,6 +648,11 @@ def summary(
                                  help="Every failure group and every differing value, none "
                                       "counted away [default: the first 8 groups, 3 values "
                                       "per fact]."),
+    failed_hosts: Optional[str] = FAILED_HOSTS_OPTION,
+    drain_script: Optional[str] = DRAIN_OPTION,
+    ready_hosts: Optional[str] = READY_HOSTS_OPTION,
+    hostlist_style: str = HOSTLIST_STYLE_OPTION,
+    metrics_path: Optional[str] = METRICS_OPTION,
 ):
     """Many nodes' answers as one screen: how many will work, the rest by reason.
 
@@ -581,9 +667,11 @@ def summary(
     from .summary import build, render as render_summary
 
     fmt = _check_format(fmt, "summary", markdown=False)
-    if json_path:
-        from .report.model import check_writable
-        check_writable(json_path)
+    for path in (json_path, metrics_path):
+        if path:
+            from .report.model import check_writable
+            check_writable(path)
+    outputs = _scheduler_options(failed_hosts, drain_script, ready_hosts, hostlist_style)
     result = build.summarize(paths)
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     data = render_summary.to_json(result, created)
@@ -593,6 +681,13 @@ def summary(
             write_atomic(json_path, data)
         except OSError as exc:
             raise UsageError("cannot write %s: %s" % (json_path, exc.strerror or exc)) from None
+    if result.records:
+        import json
+
+        from .fleet import metrics
+        from .fleet.scheduler import from_summary
+        _write_scheduler(from_summary(result), outputs)
+        _write_metrics(metrics_path, lambda: metrics.for_summary(json.loads(data)))
     from .core.text import json_screen, printable
 
     # Host names and reasons come from files anyone could have written.

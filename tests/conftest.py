@@ -248,3 +248,25 @@ def pytest_collection_modifyitems(config, items):
         if {"cluster", "slurm", "_cluster_session"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("cluster"))
             item.add_marker(pytest.mark.cluster)
+
+
+def srun_tasks(cwd, hosts, args, extra=None, job_id="36"):
+    """Launcher-mode ranks started as srun starts them, one task per host (ENVCHECK_HOST
+    plays each host), with extra[rank] added to that rank's environment; their
+    (stdout, stderr) after they end, and the Popen objects."""
+    from envcheck.run.supervisor import free_port
+
+    starts_ranks("srun")
+    port, procs, n = free_port(), [], len(hosts)
+    for rank, host in enumerate(hosts):
+        env = launcher_env(SLURM_PROCID=str(rank), SLURM_LOCALID="0", SLURM_NODEID=str(rank),
+                           SLURM_NTASKS=str(n), SLURM_NNODES=str(n),
+                           SLURM_STEP_TASKS_PER_NODE="1(x%d)" % n,
+                           SLURM_TASKS_PER_NODE="1(x%d)" % n, SLURM_JOB_ID=job_id,
+                           SLURM_STEP_ID="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                           ENVCHECK_HOST=host, **((extra or {}).get(rank) or {}))
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "envcheck.worker.launched", *args], env=env, cwd=str(cwd),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdin=subprocess.DEVNULL))
+    return [p.communicate(timeout=180) for p in procs], procs

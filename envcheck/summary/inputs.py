@@ -155,31 +155,30 @@ def _held_back(d):
 
 
 def _run(path, d):
-    from ..core import outcomes
+    from ..fleet import hosts as fleet_hosts
     from ..report.model import Report
 
     report = Report.from_dict(d)
     env = report.environment or {}
-    code = outcomes.exit_code(report.checks, report.interrupted, False)
-    reasons = []
-    if report.interrupted:
-        reasons.append("run interrupted")
-    for c in report.checks:
-        # the same rule as the run's own exit code: a judged check by its verdict (known
-        # issues pass), an unjudged one by its outcome
-        if c.verdict in ("unexpected", "failure") or (
-                c.verdict is None and c.outcome in ("failed", "hang", "crash")):
-            reasons.append("%s %s%s" % (c.id, c.outcome,
-                                        " (unexpected)" if c.verdict == "unexpected" else ""))
-    status = WORKS if int(code) == 0 else FAILS
     gpus = env.get("gpus") or []
     facts = {"driver": env.get("driver"), "gpu_model": _gpu_model(g.get("name") for g in gpus),
              "gpu_sm": _gpu_model("sm_%s" % str(g.get("capability", "")).replace(".", "")
                                   for g in gpus), "gpu_count": len(gpus), "python": _series(env.get("python")),
              "glibc": env.get("glibc"),
              "asked": "run: torch %s" % env.get("torch") if env.get("torch") else "run"}
-    hosts = sorted({r.get("host") for r in report.ranks or [] if r.get("host")})
-    if not hosts:
+    # A launcher-mode report covers every host of the job: each host is judged by the
+    # failing checks that blame it (fleet/hosts.py), so that one bad host does not make
+    # its healthy peers fail too. A run cut short judged nothing on the hosts no check
+    # blames: they cannot be judged (a Ctrl-C is no reason to drain a node).
+    blamed = fleet_hosts.blamed(report)
+    if not blamed:
         return Problem(path, "a run report that names no host (no rank started?)")
-    return [NodeRecord(h, path, "run", status, tuple(reasons) if status != WORKS else (),
-                       facts, report.created) for h in hosts]
+    out = []
+    for host, blames in sorted(blamed.items()):
+        reasons = list(dict.fromkeys(b.check for b in blames))
+        status = FAILS if reasons else UNKNOWN if report.interrupted else WORKS
+        if report.interrupted:
+            reasons.insert(0, "run interrupted (%s)" % report.interrupted)
+        out.append(NodeRecord(host, path, "run", status, tuple(reasons), facts,
+                              report.created))
+    return out
