@@ -40,8 +40,8 @@ def main(version: bool = typer.Option(False, "--version", callback=_version,
 # One --format vocabulary on every command: text (the screen; "table" is its old name on
 # run and report), json, and markdown where there is a markdown form (run, report).
 FORMATS = ("text", "json", "markdown")
-MATRIX_HELP = ("Also read the matrix files in DIR (repeatable); a file named like a "
-               "built-in one replaces it. See docs/matrix.md.")
+MATRIX_HELP = ("Also read the matrix files in DIR (repeatable): one named like a "
+               "built-in file replaces it.")
 REPORT_MATRIX_HELP = MATRIX_HELP + " Given here, the saved report is judged again."
 MIN_BUSBW_HELP = (
     "Fail a host whose send/recv bus bandwidth (GB/s, nccl-tests' busbw) is below 90 % "
@@ -64,7 +64,8 @@ HOSTLIST_STYLE_HELP = ("How --failed-hosts and --ready-hosts list hosts: slurm (
 METRICS_HELP = ("Also write metrics to FILE (atomically) in the format node_exporter's "
                 "textfile collector reads (name it *.prom, in its --collector.textfile."
                 "directory). See docs/metrics.md.")
-METRICS_OPTION = typer.Option(None, "--metrics", metavar="FILE", help=METRICS_HELP)
+METRICS_OPTION = typer.Option(None, "--metrics", metavar="FILE", help=METRICS_HELP,
+                              hidden=True)
 
 
 def _write_metrics(path, make):
@@ -84,10 +85,14 @@ def _report_metrics(report):
 
 
 # summary's and report's own options alike (a typer option may serve several commands)
-FAILED_HOSTS_OPTION = typer.Option(None, "--failed-hosts", metavar="FILE", help=FAILED_HOSTS_HELP)
-DRAIN_OPTION = typer.Option(None, "--drain-script", metavar="FILE", help=DRAIN_HELP)
-READY_HOSTS_OPTION = typer.Option(None, "--ready-hosts", metavar="FILE", help=READY_HOSTS_HELP)
+FAILED_HOSTS_OPTION = typer.Option(None, "--failed-hosts", metavar="FILE",
+                                   help=FAILED_HOSTS_HELP, hidden=True)
+DRAIN_OPTION = typer.Option(None, "--drain-script", metavar="FILE", help=DRAIN_HELP,
+                            hidden=True)
+READY_HOSTS_OPTION = typer.Option(None, "--ready-hosts", metavar="FILE",
+                                  help=READY_HOSTS_HELP, hidden=True)
 HOSTLIST_STYLE_OPTION = typer.Option("slurm", "--hostlist-style", metavar="slurm|lines",
+                                     hidden=True,
                                      help=HOSTLIST_STYLE_HELP)
 
 
@@ -159,10 +164,10 @@ def _help_all(ctx: typer.Context, value: bool):
     raise typer.Exit()
 
 
-def help_all_option():
+def help_all_option(advanced="--startup-timeout, --probe-path, --min-busbw, --master-port, "
+                               "--metrics"):
     return typer.Option(False, "--help-all", is_eager=True, callback=_help_all,
-                        help="Also the advanced options (--startup-timeout, --probe-path, "
-                             "--min-busbw, --master-port), and exit.")
+                        help="Also the advanced options (%s), and exit." % advanced)
 
 
 def _check_format(fmt, command="run", markdown=True):
@@ -426,11 +431,12 @@ def report(
     ready_hosts: Optional[str] = READY_HOSTS_OPTION,
     hostlist_style: str = HOSTLIST_STYLE_OPTION,
     metrics_path: Optional[str] = METRICS_OPTION,
+    help_all: bool = help_all_option("--metrics, --failed-hosts, --ready-hosts, --drain-script, --hostlist-style"),
 ):
     """Render a saved JSON report again (re-judged with --matrix DIR); runs nothing.
 
     A launcher-mode report names the hosts each failing check blames: --failed-hosts,
-    --drain-script and --ready-hosts hand them to SLURM.
+    --drain-script and --ready-hosts hand them to SLURM (see --help-all).
     """
     from .matrix import frameworks, load as matrix_load, verdicts
     from .report import model as report_mod
@@ -571,6 +577,7 @@ def check(
                                  help="Each known issue with its advice, source and the builds "
                                       "it was observed on [default: a line each]."),
     metrics_path: Optional[str] = METRICS_OPTION,
+    help_all: bool = help_all_option("--metrics"),
 ):
     """Will this torch wheel work on this node? Instant, from the matrix; no torch needed.
 
@@ -653,6 +660,7 @@ def summary(
     ready_hosts: Optional[str] = READY_HOSTS_OPTION,
     hostlist_style: str = HOSTLIST_STYLE_OPTION,
     metrics_path: Optional[str] = METRICS_OPTION,
+    help_all: bool = help_all_option("--metrics, --failed-hosts, --ready-hosts, --drain-script, --hostlist-style"),
 ):
     """Many nodes' answers as one screen: how many will work, the rest by reason.
 

@@ -88,6 +88,7 @@ def nonumpy_run(tmp_path_factory):
     return _run(tmp_path_factory.mktemp("ckpt_nonumpy"), "--python", python)
 
 
+@pytest.mark.ranks
 def test_every_check_on_every_rank(run):
     _, checks, _ = run
     assert list(checks) == CHECKS  # no "model" check without --model
@@ -95,6 +96,7 @@ def test_every_check_on_every_rank(run):
         assert set(checks[name]["ranks"]) == {"0", "1"}
 
 
+@pytest.mark.ranks
 @pytest.mark.parametrize("name", ["save_load", "weights_only", "dcp_save_load",
                                   "reshard_load", "async_save", "async_snapshot",
                                   "no_process_group"])
@@ -105,6 +107,7 @@ def test_round_trips_pass_bit_exact(run, name):
         assert "bit-exact" in check["detail"] or "did not reach" in check["detail"]
 
 
+@pytest.mark.ranks
 def test_dcp_reports_which_api_and_shards(run):
     check = run[1]["dcp_save_load"]
     data = check["ranks"]["0"]["data"]
@@ -113,6 +116,7 @@ def test_dcp_reports_which_api_and_shards(run):
     assert ".metadata" in data["files"] and len(data["files"]) == 3  # metadata + 2 ranks
 
 
+@pytest.mark.ranks
 def test_weights_only_default_says_what_to_change(run):
     # torch >= 2.6 (the local 2.13) loads with weights_only=True unless told otherwise.
     check = run[1]["default_load"]
@@ -130,6 +134,7 @@ def test_weights_only_default_says_what_to_change(run):
         assert fix in advice
 
 
+@pytest.mark.ranks
 def test_dedup_hazard_names_the_ranks_whose_values_won(run):
     check = run[1]["dcp_dedup"]
     assert check["outcome"] == "passed"
@@ -141,6 +146,7 @@ def test_dedup_hazard_names_the_ranks_whose_values_won(run):
         assert "rank %d's values" % rank in check["detail"]
 
 
+@pytest.mark.ranks
 def test_reshard_load_in_one_process_and_conversion(run):
     check = run[1]["reshard_load"]
     data = check["ranks"]["0"]["data"]
@@ -150,11 +156,13 @@ def test_reshard_load_in_one_process_and_conversion(run):
     assert "DTensor reassembled whole" in check["detail"]
 
 
+@pytest.mark.ranks
 def test_checkpoints_hold_no_process_group(run):
     scanned = run[1]["no_process_group"]["ranks"]["0"]["data"]["globals_per_file"]
     assert {"group_holder.pt", "state.pt", "resume.pt", "dcp/.metadata"} <= set(scanned)
 
 
+@pytest.mark.ranks
 def test_no_checkpoint_directory_survives(run):
     result, checks, run_tmp = run
     private = checks["save_load"]["ranks"]["0"]["data"]["dir"]
@@ -166,6 +174,7 @@ def test_no_checkpoint_directory_survives(run):
     assert _ours(run_tmp) == [], result.stderr
 
 
+@pytest.mark.ranks
 def test_table_shows_the_hazard_and_the_advice(run):
     result = run[0]
     assert result.code == 0, result.stderr  # default_load's failure is a known issue
@@ -174,6 +183,7 @@ def test_table_shows_the_hazard_and_the_advice(run):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.ranks
 def test_user_model_runs_the_round_trips(model_run):
     _, checks, run_tmp = model_run
     assert list(checks) == ["model"] + CHECKS
@@ -186,12 +196,14 @@ def test_user_model_runs_the_round_trips(model_run):
     assert _ours(run_tmp) == []
 
 
+@pytest.mark.ranks
 def test_user_model_replicas_are_synced_before_dcp(model_run):
     check = model_run[1]["dcp_save_load"]
     assert check["ranks"]["0"]["data"]["replicas_differed_before_sync"] is True
     assert "different weights" in check["detail"]
 
 
+@pytest.mark.ranks
 def test_env_override_of_the_load_default_is_reported(model_run):
     check = model_run[1]["default_load"]
     assert check["outcome"] == "passed"
@@ -202,6 +214,7 @@ def test_env_override_of_the_load_default_is_reported(model_run):
     assert "argparse.Namespace" in check["detail"]  # what weights_only=True would refuse
 
 
+@pytest.mark.ranks
 def test_without_numpy_dcp_says_numpy_is_missing(nonumpy_run):
     result, checks, run_tmp = nonumpy_run
     check = checks["dcp_save_load"]

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.skipif(shutil.which("script") is None,
                                 reason="needs script(1) (util-linux) for a terminal")
 
 
+@pytest.mark.ranks
 def test_every_sample_has_the_structure_of_a_real_run():
     assert screens.regenerate(check_only=True) == []
 

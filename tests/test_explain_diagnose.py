@@ -103,6 +103,7 @@ def ema_run(tmp_path_factory):
     return load_report(out)
 
 
+@pytest.mark.ranks
 def test_real_run_diagnoses_its_own_failure(ema_run):
     check = checks_by_id(ema_run)["ema-copy.ema"]
     assert (check["outcome"], check["verdict"]) == ("failed", "failure")
@@ -115,6 +116,7 @@ def test_real_run_diagnoses_its_own_failure(ema_run):
     assert check["advice"].startswith("a process group cannot be pickled or deep-copied")
 
 
+@pytest.mark.ranks
 def test_saved_report_is_diagnosed_when_rendered(ema_run, tmp_path):
     # The run's report, as if its check had been NCCL's init failing on a GPU node with
     # a user's real error, and never judged: envcheck report judges it on rendering.

@@ -46,6 +46,7 @@ def _check_user_error(result, script):
     assert int(result.exit_code) == 0
 
 
+@pytest.mark.ranks
 def test_real_4_rank_torchrun_user_error_is_the_first_rank_and_its_own_error(tmp_path):
     log = tmp_path / "job.log"
     with open(log, "wb") as out:

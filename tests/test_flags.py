@@ -59,6 +59,7 @@ def saved_report(tmp_path_factory):
     return str(path)
 
 
+@pytest.mark.ranks
 def test_report_takes_text_and_its_old_name_table(saved_report):
     text = run_cli("report", saved_report, "--format", "text")
     table = run_cli("report", saved_report, "--format", "table")
@@ -108,6 +109,7 @@ def test_help_fits_one_80_by_50_screen(command):
     assert len(lines) <= 50, res.stdout
 
 
+@pytest.mark.ranks
 def test_run_help_all_has_the_advanced_options_plain_help_leaves_out():
     env = {"COLUMNS": "80", "TERM": "dumb"}
     plain = run_cli("run", "--help", env=env).stdout

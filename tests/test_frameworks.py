@@ -36,11 +36,13 @@ def lightning_run(tmp_path_factory):
     return validate_report(json.loads(res.stdout))
 
 
+@pytest.mark.ranks
 def test_installed_frameworks_are_found_without_importing_them(lightning_run):
     assert lightning_run["environment"]["frameworks"] == {"lightning": "2.5.1",
                                                           "deepspeed": "0.16.4"}
 
 
+@pytest.mark.ranks
 def test_known_issue_advice_names_the_frameworks_api(lightning_run):
     # Accelerate is not installed there: no line for it (nor without any framework, the
     # report of tests/test_vocabulary.py's run).
@@ -59,6 +61,7 @@ def test_known_issue_advice_names_the_frameworks_api(lightning_run):
         "default timeout"]
 
 
+@pytest.mark.ranks
 def test_the_screen_gives_each_advice_its_own_arrow(lightning_run, tmp_path):
     path = tmp_path / "r.json"
     path.write_text(json.dumps(lightning_run))

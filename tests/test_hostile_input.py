@@ -251,6 +251,7 @@ def seeds(tmp_path_factory):
             json.loads((d / "run.json").read_text()))
 
 
+@pytest.mark.ranks
 def test_fuzz_report_and_summary_never_raise(tmp_path, seeds):
     rng = random.Random(28)
     check, report = seeds

@@ -102,6 +102,7 @@ def cases_by_id(root):
     return {"%s.%s" % (c.get("classname"), c.get("name")): c for c in root.iter("testcase")}
 
 
+@pytest.mark.ranks
 def test_run_writes_junit_one_testcase_per_check(ran):
     res, paths, d = ran
     assert res.code == 1, res.stderr  # ci.boom failed on rank 1
@@ -135,6 +136,7 @@ def test_run_writes_junit_one_testcase_per_check(ran):
     assert "+" not in suite.get("timestamp")
 
 
+@pytest.mark.ranks
 def test_run_prints_markdown(ran):
     res, paths, _ = ran
     report = load_report(paths["json"])
@@ -151,6 +153,7 @@ def test_run_prints_markdown(ran):
     assert "rank 1 on %s: failed" % report["ranks"][1]["host"] in md
 
 
+@pytest.mark.ranks
 def test_report_renders_the_saved_run_identically(ran, tmp_path):
     res, paths, _ = ran
     again = str(tmp_path / "again.xml")
@@ -166,6 +169,7 @@ def _report(paths):
         return Report.from_dict(json.load(f))
 
 
+@pytest.mark.ranks
 def test_known_issue_is_skipped_unless_strict(ran, tmp_path):
     _, paths, _ = ran
     data = json.load(open(paths["json"]))
@@ -200,6 +204,7 @@ def test_known_issue_is_skipped_unless_strict(ran, tmp_path):
     assert "## envcheck: ❌" in render_markdown.render(Report.from_dict(data), strict=True)
 
 
+@pytest.mark.ranks
 def test_hang_and_crash_carry_stacks_and_stderr(ran):
     _, paths, _ = ran
     report = _report(paths)
@@ -251,6 +256,7 @@ def test_markdown_cell_escaping():
     assert render_markdown.cell(None) == ""
 
 
+@pytest.mark.ranks
 def test_json_answer_and_verdict_counts_say_what_the_exit_code_says(ran, tmp_path):
     res, paths, _ = ran
     report = load_report(paths["json"])
@@ -292,6 +298,7 @@ def test_json_answer_and_verdict_counts_say_what_the_exit_code_says(ran, tmp_pat
         % report["ranks"][0]["host"]}
 
 
+@pytest.mark.ranks
 def test_a_version_1_report_still_renders(ran, tmp_path):
     _, paths, _ = ran
     data = json.load(open(paths["json"]))

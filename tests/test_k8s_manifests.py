@@ -221,6 +221,7 @@ def _pod_agents(tmp_path, extra_env):
     return [(a.returncode, *out) for a, out in zip(agents, outs)]
 
 
+@pytest.mark.ranks
 def test_the_pods_command_line_runs_and_names_a_bad_node(tmp_path):
     healthy = _pod_agents(tmp_path / "healthy", {})
     assert [code for code, _, _ in healthy] == [0, 0], healthy

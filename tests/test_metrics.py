@@ -90,6 +90,7 @@ def bandwidth_of(report):
     return check["ranks"]["0"]["data"]
 
 
+@pytest.mark.ranks
 def test_run_metrics_carry_what_the_json_report_says(tmp_path):
     prom, rj = tmp_path / "envcheck.prom", tmp_path / "r.json"
     res = run_cli("run", "-p", "launch", "-p", "bandwidth", "--min-busbw", "0.0001",
@@ -111,6 +112,7 @@ def test_run_metrics_carry_what_the_json_report_says(tmp_path):
     assert [n for n in os.listdir(tmp_path) if n not in ("envcheck.prom", "r.json")] == []
 
 
+@pytest.mark.ranks
 def test_launcher_run_metrics_have_each_hosts_bandwidth_and_clock(tmp_path):
     out = tmp_path / "out"
     outs, _ = srun_tasks(tmp_path, ["node1", "node2"], ["--out", str(out), "-p", "hosts",
@@ -140,6 +142,7 @@ def test_launcher_run_metrics_have_each_hosts_bandwidth_and_clock(tmp_path):
             for h, o in offsets["offsets"].items()}
 
 
+@pytest.mark.ranks
 def test_a_failed_launcher_run_says_which_host_is_not_ready(bad_interface, tmp_path):  # noqa: F811
     prom, rj = tmp_path / "m.prom", tmp_path / "r.json"
     res = run_cli("report", "--records", str(bad_interface / "out"), "--json", str(rj),
@@ -201,6 +204,7 @@ def test_summary_metrics_count_the_nodes_as_the_json_does(tmp_path):
     assert value(families, "envcheck_summary_timestamp_seconds") == epoch(summary["created"])
 
 
+@pytest.mark.ranks
 @pytest.mark.parametrize("command", [["run", "-p", "launch"], ["check", "torch==2.6.0"],
                                      ["summary", "."], ["report", "r.json"]])
 def test_a_metrics_file_that_cannot_be_written_is_one_line_and_exit_2(tmp_path, command):

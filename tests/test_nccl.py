@@ -24,6 +24,7 @@ def cpu_report(tmp_path_factory):
     return load_report(path)
 
 
+@pytest.mark.ranks
 def test_nccl_checks_skip_with_reason_on_a_cpu_wheel(cpu_report):
     checks = checks_by_id(cpu_report)
     torch_version = cpu_report["environment"]["torch"]
@@ -34,6 +35,7 @@ def test_nccl_checks_skip_with_reason_on_a_cpu_wheel(cpu_report):
             % torch_version
 
 
+@pytest.mark.ranks
 def test_env_reports_the_nccl_variables_that_are_set(cpu_report):
     c = checks_by_id(cpu_report)["nccl.env"]
     assert c["outcome"] == "passed"
@@ -43,6 +45,7 @@ def test_env_reports_the_nccl_variables_that_are_set(cpu_report):
     assert c["ranks"]["1"]["data"]["NCCL"]["NCCL_IB_DISABLE"] == "1"
 
 
+@pytest.mark.ranks
 def test_bandwidth_runs_over_gloo_with_nccl_tests_formulas(cpu_report):
     c = checks_by_id(cpu_report)["nccl.bandwidth"]
     assert c["outcome"] == "passed", c

@@ -40,6 +40,7 @@ def run(tmp_path_factory):
     return result, checks_by_id(load_report(str(report)))
 
 
+@pytest.mark.ranks
 def test_base_exception_in_a_check_fails_that_check_on_its_rank(run):
     result, checks = run
     assert result.code == 1, result.stdout + result.stderr
@@ -52,6 +53,7 @@ def test_base_exception_in_a_check_fails_that_check_on_its_rank(run):
     assert inside["ranks"]["2"]["outcome"] == "passed"
 
 
+@pytest.mark.ranks
 def test_the_rank_lives_on_to_the_next_check_and_probe(run):
     result, checks = run
     after = checks["dies-hard.after"]
@@ -62,6 +64,7 @@ def test_the_rank_lives_on_to_the_next_check_and_probe(run):
     assert "exited with code" not in result.stdout + result.stderr
 
 
+@pytest.mark.ranks
 def test_base_exception_outside_a_check_fails_the_probe_run(run):
     result, checks = run
     outside = checks["dies-outside.run"]

@@ -44,6 +44,7 @@ def rank_dependent_run(tmp_path_factory):
     return result, load_report(report)
 
 
+@pytest.mark.ranks
 def test_no_probe_hangs_or_crashes(rank_dependent_run):
     result, data = rank_dependent_run
     bad = {c["id"]: c["outcome"] for c in data["checks"] if c["outcome"] in ("hang", "crash")}
@@ -66,6 +67,7 @@ def test_no_probe_hangs_or_crashes(rank_dependent_run):
         in dcp["error"]["message"]
 
 
+@pytest.mark.ranks
 def test_ddp_wrap_names_the_rank_that_raised_and_the_one_that_waited(rank_dependent_run):
     _, data = rank_dependent_run
     checks = checks_by_id(data)

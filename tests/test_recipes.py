@@ -101,6 +101,7 @@ def test_docs_install_gives_the_readme_block_that_is_run_here():
         m.group(2).strip() for m in FENCE.finditer(install)]
 
 
+@pytest.mark.ranks
 def test_the_readme_blocks_run_as_pasted_in_a_clone(tmp_path):
     """The first hour: a fresh copy of the clone, and the README's two blocks pasted
     as they are, run and test block. The venv they make sees the torch of the tests'
@@ -243,6 +244,7 @@ def test_the_ci_workflow_installs_pinned_torch_numpy_and_envcheck(doc):
         " ".join(shell.replace("\\\n", " ").split())
 
 
+@pytest.mark.ranks
 def test_the_ci_workflow_runs_as_written_and_exits_0(tmp_path):
     """docs/ci.md's steps, run here in a fresh venv: the local torch wheel stands in for
     the PyTorch index, and this checkout for the team's clone of envcheck. The venv

@@ -147,6 +147,7 @@ def _fake_scontrol(tmp_path):
     return "%s:%s" % (bin_dir, os.environ["PATH"]), log
 
 
+@pytest.mark.ranks
 def test_a_reason_from_a_hostile_file_is_one_quoted_argument(answers, tmp_path):
     hostile = json.loads((answers / "node4.json").read_text())
     marker = tmp_path / "pwned"
@@ -216,6 +217,7 @@ def bad_interface(tmp_path_factory):
     return d
 
 
+@pytest.mark.ranks
 def test_a_launcher_run_blames_the_host_with_the_wrong_interface(bad_interface, tmp_path):
     failed, ready, drain = tmp_path / "failed", tmp_path / "ready", tmp_path / "drain.sh"
     res = run_cli("report", "--records", str(bad_interface / "out"), "--failed-hosts",
@@ -229,6 +231,7 @@ def test_a_launcher_run_blames_the_host_with_the_wrong_interface(bad_interface, 
     assert len(line[4]) <= len("Reason=") + 200
 
 
+@pytest.mark.ranks
 def test_summary_of_a_launcher_report_fails_only_the_blamed_host(bad_interface, tmp_path):
     failed, ready = tmp_path / "failed", tmp_path / "ready"
     res = run_cli("summary", str(bad_interface / "r.json"), "--failed-hosts", str(failed),
@@ -241,6 +244,7 @@ def test_summary_of_a_launcher_report_fails_only_the_blamed_host(bad_interface, 
     assert (failed.read_text(), ready.read_text()) == ("node1\n", "node0\n")
 
 
+@pytest.mark.ranks
 def test_a_crash_blames_the_host_of_the_rank_that_died(tmp_path):
     from test_launcher import DIE  # rank 1 exits in the middle of a check
 
@@ -259,6 +263,7 @@ def test_a_crash_blames_the_host_of_the_rank_that_died(tmp_path):
     assert (failed.read_text(), ready.read_text()) == ("node1\n", "node0\n")
 
 
+@pytest.mark.ranks
 def test_a_run_cut_short_leaves_hosts_no_check_blames_unjudged(tmp_path):
     rj = tmp_path / "r.json"
     res = run_cli("run", "-p", "launch", "--nproc", "1", "--backend", "gloo", "-q",

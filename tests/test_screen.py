@@ -35,6 +35,7 @@ def hung_report(tmp_path_factory):
     return str(report)
 
 
+@pytest.mark.ranks
 @pytest.mark.parametrize("columns", [80, 120])
 def test_the_run_screen_answers_first_and_fits_the_terminal_in_colour(hung_report, columns):
     code, lines, _ = on_terminal(columns, "report", hung_report)
@@ -63,6 +64,7 @@ def test_the_run_screen_answers_first_and_fits_the_terminal_in_colour(hung_repor
     assert lines[-1].startswith(BOLD_RED) and lines[-1].endswith(RESET)
 
 
+@pytest.mark.ranks
 @pytest.mark.parametrize("columns", [80, 120])
 def test_verbose_shows_every_row_and_detail_and_fits_the_terminal(hung_report, columns):
     code, lines, _ = on_terminal(columns, "report", "-v", hung_report)
@@ -90,6 +92,7 @@ def test_verbose_shows_every_row_and_detail_and_fits_the_terminal(hung_report, c
     assert text.index("stuck.wait (FAILURE)") < text.index("serialization.pickle_default")
 
 
+@pytest.mark.ranks
 @pytest.mark.parametrize("how", [{"env": {"NO_COLOR": "1"}}, {"flag": "--no-color"},
                                  {"env": {"TERM": "dumb"}}])
 def test_no_color_and_no_color_flag_turn_colour_off(hung_report, how):
@@ -100,12 +103,14 @@ def test_no_color_and_no_color_flag_turn_colour_off(hung_report, how):
     assert [line for line in lines if "\x1b" in line] == []
 
 
+@pytest.mark.ranks
 def test_no_color_set_but_empty_keeps_colour(hung_report):
     # no-color.org: only a non-empty NO_COLOR turns colour off
     _, lines, _ = on_terminal(80, "report", hung_report, env={"NO_COLOR": ""})
     assert any(BOLD_RED in line for line in lines)
 
 
+@pytest.mark.ranks
 def test_json_junit_markdown_and_pipes_never_carry_an_escape(hung_report, tmp_path):
     for fmt in ("markdown", "json"):
         code, lines, _ = on_terminal(80, "report", hung_report, "--format", fmt,
@@ -203,6 +208,7 @@ def test_a_pipe_keeps_whole_lines():
                                            "https://download.pytorch.org/whl/cu124")
 
 
+@pytest.mark.ranks
 def test_a_run_shows_a_live_view_then_the_rows_a_pipe_shows():
     code, lines, raw = on_terminal(80, "run", "-p", "serialization", "-p", "launch")
     assert code == 0
@@ -240,6 +246,7 @@ def test_a_run_shows_a_live_view_then_the_rows_a_pipe_shows():
                         visible(quiet[-3]))
 
 
+@pytest.mark.ranks
 def test_the_live_view_after_a_hang_says_the_probe_stopped_and_goes_on(tmp_path):
     (tmp_path / "stuck.py").write_text(STUCK + AFTER)
     code, lines, raw = on_terminal(80, "run", "--nproc", "3", "-p", "stuck", "-p", "after",
@@ -259,6 +266,7 @@ def test_the_live_view_after_a_hang_says_the_probe_stopped_and_goes_on(tmp_path)
     assert shown[-1].startswith("1 FAILURE: 5 passed, 1 hang in ")
 
 
+@pytest.mark.ranks
 def test_a_healthy_node_fits_one_screen_and_answers_first():
     # The whole default suite, as a user runs it first, in a terminal of 80 x 50.
     code, lines, _ = on_terminal(80, "run")
@@ -284,6 +292,7 @@ def test_a_healthy_node_fits_one_screen_and_answers_first():
                         r"\d+\.\d s", shown[-1])
 
 
+@pytest.mark.ranks
 def test_one_unexpected_failure_shows_in_the_first_18_lines(tmp_path):
     (tmp_path / "ours.py").write_text(OURS)
     (tmp_path / "team" / "expectations").mkdir(parents=True)

@@ -14,6 +14,7 @@ def run(tmp_path_factory):
     return result, checks_by_id(load_report(str(path)))
 
 
+@pytest.mark.ranks
 def test_every_check_is_reported_on_both_ranks(run):
     _, checks = run
     names = [c.split(".", 1)[1] for c in checks if c.startswith("serialization.")]
@@ -25,6 +26,7 @@ def test_every_check_is_reported_on_both_ranks(run):
     assert "serialization.model" not in checks  # only with --model
 
 
+@pytest.mark.ranks
 @pytest.mark.parametrize("name", ["pickle_default_group", "pickle_subgroup",
                                   "deepcopy_module_with_group", "save_module_with_group"])
 def test_process_groups_do_not_pickle_and_say_what_to_do(run, name):
@@ -37,12 +39,14 @@ def test_process_groups_do_not_pickle_and_say_what_to_do(run, name):
     assert check["advice"]
 
 
+@pytest.mark.ranks
 def test_deepcopy_advice_names_the_fix(run):
     advice = run[1]["serialization.deepcopy_module_with_group"]["advice"]
     assert "load_state_dict" in advice and "fresh" in advice
     assert "state_dict()" in run[1]["serialization.save_module_with_group"]["advice"]
 
 
+@pytest.mark.ranks
 @pytest.mark.parametrize("name", ["ddp_wrap", "deepcopy_ddp", "deepcopy_ddp_module",
                                   "fresh_load_state_dict", "pickle_ddp"])
 def test_ddp_copies_work_and_match_the_original(run, name):
@@ -54,11 +58,13 @@ def test_ddp_copies_work_and_match_the_original(run, name):
         assert "own memory" in check["detail"] and "same output" in check["detail"]
 
 
+@pytest.mark.ranks
 def test_fresh_copy_is_checked_against_the_deepcopy_on_every_rank(run):
     detail = run[1]["serialization.fresh_load_state_dict"]["detail"]
     assert "equals original and deepcopy on all 2 ranks" in detail
 
 
+@pytest.mark.ranks
 def test_failures_show_in_table_with_advice(run):
     result = run[0]
     # Process groups that do not pickle are known issues: nothing unexpected.

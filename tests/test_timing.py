@@ -37,6 +37,7 @@ def hung(tmp_path_factory):
     return load_report(report)
 
 
+@pytest.mark.ranks
 def test_every_rank_has_its_phases_in_order(hung):
     first, second = hung["attempts"]
     assert sorted(first["timing"]["ranks"]) == ["0", "1", "2"]
@@ -66,6 +67,7 @@ def test_every_rank_has_its_phases_in_order(hung):
         assert phases[0]["forked"] is True  # by the next attempt's zygote
 
 
+@pytest.mark.ranks
 def test_the_hang_deadline_and_the_fresh_ranks_line_up(hung):
     first, second = hung["attempts"]
     abort = first["abort"]

@@ -224,6 +224,7 @@ def run(tmp_path_factory):
     return res, out
 
 
+@pytest.mark.ranks
 def test_run_judges_every_check(run):
     res, path = run
     assert res.code == 0, res.stderr  # known issues only: exit 0
@@ -245,6 +246,7 @@ def test_run_judges_every_check(run):
     assert "known issue" in verbose and "source: pytorch/pytorch issues #73825" in verbose
 
 
+@pytest.mark.ranks
 def test_strict_fails_on_known_issues(run):
     _, path = run
     res = run_cli("report", str(path), "--strict")
@@ -270,6 +272,7 @@ def _matrix_dir(tmp_path, name, text):
     return str(d)
 
 
+@pytest.mark.ranks
 def test_a_different_failure_than_the_known_one_is_unexpected(run, tmp_path):
     _, path = run
     d = _matrix_dir(tmp_path, "expectations/serialization.toml", """\
@@ -291,6 +294,7 @@ def test_a_different_failure_than_the_known_one_is_unexpected(run, tmp_path):
                for f in report["matrix"]["files"])
 
 
+@pytest.mark.ranks
 def test_expected_failure_that_passes_is_fixed(run, tmp_path):
     _, path = run
     d = _matrix_dir(tmp_path, "expectations/baseline.toml", """\
@@ -326,6 +330,7 @@ def test_bad_team_matrix_stops_the_run_with_exit_2(tmp_path):
     assert leftovers(marker) == []
 
 
+@pytest.mark.ranks
 def test_report_keeps_saved_verdicts_and_judges_unjudged_ones(run, tmp_path):
     _, path = run
     data = json.loads(open(str(path)).read())

@@ -99,6 +99,7 @@ def long_run(tmp_path_factory):
     return res, load_report(d / "r.json"), (d / "r.xml").read_text(), d
 
 
+@pytest.mark.ranks
 def test_a_long_detail_is_cut_at_a_word_with_an_ellipsis(long_run):
     from conftest import checks_by_id
 
@@ -113,6 +114,7 @@ def test_a_long_detail_is_cut_at_a_word_with_an_ellipsis(long_run):
     assert message.startswith(kept) and message[len(kept)] == " "  # a whole word
 
 
+@pytest.mark.ranks
 def test_identical_ranks_are_one_line_and_no_internal_type_shows(long_run):
     res, report, junit, d = long_run
     host = report["ranks"][0]["host"]
@@ -136,6 +138,7 @@ def test_identical_ranks_are_one_line_and_no_internal_type_shows(long_run):
     assert "  ✗ long.fails (FAILURE)\n      the probe saw a mismatch: word0 word1" in table
 
 
+@pytest.mark.ranks
 def test_setup_times_agree_with_the_time_column(long_run):
     from conftest import checks_by_id
 
