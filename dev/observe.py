@@ -49,7 +49,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from envcheck.matrix import load as matrix_load, verdicts, versions  # noqa: E402
-from envcheck.matrix.model import Target  # noqa: E402
+from envcheck.matrix.values import Target  # noqa: E402
 from envcheck.report import model as report_mod  # noqa: E402
 
 EVIDENCE_DIR = os.path.join(ROOT, "envcheck", "matrix", "data", "evidence")

@@ -362,9 +362,9 @@ def run(
 ):
     """Run the probes on this machine and report what works."""
     from .explain.diagnose import diagnose
-    from .matrix import frameworks, load as matrix_load, verdicts
+    from .matrix import framework_advice as frameworks, load as matrix_load, verdicts
     from .report import model as report_mod
-    from .run import command as runner
+    from .run import runner
     from .run.progress import Progress
 
     fmt = _check_format(fmt)
@@ -438,9 +438,9 @@ def report(
     A launcher-mode report names the hosts each failing check blames: --failed-hosts,
     --drain-script and --ready-hosts hand them to SLURM (see --help-all).
     """
-    from .matrix import frameworks, load as matrix_load, verdicts
+    from .matrix import framework_advice as frameworks, load as matrix_load, verdicts
     from .report import model as report_mod
-    from .run import command as runner
+    from .run import runner
 
     fmt = _check_format(fmt)
     judged_by = None
@@ -586,7 +586,7 @@ def check(
     needs (a ROCm build on a node with no GPU; a node that is not Linux x86_64).
     """
     from .core import redact
-    from .preinstall import command as check_command, render as render_check
+    from .preinstall import checker as check_command, answer as render_check
 
     fmt = _check_format(fmt, "check", markdown=False)
     for path in (json_path, metrics_path):
@@ -672,7 +672,7 @@ def summary(
     """
     import datetime
 
-    from .summary import build, render as render_summary
+    from .summary import build, overview as render_summary
 
     fmt = _check_format(fmt, "summary", markdown=False)
     for path in (json_path, metrics_path):
@@ -743,7 +743,7 @@ def explain(
     Exit codes: 0 a known cause was found; 1 nothing recognised (it then says what to
     collect next); 2 bad input.
     """
-    from .explain import command as explain_command, render as explain_render
+    from .explain import explainer as explain_command, screen as explain_render
 
     fmt = _check_format(fmt, "explain", markdown=False)
     if json_path:
@@ -794,7 +794,7 @@ def matrix_cmd(
                                        "than the terminal goes through $PAGER, else less]."),
 ):
     """Show the version matrix: releases, CUDA drivers, and expected outcomes per check."""
-    from .matrix import command as matrix_command
+    from .matrix import listing as matrix_command
 
     from .core.text import printable
 

@@ -269,3 +269,19 @@ def test_no_import_cycles():
     graph = import_graph()
     assert "envcheck.worker.runtime" in graph and graph["envcheck.worker.runtime"]
     assert cycles(graph) == []
+
+
+def same_names(top=PACKAGE):
+    """Module files (not a package's ``__init__``) that share a name, as {name: [paths]}."""
+    seen = {}
+    for path in _files(top):
+        name = os.path.basename(path)
+        if name != "__init__.py":
+            seen.setdefault(name, []).append(os.path.relpath(path, os.path.dirname(top)))
+    return {name: sorted(paths) for name, paths in seen.items() if len(paths) > 1}
+
+
+def test_no_two_modules_share_a_name():
+    """A name says which module it is: 'render.py' in three packages, 'command.py' in
+    four (at 38aebdc) made every grep, traceback and review ask which one."""
+    assert same_names() == {}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from envcheck.explain import facts, line
+from envcheck.explain import job_versions as facts, line
 from envcheck.matrix import load as matrix_load
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from envcheck.explain import command, read
+from envcheck.explain import explainer as command, read
 
 from conftest import ROOT
 
@@ -66,7 +66,7 @@ def test_gzipped_log_is_read_as_it_decompresses(tmp_path):
 # the process that forked it, here pytest's, across exec).
 MEMORY = r"""
 import sys
-from envcheck.explain import command
+from envcheck.explain import explainer as command
 result = command.explain([sys.argv[1]])
 with open("/proc/self/status") as f:
     peak = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))

@@ -5,7 +5,7 @@ its four ranks; torchrun's own summary is only a consequence."""
 
 import os
 
-from envcheck.explain import command
+from envcheck.explain import explainer as command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOG = os.path.join(HERE, "data", "explain", "torchrun-4rank-pickle-group.log")

@@ -22,7 +22,7 @@ try:
 except ImportError:  # Python < 3.11
     import tomli as tomllib
 
-from envcheck.explain import command
+from envcheck.explain import explainer as command
 from envcheck.matrix import load as matrix_load
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -9,7 +9,7 @@ from packaging.version import Version
 
 from conftest import run_cli
 from envcheck.matrix import load as matrix_load, versions
-from envcheck.matrix.model import Target
+from envcheck.matrix.values import Target
 
 # (range, torch version, matches?) — the documented rules in versions.py / docs/matrix.md.
 MATCHING = [

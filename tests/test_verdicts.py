@@ -16,10 +16,10 @@ from packaging.version import Version
 from conftest import checks_by_id, leftovers, load_report, run_cli, validate_report
 from envcheck.core.outcomes import ExitCode
 from envcheck.matrix import load as matrix_load, verdicts
-from envcheck.matrix.model import Expectation, Target, Where
+from envcheck.matrix.values import Expectation, Target, Where
 from envcheck.matrix.versions import parse_specifier
 from envcheck.report.model import CheckResult, Report
-from envcheck.run import command as runner
+from envcheck.run import runner
 
 WHERE = Where("t.toml", "t.toml", "expectation", 1, 1)
 
@@ -176,7 +176,7 @@ def test_torch_built_for_numpy_1_with_numpy_2_is_unsupported():
 
 
 def _between_matrix(high_message="Boom", high_outcome="failed"):
-    from envcheck.matrix.model import Matrix, Observation
+    from envcheck.matrix.values import Matrix, Observation
 
     def entry(torch, outcome, message, seen, index):
         return Expectation(("p.c",), parse_specifier(torch), (outcome,),

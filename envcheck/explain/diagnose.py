@@ -9,7 +9,7 @@ node is explained by a run exactly as by a job's log: one knowledge base.
 """
 
 from ..core.outcomes import Outcome
-from ..matrix.frameworks import phrase
+from ..matrix.framework_advice import phrase
 from . import line as line_mod, match
 
 DIAGNOSED = ("failure", "unexpected")

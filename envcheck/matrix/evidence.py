@@ -25,7 +25,7 @@ import os
 from typing import Optional, Tuple
 
 from . import versions
-from .model import Target, platform_of
+from .values import Target, platform_of
 
 OBSERVED, FACT, SKIPPED = "observed", "fact", "skipped"
 # What a healthy node's run may read as (unsupported: only as its entry's own condition).

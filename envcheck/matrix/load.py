@@ -16,7 +16,7 @@ from ..core import catalog, limits
 from . import versions
 from ..core.errors import UsageError
 from . import facts, signatures as sig_mod
-from .model import (BACKENDS, BAD_OUTCOMES, OUTCOMES, PLATFORMS, Expectation, Matrix, MatrixFile,
+from .values import (BACKENDS, BAD_OUTCOMES, OUTCOMES, PLATFORMS, Expectation, Matrix, MatrixFile,
                      Observation, PatchFacts, Release, Target, Toolkit, Variant, Where)
 
 try:

@@ -35,7 +35,7 @@ The check's verdict is its worst finding's; a check whose findings are all harml
 passed.
 """
 
-from .model import Target
+from .values import Target
 from ..core.outcomes import Outcome, Verdict
 
 

@@ -21,7 +21,7 @@ from ..matrix import versions
 from ..core.errors import UsageError
 from . import pins as pin_mod, resolve as resolve_mod
 from .pins import PYPI
-from ..matrix.model import Target
+from ..matrix.values import Target
 from ..matrix.versions import sm_tuple
 
 OK, FAIL, WARN, SKIP, UNKNOWN = "ok", "fail", "warn", "skip", "unknown"

@@ -148,7 +148,7 @@ def error_line(error):
     return "%s: %s" % (error["type"], message)
 
 
-# envcheck check's glyphs (preinstall.render): works, will not work, a warning, cannot tell.
+# envcheck check's glyphs (preinstall.answer): works, will not work, a warning, cannot tell.
 CHECK_STYLES = {"✓": "green", "✗": "bold red", "!": "yellow", "?": "cyan"}
 
 

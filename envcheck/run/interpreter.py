@@ -52,7 +52,7 @@ def install_hint(path, python_version=None):
     (an open `pip install torch` takes the newest CUDA build: gigabytes on a CPU node)."""
     pick = None
     try:
-        from ..preinstall import command
+        from ..preinstall import checker as command
 
         series = ".".join((python_version or platform.python_version()).split(".")[:2])
         found = command.run(suggest=True, python_version=series).suggestions

@@ -41,6 +41,7 @@ ZYGOTE_ID = "ENVCHECK_ZYGOTE_ID"
 # probes import lazily): worker/zygote.py, named, never imported on this side.
 INIT = "envcheck.worker.zygote:import_torch"
 PRELOAD = "envcheck.worker.zygote:preload"
+HAND_OVER_S = 1.0  # how long poll() waits for a zygote that forked every rank to exit
 # What each forked rank runs: a rank of envcheck run (``python -m envcheck.worker.rank``).
 RANK_TARGET = "envcheck.worker.rank:main"
 
@@ -232,9 +233,14 @@ class Zygote:
         self._read()
         if self.forked_all() and not self._handed_over:
             # Every rank is here: it may go (it exits once this end is closed), and
-            # they become this process's children.
+            # they become this process's children. It has nothing left to do: wait for
+            # it now rather than a poll later (the ranks are tracked only then).
             self._handed_over = True
             self._close_socket()
+            try:
+                self.proc.wait(timeout=HAND_OVER_S)
+            except procs.TimeoutExpired:
+                pass
         code = self.proc.poll()
         if code is None:
             return None

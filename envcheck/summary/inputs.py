@@ -8,7 +8,7 @@ import os
 from typing import Optional, Tuple
 
 from ..core import limits
-from ..preinstall.render import CHECK_SCHEMA_VERSION
+from ..preinstall.answer import CHECK_SCHEMA_VERSION
 
 FACTS = ("driver", "gpu_model", "gpu_count", "python", "glibc", "asked")
 

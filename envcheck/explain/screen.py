@@ -11,8 +11,8 @@ from .. import __version__
 from ..core import redact
 from ..core.frameworks import FRAMEWORKS
 from ..core.text import printable, rank_set, shorten
-from ..matrix.frameworks import phrase
-from .command import NEXT_STEPS
+from ..matrix.framework_advice import phrase
+from .explainer import NEXT_STEPS
 
 SCHEMA_VERSION = 1
 LINE_LIMIT = 240

@@ -14,7 +14,7 @@ import sys
 from ..core.errors import UsageError
 from ..core.outcomes import ExitCode
 from ..matrix import load as matrix_load
-from . import facts as facts_mod, line as line_mod, match, read, structure as structure_mod
+from . import job_versions as facts_mod, line as line_mod, match, read, structure as structure_mod
 
 # What to collect when nothing is recognised: the log that names most causes.
 NEXT_STEPS = (

@@ -64,7 +64,7 @@ def _issue_lines(e, width):
 
 
 def render(result, width=None, verbose=False):
-    """result: preinstall.command.Result. ``width``: the terminal's columns (every line
+    """result: preinstall.checker.Result. ``width``: the terminal's columns (every line
     fits); None for pipes and files, which keep whole lines (a pip command stays one).
     ``verbose``: each known issue with its advice, source and the builds it was seen on
     (else a line each)."""

@@ -21,7 +21,7 @@ import re
 from packaging.version import InvalidVersion, Version
 
 from ..matrix import versions
-from ..matrix.model import Target
+from ..matrix.values import Target
 
 _V = r"(\d+(?:\.\d+)+(?:[.+\w-]*\w)?)"
 PATTERNS = (
