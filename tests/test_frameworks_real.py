@@ -20,6 +20,8 @@ import pytest
 
 from conftest import ROOT, checks_by_id, load_report, run_cli
 
+pytestmark = pytest.mark.ranks  # every test here starts real ranks
+
 NEEDED = ("lightning", "accelerate", "transformers")
 
 

@@ -16,6 +16,8 @@ import pytest
 
 from conftest import ROOT, run_cli
 
+pytestmark = pytest.mark.ranks  # every test here starts real ranks
+
 
 def test_ctrl_c_during_startup_says_question_marks_not_false_facts(tmp_path):
     report = tmp_path / "r.json"

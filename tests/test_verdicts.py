@@ -239,8 +239,9 @@ def test_run_judges_every_check(run):
     assert {f["name"] for f in report["matrix"]["files"]} >= {
         "releases.toml", "cuda.toml", "expectations/serialization.toml"}
     # The screen names each known issue in a few words; -v has its advice and source.
-    assert ("  ! serialization.pickle_default_group, pickle_subgroup: a process group "
-            "cannot be pickled or copied") in res.stdout
+    # the pitfall's line, wrapped at spaces wherever the screen's width falls
+    assert ("! serialization.pickle_default_group, pickle_subgroup: a process group "
+            "cannot be pickled or copied") in " ".join(res.stdout.split())
     assert "source: pytorch/pytorch issues #73825" not in res.stdout
     verbose = run_cli("report", "-v", str(path)).stdout
     assert "known issue" in verbose and "source: pytorch/pytorch issues #73825" in verbose
