@@ -121,7 +121,7 @@ def test_launcher_run_metrics_have_each_hosts_bandwidth_and_clock(tmp_path):
     assert all(os.path.exists(out / ("records-rank%d.jsonl" % r)) for r in (0, 1)), outs
     prom, rj = tmp_path / "launcher.prom", tmp_path / "r.json"
     res = run_cli("report", "--records", str(out), "--json", str(rj), "--metrics", str(prom))
-    assert res.code in (0, 1), res.stderr
+    assert res.code == 0, res.stdout + res.stderr
     families, _ = read(prom)
     assert_conventions(families, "envcheck_run_")
     report = json.loads(rj.read_text())
