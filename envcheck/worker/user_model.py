@@ -8,7 +8,7 @@ error, a factory that raises, a return value that is not an ``nn.Module`` — be
 check's traceback) is the user's own exception, so a probe can report it as a failed check
 instead of crashing the rank::
 
-    from ..model import user_model, UserModelError
+    from ..user_model import user_model, UserModelError
 
     with ctx.check("model") as c:
         model = user_model(ctx)   # None without --model
