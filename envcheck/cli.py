@@ -85,6 +85,7 @@ def _report_metrics(report):
 
 
 # summary's and report's own options alike (a typer option may serve several commands)
+FLEET_OPTIONS = "--metrics, --failed-hosts, --ready-hosts, --drain-script, --hostlist-style"
 FAILED_HOSTS_OPTION = typer.Option(None, "--failed-hosts", metavar="FILE",
                                    help=FAILED_HOSTS_HELP, hidden=True)
 DRAIN_OPTION = typer.Option(None, "--drain-script", metavar="FILE", help=DRAIN_HELP,
@@ -431,7 +432,7 @@ def report(
     ready_hosts: Optional[str] = READY_HOSTS_OPTION,
     hostlist_style: str = HOSTLIST_STYLE_OPTION,
     metrics_path: Optional[str] = METRICS_OPTION,
-    help_all: bool = help_all_option("--metrics, --failed-hosts, --ready-hosts, --drain-script, --hostlist-style"),
+    help_all: bool = help_all_option(FLEET_OPTIONS),
 ):
     """Render a saved JSON report again (re-judged with --matrix DIR); runs nothing.
 
@@ -660,7 +661,7 @@ def summary(
     ready_hosts: Optional[str] = READY_HOSTS_OPTION,
     hostlist_style: str = HOSTLIST_STYLE_OPTION,
     metrics_path: Optional[str] = METRICS_OPTION,
-    help_all: bool = help_all_option("--metrics, --failed-hosts, --ready-hosts, --drain-script, --hostlist-style"),
+    help_all: bool = help_all_option(FLEET_OPTIONS),
 ):
     """Many nodes' answers as one screen: how many will work, the rest by reason.
 

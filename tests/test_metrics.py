@@ -118,7 +118,8 @@ def test_launcher_run_metrics_have_each_hosts_bandwidth_and_clock(tmp_path):
     outs, _ = srun_tasks(tmp_path, ["node1", "node2"], ["--out", str(out), "-p", "hosts",
                                                         "-p", "bandwidth", "--timeout", "30"],
                          job_id="37")
-    assert all(os.path.exists(out / ("records-rank%d.jsonl" % r)) for r in (0, 1)), outs
+    assert sorted(n for n in os.listdir(out) if n.startswith("records-rank")) == [
+        "records-rank0.jsonl", "records-rank1.jsonl"], outs
     prom, rj = tmp_path / "launcher.prom", tmp_path / "r.json"
     res = run_cli("report", "--records", str(out), "--json", str(rj), "--metrics", str(prom))
     assert res.code == 0, res.stdout + res.stderr
