@@ -506,7 +506,7 @@ def probes(
     """List the probes, a line each."""
     from tabulate import tabulate
 
-    from .core.catalog import RUN, SETUP, SETUP_CHECKS, all_probes, opt_in
+    from .probes.catalog import RUN, SETUP, SETUP_CHECKS, all_probes, opt_in
     from .core.text import printable
 
     specs = all_probes(tuple(probe_path))

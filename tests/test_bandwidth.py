@@ -8,7 +8,7 @@ import os
 import pytest
 
 from conftest import checks_by_id, load_report, run_cli
-from envcheck.worker.probes.bandwidth import judge, schedule
+from envcheck.probes.bandwidth import judge, schedule
 
 pytestmark = pytest.mark.ranks  # every test here starts real ranks
 

@@ -1,14 +1,18 @@
 """The boundary that makes envcheck work where torch is absent or elsewhere.
 
-- Supervisor side (everything outside envcheck/worker/) never imports torch: with a
-  ``torch`` on the path that explodes on import, the commands that do not start ranks
-  still work. It never imports envcheck/worker/ either: what both sides need is in
-  envcheck/core/.
+- Supervisor side (everything outside envcheck/worker/ and the probes' own modules)
+  never imports torch: with a ``torch`` on the path that explodes on import, the
+  commands that do not start ranks still work. It never imports envcheck/worker/ or a
+  probe either: what both sides need is in envcheck/core/, and what it knows of the
+  probes is their declaration (the registry: envcheck/probes/spec.py, suite.py,
+  catalog.py).
 - Core (envcheck/core/) is stdlib only: both sides import it, ranks under an
-  interpreter that has nothing but torch included.
-- Worker side (envcheck/worker/) imports only the stdlib, torch, itself, the core and
-  envcheck/launch/ (stdlib only, where processes are made: tests/test_launch.py), so
-  ranks run under an interpreter that has torch and nothing of envcheck's dependencies.
+  interpreter that has nothing but torch included. The probe registry is stdlib and the
+  core only.
+- Worker side (envcheck/worker/ and the probes in envcheck/probes/) imports only the
+  stdlib, torch, itself, the core and envcheck/launch/ (stdlib only, where processes are
+  made: tests/test_launch.py), so ranks run under an interpreter that has torch and
+  nothing of envcheck's dependencies.
 """
 
 import ast
@@ -20,6 +24,13 @@ import pytest
 from conftest import ROOT, run_cli
 
 WORKER = os.path.join(ROOT, "envcheck", "worker")
+PROBES = os.path.join(ROOT, "envcheck", "probes")
+# The probes' declaration, which the supervisor reads; every other module under PROBES
+# is a probe's code, run in the ranks.
+REGISTRY = tuple(os.path.join(PROBES, name) for name in
+                 ("__init__.py", "spec.py", "suite.py", "catalog.py"))
+REGISTRY_MODULES = ("envcheck.probes", "envcheck.probes.spec", "envcheck.probes.suite",
+                    "envcheck.probes.catalog")
 
 
 @pytest.fixture
@@ -37,9 +48,11 @@ def test_supervisor_modules_do_not_import_torch(exploding_torch):
         "for m in pkgutil.walk_packages(envcheck.__path__, 'envcheck.'):\n"
         "    if m.name.startswith('envcheck.worker') or m.name == 'envcheck.__main__':\n"
         "        continue\n"
+        "    if m.name.startswith('envcheck.probes.') and m.name not in %r:\n"
+        "        continue\n"
         "    importlib.import_module(m.name)\n"
         "assert 'torch' not in sys.modules\n"
-        "print('ok')\n")
+        "print('ok')\n") % (REGISTRY_MODULES,)
     import subprocess
     env = dict(os.environ, **exploding_torch)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -57,6 +70,11 @@ def test_commands_without_ranks_work_without_torch(exploding_torch, args):
 
 CORE = os.path.join(ROOT, "envcheck", "core")
 PACKAGE = os.path.join(ROOT, "envcheck")
+
+
+def _worker_side(path):
+    return path.startswith(WORKER + os.sep) or (
+        path.startswith(PROBES + os.sep) and path not in REGISTRY)
 
 
 def _files(top):
@@ -98,9 +116,11 @@ def _violations(path, allowed):
                 name == a or name.startswith(a + ".") for a in allowed)]
 
 
-@pytest.mark.parametrize("path", sorted(_files(WORKER)), ids=lambda p: os.path.relpath(p, ROOT))
+@pytest.mark.parametrize("path", sorted(p for p in _files(PACKAGE) if _worker_side(p)),
+                         ids=lambda p: os.path.relpath(p, ROOT))
 def test_worker_imports_only_stdlib_torch_and_the_core(path):
-    allowed = ("torch", "envcheck.worker", "envcheck.core", "envcheck.launch")
+    allowed = ("torch", "envcheck.worker", "envcheck.core", "envcheck.launch",
+               "envcheck.probes")
     if os.sep + os.path.join("probes", "frameworks") + os.sep in path:
         # A probe that tests a framework imports it, lazily: never at module level, so
         # the catalog and the other probes never pull it in.
@@ -124,12 +144,20 @@ def test_core_imports_only_the_stdlib(path):
     assert not bad, "the core is imported by ranks that have only torch: %s" % bad
 
 
-def test_supervisor_side_never_imports_the_worker():
+@pytest.mark.parametrize("path", REGISTRY, ids=lambda p: os.path.relpath(p, ROOT))
+def test_the_probe_registry_imports_only_the_stdlib_and_the_core(path):
+    bad = _violations(path, ("envcheck.core",) + REGISTRY_MODULES)
+    assert not bad, "the supervisor reads the registry: %s" % bad
+
+
+def test_supervisor_side_never_imports_the_worker_or_a_probe():
     bad = ["%s line %d: %s" % (os.path.relpath(path, ROOT), line, name)
-           for path in _files(PACKAGE) if not path.startswith(WORKER + os.sep)
+           for path in _files(PACKAGE) if not _worker_side(path)
            for line, name in _imported(path)
-           if name == "envcheck.worker" or name.startswith("envcheck.worker.")]
-    assert not bad, "the supervisor side reaches the worker through envcheck.core only: %s" % bad
+           if name == "envcheck.worker" or name.startswith("envcheck.worker.")
+           or (name.startswith("envcheck.probes.") and name not in REGISTRY_MODULES)]
+    assert not bad, ("the supervisor side reaches the worker through envcheck.core only, "
+                     "and the probes through their registry: %s" % bad)
 
 
 def test_the_import_reader_resolves_relative_imports():
@@ -145,11 +173,10 @@ def test_the_import_reader_resolves_relative_imports():
 
 
 def test_probe_modules_import_torch_only_inside_functions():
-    probes = os.path.join(WORKER, "probes")
-    for name in os.listdir(probes):
+    for name in os.listdir(PROBES):
         if not name.endswith(".py"):
             continue
-        tree = ast.parse(open(os.path.join(probes, name), encoding="utf-8").read())
+        tree = ast.parse(open(os.path.join(PROBES, name), encoding="utf-8").read())
         for node in tree.body:  # module level only
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) \

@@ -13,7 +13,7 @@ import types
 import pytest
 import torch
 
-from envcheck.worker.probes.checkpoint.dcp_api import Dcp, DcpFailed, DcpMissing
+from envcheck.probes.shared.dcp import Dcp, DcpFailed, DcpMissing
 
 # Signatures as in each release's torch/distributed/checkpoint/state_dict_{saver,loader}.py
 # (annotations left out). 2.0 and 2.1: only the legacy names.

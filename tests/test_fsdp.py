@@ -3,7 +3,8 @@ assertions.
 
 - 2 ranks (the default): every check, the reshard phases at 3 and 1 ranks;
 - 4 ranks: the 2-D (HSDP) mesh, reshard 4 -> 5 and 4 -> 1;
-- 2 ranks with one rank's shard altered on disk after the save (a test hook): what the
+- 2 ranks with one rank's shard altered on disk after the save (a test probe,
+  tests/data/probes/fsdp_faults.py): what the
   user sees when a checkpoint does not give back what was saved;
 - 1 rank with a --model whose width depends on the world size (sharded per top-level
   child): the 2-rank load cannot fit the checkpoint, and the shrink phase cannot run;
@@ -20,6 +21,10 @@ import pytest
 from conftest import checks_by_id, launcher_env, load_report, run_cli
 
 pytestmark = pytest.mark.ranks  # every test here starts real ranks
+
+# The fsdp probe's checks with a fault injected into what DCP saved (test probes).
+FAULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "probes",
+                      "fsdp_faults.py")
 
 WIDTH_MODEL = '''
 import torch
@@ -49,11 +54,11 @@ def build():
 '''
 
 
-def _run(tmp, *args, env=None):
+def _run(tmp, *args, env=None, probe="fsdp"):
     report = tmp / "report.json"
     run_tmp = tmp / "tmp"
     run_tmp.mkdir()
-    result = run_cli("run", "-p", "fsdp", "--json", str(report), *args, timeout=400,
+    result = run_cli("run", "-p", probe, "--json", str(report), *args, timeout=400,
                      env=dict(env or {}, TMPDIR=str(run_tmp), COLUMNS="80"), cwd=str(tmp))
     assert report.exists(), result.stderr
     data = load_report(str(report))
@@ -72,14 +77,14 @@ def four(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def altered(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("fsdp_alter"),
-                env={"ENVCHECK_TEST_ALTER_SHARD": "1"})
+    return _run(tmp_path_factory.mktemp("fsdp_alter"), "--probe-path", FAULTS,
+                probe="fsdp-altered")
 
 
 @pytest.fixture(scope="module")
 def lost(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("fsdp_lost"),
-                env={"ENVCHECK_TEST_LOSE_SUBGROUP_METADATA": "1"})
+    return _run(tmp_path_factory.mktemp("fsdp_lost"), "--probe-path", FAULTS,
+                probe="fsdp-lost")
 
 
 @pytest.fixture(scope="module")
@@ -165,22 +170,22 @@ def test_four_ranks_round_trip_on_a_2d_mesh(four):
 def test_a_shard_altered_after_the_save_fails_the_round_trip_and_every_reshard(altered):
     result, report, checks, _ = altered
     assert result.code == 1
-    rt = checks["fsdp.save_load"]
+    rt = checks["fsdp-altered.save_load"]
     assert rt["outcome"] == "failed" and rt["root_rank"] == 1
     assert rt["ranks"]["0"]["outcome"] == "passed"  # rank 0's shards are its own file's
     assert rt["detail"] == ("rank 1: 1 of 32 entries differ after the DCP round trip on "
                             "rank 1: model.blocks.0.0.bias")
     assert rt["advice"].startswith("this checkpoint does not resume the training state")
     # Rank 1 failed its comparison but still took part in every collective after it.
-    assert checks["fsdp.subgroup"]["outcome"] == "passed"
-    assert "fsdp.run" not in checks
+    assert checks["fsdp-altered.subgroup"]["outcome"] == "passed"
+    assert "fsdp-altered.run" not in checks
     for check, size in (("reshard_grow", 3), ("reshard_shrink", 1)):
-        c = checks["fsdp." + check]
+        c = checks["fsdp-altered." + check]
         assert c["outcome"] == "failed"
         assert c["detail"] == ("1 of 32 entries differ when the 2-rank checkpoint is loaded "
                                "by %d rank(s): model.blocks.0.0.bias" % size)
         assert c["ranks"]["0"]["data"]["loaded_world_size"] == size
-    assert "✗ fsdp.save_load" in result.stdout
+    assert "✗ fsdp-altered.save_load" in result.stdout
     assert "rank 1: 1 of 32 entries differ after the DCP round trip" in result.stdout
 
 
@@ -192,14 +197,14 @@ def test_a_subgroup_load_that_fails_on_the_group_only_is_a_failure_not_a_hang(lo
     assert result.code == 1
     # the main run and its two follow-up phases, none ended by a hang
     assert [a["abort"] for a in report["attempts"]] == [None, None, None]
-    sub = checks["fsdp.subgroup"]
+    sub = checks["fsdp-lost.subgroup"]
     assert sub["outcome"] == "failed"
     assert sub["ranks"]["0"]["outcome"] == sub["ranks"]["1"]["outcome"] == "failed"
     assert sub["ranks"]["1"]["detail"].startswith(
         "the group's save and load failed on rank(s) 0: DcpFailed: dcp.load raised "
         "CheckpointException on 1 rank(s): rank 0: AssertionError: metadata is None")
     # the probe goes on with every rank
-    assert checks["fsdp.reshard_grow"]["outcome"] == "passed"
+    assert checks["fsdp-lost.reshard_grow"]["outcome"] == "passed"
 
 
 def test_a_model_that_does_not_fit_another_world_size_fails_its_reshard(wide):
@@ -315,7 +320,8 @@ def test_a_malformed_follow_up_is_one_line_and_exit_2(tmp_path, declaration, mes
 
 
 def test_the_plan_gives_each_follow_up_its_world_size_or_why_not():
-    from envcheck.core import catalog, plan
+    from envcheck.core import plan
+    from envcheck.probes import catalog
 
     fsdp = [s for s in catalog.builtin_probes() if s.name == "fsdp"]
     sizes = lambda n, **kw: [(p["check"], p["world_size"], p["skip"])  # noqa: E731
@@ -331,7 +337,7 @@ def test_the_plan_gives_each_follow_up_its_world_size_or_why_not():
 
 
 def test_fsdp_is_opt_in_and_listed_last():
-    from envcheck.core import catalog
+    from envcheck.probes import catalog
 
     specs = catalog.builtin_probes()
     assert [s.name for s in specs][-1] == "fsdp"

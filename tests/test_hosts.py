@@ -9,7 +9,7 @@ import pytest
 from conftest import checks_by_id, run_cli
 from envcheck.matrix import load as matrix_load, verdicts
 from envcheck.report.model import CheckResult, Report
-from envcheck.worker.probes.hosts import clock, skew
+from envcheck.probes.hosts import clock, skew
 
 
 def _facts(**over):

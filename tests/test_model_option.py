@@ -263,7 +263,7 @@ def test_a_model_output_with_a_cache_object_compares_as_training_would(tmp_path_
 def test_difference_says_which_output_and_how_many_elements():
     import torch
 
-    from envcheck.worker.probes.serialization import difference
+    from envcheck.probes.shared.copies import difference
 
     a = {"logits": torch.zeros(2, 3), "cache": [torch.ones(4), 7]}
     b = {"logits": torch.zeros(2, 3), "cache": [torch.tensor([1.0, 2, 1, 3]), 7]}

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from conftest import checks_by_id, load_report, run_cli
-from envcheck.worker.probes import nccl
+from envcheck.probes import nccl
 
 # A CUDA build of torch (GBs to install) shows the NCCL it bundles even without a GPU;
 # point this at one to run that test, e.g. a venv with torch==2.4.1.

@@ -1,7 +1,8 @@
 """What a rank imports before its probes need it (worker/runtime.Preloading, zygote).
 
-A probe module's PRELOAD (torch's own modules) is imported by the zygote before it forks
-(CPU build) or else by the rank's preload thread; its PRELOAD_IN_RANK (the frameworks,
+A probe's declared ``preload`` (torch's own modules; its plan entry carries it, from
+probes/suite.py) is imported by the zygote before it forks (CPU build) or else by the
+rank's preload thread; its ``preload_in_rank`` (the frameworks,
 which read RANK as they import) only by the rank's thread, from when the probe before
 the one that needs them starts. A probe waits for the framework imports only where it
 declares them, or runs the user's code.
@@ -17,9 +18,9 @@ from conftest import ROOT
 # fake_fw stands for a framework: it notes where it was imported and then blocks until
 # the test lets it finish (the file "go" appears), so what waits for it shows.
 MODULES = {
-    "fakeprobe_torch.py": 'PRELOAD = ("fake_torchy",)\n',
+    "fakeprobe_torch.py": "",
     "fakeprobe_plain.py": "",
-    "fakeprobe_fw.py": 'PRELOAD = ("fake_torchy",)\nPRELOAD_IN_RANK = ("fake_fw",)\n',
+    "fakeprobe_fw.py": "",
     "fake_torchy.py": "",
     "fake_fw.py": (
         "import os, threading, time\n"
@@ -35,8 +36,10 @@ import json, os, sys
 sys.path.insert(0, sys.argv[1])
 from envcheck.worker import runtime, zygote
 
-entries = [{"module": "fakeprobe_torch"}, {"module": "fakeprobe_plain"},
-           {"module": "fakeprobe_fw"}]
+entries = [{"module": "fakeprobe_torch", "preload": ["fake_torchy"]},
+           {"module": "fakeprobe_plain", "preload": [], "preload_in_rank": []},
+           {"module": "fakeprobe_fw", "preload": ["fake_torchy"],
+            "preload_in_rank": ["fake_fw"]}]
 seen = {"cpu_build": zygote.preload(entries)}
 # The zygote, before the fork: torch's modules, never a framework.
 seen["zygote"] = sorted(m for m in ("fake_torchy", "fake_fw") if m in sys.modules)

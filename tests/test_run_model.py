@@ -234,7 +234,7 @@ def test_a_rank_meets_rank_0s_store_the_moment_it_listens():
 
 def test_a_device_index_taken_from_the_global_rank_gets_the_seeds_fix():
     # launch.device runs on GPUs only; its judgement is this function (seed 004).
-    from envcheck.worker.probes.launch import LOCAL_FROM_GLOBAL_ADVICE, device_problem
+    from envcheck.probes.launch import LOCAL_FROM_GLOBAL_ADVICE, device_problem
 
     assert device_problem(2, 0, 2, 0, 0) is None
     assert device_problem(2, 0, 2, 2, 2) == (

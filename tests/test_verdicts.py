@@ -143,7 +143,7 @@ def _one(probe, check, outcome, message, error_type, **env):
 
 def test_torch_1_13_dcp_on_python_3_11_is_unsupported_and_names_its_pythons():
     report = _one("checkpoint", "dcp_save_load", "failed", DATACLASS_311,
-                  "envcheck.worker.probes.checkpoint.dcp_api.DcpBroken")
+                  "envcheck.probes.shared.dcp.DcpBroken")
     c = report.checks[0]
     assert c.verdict == "unsupported"
     assert c.expectation["file"] == "expectations/compat.toml"
@@ -153,7 +153,7 @@ def test_torch_1_13_dcp_on_python_3_11_is_unsupported_and_names_its_pythons():
     assert runner.exit_code(report, False) == ExitCode.FAILED
     # The same failure on a Python that torch 1.13 supports is no such combination.
     c = _one("checkpoint", "dcp_save_load", "failed", DATACLASS_311,
-             "envcheck.worker.probes.checkpoint.dcp_api.DcpBroken", python="3.10.13").checks[0]
+             "envcheck.probes.shared.dcp.DcpBroken", python="3.10.13").checks[0]
     assert c.verdict == "unexpected"  # the 1.13 entry observed on 3.10 expects another failure
     assert c.expectation["file"] == "expectations/checkpoint.toml"
     assert not c.expectation.get("unsupported")

@@ -8,7 +8,6 @@ as catalog entries in the order they run, and the probe options (``--model``).
 import json
 import math
 
-from . import catalog
 from .errors import UsageError
 
 DEFAULT_TIMEOUT = 60.0
@@ -69,8 +68,8 @@ def read(path):
 
 
 def follow_ups(specs, nproc, fixed_by=None, max_ranks=None):
-    """The follow-up phases of the chosen probes (``catalog.ProbeSpec``) after a main run
-    of ``nproc`` ranks, in probe order.
+    """The follow-up phases of the chosen probes (``probes/spec.py``: each a ``Probe``,
+    its ``follow_ups`` ``FollowUp``s) after a main run of ``nproc`` ranks, in probe order.
 
     Each is ``{"probe", "check", "also", "world_size", "saved_world_size", "entry",
     "skip"}`` (``also``: the further checks the phase reports):
@@ -83,8 +82,7 @@ def follow_ups(specs, nproc, fixed_by=None, max_ranks=None):
     phases = []
     for spec in specs:
         for item in spec.follow_ups:
-            base, k = catalog.world_size_rule(item["world_size"])
-            size = nproc + k if base else k
+            size = item.size(nproc)
             skip = None
             if fixed_by:
                 skip = ("not run: under %s every rank belongs to the one job of %d ranks; "
@@ -93,7 +91,7 @@ def follow_ups(specs, nproc, fixed_by=None, max_ranks=None):
                         % (fixed_by, nproc, spec.name, nproc))
             elif size < 1:
                 skip = "not run: world size %s of %d ranks is below 1" % (
-                    item["world_size"], nproc)
+                    item.world_size, nproc)
             elif max_ranks is not None and size > max_ranks:
                 skip = ("not run: %d ranks need %d GPUs, this machine has %d; run with "
                         "fewer ranks (--nproc %d) to load at a larger world size"
@@ -101,10 +99,10 @@ def follow_ups(specs, nproc, fixed_by=None, max_ranks=None):
             elif size == nproc:
                 skip = ("not run: the main run already has %d rank(s); this follow-up "
                         "loads at another world size (%s), run with more ranks (--nproc "
-                        "%d)" % (nproc, item["world_size"], nproc + 1))
-            phase = {"check": item["check"], "saved_world_size": nproc, "world_size": size}
-            entry = dict(spec.plan_entry(), function=item["function"], phase=phase)
-            phases.append({"probe": spec.name, "check": item["check"],
-                           "also": tuple(item.get("also", ())), "world_size": size,
+                        "%d)" % (nproc, item.world_size, nproc + 1))
+            phase = {"check": item.check, "saved_world_size": nproc, "world_size": size}
+            entry = dict(spec.plan_entry(), function=item.function, phase=phase)
+            phases.append({"probe": spec.name, "check": item.check,
+                           "also": tuple(item.also), "world_size": size,
                            "saved_world_size": nproc, "entry": entry, "skip": skip})
     return phases

@@ -236,7 +236,7 @@ def catalog_checks(probe_paths=()):
     """Every check id the probes declare (built-in and ``probe_paths``), besides the
     ``PROBE.run`` each probe may report when it breaks outside its checks and the setup
     checks that exist only as a fault (``catalog.FAULT_ONLY``)."""
-    from ..core import catalog
+    from ..probes import catalog
 
     out = []
     for probe, (names, _) in catalog.known_checks(probe_paths).items():

@@ -161,7 +161,7 @@ def _coverage(matrix, check, version, probe_paths):
     """(text, gaps): a row per check, the releases its verdict rests on a run of, and
     those it rests on a public source alone or on runs that all skipped it; the releases
     with none of these are errors."""
-    from ..core import catalog
+    from ..probes import catalog
 
     ids = [c for c in evidence_mod.catalog_checks(probe_paths)
            if not check or c == check or c.startswith(check + ".")]

@@ -12,7 +12,8 @@ import re
 
 from packaging.version import Version
 
-from ..core import catalog, limits
+from ..core import limits
+from ..probes import catalog
 from . import versions
 from ..core.errors import UsageError
 from . import facts, signatures as sig_mod

@@ -16,7 +16,7 @@ import dataclasses
 import re
 from typing import Optional, Tuple
 
-from ..core import catalog
+from ..probes import catalog
 
 # The words a line must hold to be looked at (case-sensitive; chosen to start with
 # letters that are rare in a training log's progress lines, which keeps the scan fast).

@@ -1,6 +1,6 @@
 """Follow-up phases: after the main run, fresh ranks at another world size.
 
-A probe may declare ``FOLLOW_UPS`` (``core.catalog``): functions to run in a job of
+A probe may declare follow-ups (``probes/spec.py``: ``FollowUp``): functions to run in a job of
 another size once the main run is over, e.g. a checkpoint saved by N ranks loaded by N+1
 and by 1. ``core.plan.follow_ups`` turns them into phases; here ``envcheck run`` runs
 them:
@@ -22,7 +22,8 @@ import contextlib
 import os
 import shutil
 
-from ..core import catalog, plan as plan_mod
+from ..core import plan as plan_mod
+from ..probes import catalog
 from ..launch import contain, signals as signals_mod
 from ..core.errors import UsageError
 from ..core.attempt import Abort, Attempt

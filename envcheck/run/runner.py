@@ -5,7 +5,8 @@ import datetime
 import time
 
 from .. import __version__
-from ..core import catalog, limits, plan as plan_mod
+from ..core import limits, plan as plan_mod
+from ..probes import catalog
 from ..core.errors import UsageError
 from ..core import outcomes
 from ..preinstall import discovery, nvidia_smi

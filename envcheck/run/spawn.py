@@ -117,8 +117,8 @@ class Zygote:
     @staticmethod
     def _modules(probes):
         # All a preload reads of the probes (worker/runtime.preload): a few hundred bytes.
-        modules = dict.fromkeys(p["module"] for p in probes if p.get("module"))
-        return [{"module": m} for m in modules]
+        modules = dict.fromkeys(m for p in probes for m in p.get("preload") or ())
+        return [{"preload": list(modules)}]
 
     def _order(self, message, fds=()):
         """Queue a request (and the descriptors that go with it, duplicated: the caller

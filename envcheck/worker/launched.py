@@ -39,7 +39,8 @@ import signal
 import sys
 import time
 
-from ..core import catalog, plan as plan_mod
+from ..core import plan as plan_mod
+from ..probes import catalog
 from ..core.atomic import write_atomic
 from ..core.errors import UsageError
 from ..core.outcomes import RankExit
@@ -47,7 +48,7 @@ from ..core.records import MERGED_RECORDS, records_path, stacks_path
 from ..launch import procs
 from ..launch.watchdog import grace_for
 from . import hostzygote, identity, relay, reporting, runtime, watcher as watcher_mod
-from .probes.checkpoint.files import SHARED_DIR_ENV
+from ..probes.shared.files import SHARED_DIR_ENV
 
 
 def plan_entries(wanted, skipped, probe_paths):

@@ -57,18 +57,6 @@ def _error(exc):
             "traceback": traceback.format_exc()}
 
 
-def _module(entry):
-    """A planned probe's module, imported (probe modules import only the stdlib at their
-    top); None for a --probe-path file (it runs only when its turn comes) or one that does
-    not import (left for its turn to report)."""
-    if not entry.get("module"):
-        return None
-    try:
-        return importlib.import_module(entry["module"])
-    except Exception:
-        return None
-
-
 def _import_all(names):
     for name in dict.fromkeys(names):
         try:
@@ -78,18 +66,19 @@ def _import_all(names):
 
 
 def preload(entries):
-    """Import what the planned probes will import lazily (a probe module's ``PRELOAD``:
-    torch._dynamo, which DistributedDataParallel's first construction pulls in, DCP), so
-    that it runs while this rank waits anyway: for its peers at the rendezvous and in the
-    first probes' collectives. Errors are left for the probe to meet and report."""
-    _import_all(name for e in entries for name in getattr(_module(e), "PRELOAD", ()))
+    """Import what the planned probes will import lazily (a probe's declared ``preload``,
+    probes/suite.py: torch._dynamo, which DistributedDataParallel's first construction
+    pulls in, DCP), so that it runs while this rank waits anyway: for its peers at the
+    rendezvous and in the first probes' collectives. Errors are left for the probe to meet
+    and report."""
+    _import_all(name for e in entries for name in e.get("preload") or ())
 
 
 class Preloading:
     """The rank's thread importing what its probes will need, in two parts.
 
-    First every ``PRELOAD`` (torch's own modules; already done where the zygote did it
-    before the fork), from the start. Then every ``PRELOAD_IN_RANK``: the training
+    First every ``preload`` (torch's own modules; already done where the zygote did it
+    before the fork), from the start. Then every ``preload_in_rank``: the training
     frameworks (Lightning, Accelerate: a second or more of CPU each). Those only ever
     here, never in the zygote: they read the rank's environment as they import
     (Lightning sets ``rank_zero_only.rank`` from RANK), which the zygote's lacks. And
@@ -101,8 +90,7 @@ class Preloading:
 
     def __init__(self, plan):
         entries = plan["probes"]
-        need = [i for i, e in enumerate(entries)
-                if getattr(_module(e), "PRELOAD_IN_RANK", None)]
+        need = [i for i, e in enumerate(entries) if e.get("preload_in_rank")]
         self._begin_at = max(0, need[0] - 1) if need else None
         self._begin = threading.Event()
         if self._begin_at == 0:
@@ -121,7 +109,7 @@ class Preloading:
             return
         self._begin.wait()
         _import_all(name for e in entries
-                    for name in getattr(_module(e), "PRELOAD_IN_RANK", ()))
+                    for name in e.get("preload_in_rank") or ())
 
     def finish(self):
         """Everything imported, now."""
@@ -145,10 +133,9 @@ class Preloading:
             return
         if self._begin_at is not None and index >= self._begin_at:
             self._begin.set()
-        module = _module(entry)
-        if getattr(module, "PRELOAD_IN_RANK", None):
+        if entry.get("preload_in_rank"):
             self.finish()
-        elif getattr(module, "PRELOAD", None):
+        elif entry.get("preload"):
             self.torch_done.wait()
 
 

@@ -4,7 +4,7 @@ server (``launch/forkserver.py``), named to it by ``module:function``.
 - ``import_torch``, its init target: the one ``import torch`` every rank it forks shares
   (never initialising CUDA), timed.
 - ``preload``, its preload target: on a CPU build of torch, what the probes import lazily
-  (torch._dynamo for DDP, DCP: a probe module's ``PRELOAD``).
+  (torch._dynamo for DDP, DCP: a probe's declared ``preload``, probes/suite.py).
 
 The ranks it forks run ``rank.main`` (``envcheck run``) or ``launched.run_forked``
 (under torchrun), each told by argument which zygote forked it and how long torch took.
@@ -33,7 +33,7 @@ def preload(probes):
     Only on a CPU build: on a CUDA build an import might initialise the driver (a device
     count, a capability check), and a CUDA driver initialised before ``fork`` is unusable
     in the child. There each rank imports them in the background itself (runtime).
-    Never a probe's ``PRELOAD_IN_RANK`` (the frameworks): those read the rank's
+    Never a probe's ``preload_in_rank`` (the frameworks): those read the rank's
     environment as they import, so each rank imports them itself."""
     import torch
 

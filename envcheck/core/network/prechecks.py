@@ -1,6 +1,6 @@
 """The checks a rank runs before ``init_process_group``: each a plain result, none a hang.
 
-Reported as checks of the pseudo-probe ``setup`` (``core.catalog.SETUP_CHECKS``):
+Reported as checks of the pseudo-probe ``setup`` (``probes/catalog.py``: SETUP_CHECKS):
 
 - ``master_addr``: MASTER_ADDR resolves here (``compare`` then holds each host's answer
   against the others');
