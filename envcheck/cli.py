@@ -16,6 +16,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exc
 
 from . import __version__
+from .core import options
 from .core.errors import UsageError
 from .core.outcomes import ExitCode
 
@@ -43,13 +44,8 @@ FORMATS = ("text", "json", "markdown")
 MATRIX_HELP = ("Also read the matrix files in DIR (repeatable): one named like a "
                "built-in file replaces it.")
 REPORT_MATRIX_HELP = MATRIX_HELP + " Given here, the saved report is judged again."
-MIN_BUSBW_HELP = (
-    "Fail a host whose send/recv bus bandwidth (GB/s, nccl-tests' busbw) is below 90 % "
-    "of this, as nccl-tests' NCCL_TESTS_MIN_BW does (the bandwidth probe; on one host, "
-    "each rank) [default: judged only against the other hosts].")
 STRICT_HELP = "Known issues fail too (exit 1), not only unexpected results."
-VERBOSE_HELP = ("A row per check with its detail, and every piece of advice with its "
-                "source [default: the answer, what needs action, a line per known issue].")
+VERBOSE_HELP = options.BY_DEST["verbose"].help
 NO_COLOR_HELP = ("No colour, also on a terminal (as NO_COLOR=1 does). Pipes, files, JSON, "
                  "JUnit and markdown never have any.")
 FAILED_HOSTS_HELP = ("Write the hosts that failed to FILE (atomically) as a SLURM hostlist "
@@ -129,6 +125,16 @@ def terminal_width():
     except (AttributeError, ValueError):
         return None
     return max(40, shutil.get_terminal_size().columns)
+
+
+def shared_option(dest):
+    """An option ``envcheck run`` shares with launcher mode, as core/options.py declares
+    it (the launcher's argparse is built from the same declaration)."""
+    o = options.BY_DEST[dest]
+    default = [] if o.kind == "list" else o.default
+    if o.kind == "flag":
+        return typer.Option(default, *o.flags, help=o.help, hidden=o.advanced)
+    return typer.Option(default, *o.flags, metavar=o.metavar, help=o.help, hidden=o.advanced)
 
 
 def format_option(markdown=False):
@@ -316,39 +322,26 @@ def _junit(report, strict):
 def run(
     nproc: Optional[int] = typer.Option(None, "--nproc", "-n",
                                         help="Ranks to start [default: one per local GPU, else 2]."),
-    backend: str = typer.Option("auto", "--backend",
-                                help="auto (nccl when every rank has a GPU, else gloo), gloo or nccl."),
-    probe: List[str] = typer.Option([], "--probe", "-p", metavar="NAME",
-                                    help="Run only this probe (repeatable) [default: all but the "
-                                         "opt-in fsdp]."),
-    skip: List[str] = typer.Option([], "--skip", metavar="NAME", help="Do not run this probe (repeatable)."),
-    timeout: float = typer.Option(60.0, "--timeout", metavar="SECONDS",
-                                  help="Per probe (and for init_process_group): past it, the "
-                                       "probe is a hang and its stacks are collected."),
-    startup_timeout: Optional[float] = typer.Option(
-        None, "--startup-timeout", metavar="SECONDS", hidden=True,
-        help="For starting the ranks and importing torch [default: the larger of --timeout "
-             "and 120 s: a cold shared filesystem can take minutes]."),
+    backend: str = shared_option("backend"),
+    probe: List[str] = shared_option("probe"),
+    skip: List[str] = shared_option("skip"),
+    timeout: float = shared_option("timeout"),
+    startup_timeout: Optional[float] = shared_option("startup_timeout"),
     python: Optional[str] = typer.Option(None, "--python", metavar="PATH",
                                          help="Run the ranks under this interpreter (e.g. another "
                                               "venv's python); it needs torch, not envcheck."),
-    probe_path: List[str] = typer.Option([], "--probe-path", metavar="FILE.py", hidden=True,
-                                         help="Load custom probes (def probe_NAME(ctx)) from this file (repeatable)."),
+    probe_path: List[str] = shared_option("probe_path"),
     model: Optional[str] = typer.Option(None, "--model", metavar="MODULE:FACTORY",
                                         help="Run serialization and checkpoint checks on your model: "
                                              "pkg.module:factory or path/to/file.py:factory."),
-    min_busbw: Optional[str] = typer.Option(None, "--min-busbw", metavar="GB/S", hidden=True,
-                                            help=MIN_BUSBW_HELP),
+    min_busbw: Optional[str] = shared_option("min_busbw"),
     framework: List[str] = typer.Option([], "--framework", metavar="NAME",
                                         help="Check the model as this framework wraps and "
                                              "launches it (lightning, accelerate, deepspeed; "
                                              "repeatable); one not installed fails "
                                              "[default: the installed ones]."),
-    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
-                                            help="Also write the JSON report here (atomically)."),
-    junit_path: Optional[str] = typer.Option(None, "--junit", metavar="PATH",
-                                             help="Also write JUnit XML here (atomically): a "
-                                                  "testcase per check, for CI test tabs."),
+    json_path: Optional[str] = shared_option("json_path"),
+    junit_path: Optional[str] = shared_option("junit_path"),
     fmt: str = format_option(markdown=True),
     master_port: Optional[int] = typer.Option(None, "--master-port", metavar="PORT", hidden=True,
                                               help="Rendezvous port to try first [default: a free one]; "
@@ -358,53 +351,34 @@ def run(
     quiet: bool = quiet_option(),
     help_all: bool = help_all_option(),
     no_color: bool = no_color_option(),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
+    verbose: bool = shared_option("verbose"),
     metrics_path: Optional[str] = METRICS_OPTION,
 ):
     """Run the probes on this machine and report what works."""
-    from .explain.diagnose import diagnose
-    from .matrix import framework_advice as frameworks, load as matrix_load, verdicts
+    from . import api
     from .report import model as report_mod
-    from .run import runner
     from .run.progress import Progress
 
     fmt = _check_format(fmt)
     for path in (json_path, junit_path, metrics_path):
         if path:
             report_mod.check_writable(path)
-    plan = runner.make_plan(runner.RunOptions(
+    plan = api.plan(api.RunOptions(
         nproc=nproc, backend=backend, probes=tuple(probe), skip=tuple(skip),
         timeout=timeout, python=python, probe_paths=tuple(probe_path), model=model,
         master_port=master_port, startup_timeout=startup_timeout,
         frameworks=tuple(framework), min_busbw=min_busbw))
-    matrix = []
-
-    def load_matrix():
-        # While the ranks import torch; a bad matrix still stops the run (exit 2).
-        matrix.append(matrix_load.load(tuple(matrix_dir), tuple(probe_path)))
-        # And what will print the report (tens of milliseconds of imports): then, not
-        # after the ranks end.
-        _renderers(fmt, junit_path)
-
-    def judge(checks, environment, backend):
-        # The live view's lines judged as the report will be (the matrix is loaded while
-        # the ranks import torch, before any probe ends).
-        if matrix and environment:
-            verdicts.apply(report_mod.Report(__version__, "", plan.to_dict(), environment,
-                                             [{"backend": backend}], checks, 0.0), matrix[0])
-
-    with Progress(enabled=not quiet, no_color=no_color, plan=plan, judge=judge,
+    live = api.LiveJudge(plan)
+    with Progress(enabled=not quiet, no_color=no_color, plan=plan, judge=live,
                   strict=strict) as progress:
-        report = runner.execute(plan, on_event=progress, while_starting=load_matrix,
-                                head=_head)
-    judged_by = matrix[0] if matrix else matrix_load.load(tuple(matrix_dir), tuple(probe_path))
-    verdicts.apply(report, judged_by)
-    diagnose(report, judged_by)
-    frameworks.advise(report)
+        # What will print the report (tens of milliseconds of imports) is imported while
+        # the ranks import torch, not after they end.
+        report = api.run(plan, matrix_dir, probe_path, on_event=progress, head=_head,
+                         while_starting=lambda: _renderers(fmt, junit_path), live=live)
     _emit(report, fmt, json_path, junit_path, strict=strict, no_color=no_color,
           verbose=verbose)
     _write_metrics(metrics_path, lambda: _report_metrics(report))
-    raise typer.Exit(int(runner.exit_code(report, strict)))
+    raise typer.Exit(int(api.exit_code(report, strict)))
 
 
 @app.command()
@@ -439,9 +413,8 @@ def report(
     A launcher-mode report names the hosts each failing check blames: --failed-hosts,
     --drain-script and --ready-hosts hand them to SLURM (see --help-all).
     """
-    from .matrix import framework_advice as frameworks, load as matrix_load, verdicts
+    from . import api
     from .report import model as report_mod
-    from .run import runner
 
     fmt = _check_format(fmt)
     judged_by = None
@@ -452,7 +425,7 @@ def report(
         from .explain.diagnose import diagnose  # noqa: F401 - imported now, used below
         from .run.launcher import build  # noqa: F401
 
-        judged_by = matrix_load.load(tuple(matrix_dir))
+        judged_by = api.load_matrix(matrix_dir)
         records = sys.stdin.readline().strip()
         if not records:
             raise typer.Exit(0)
@@ -462,29 +435,16 @@ def report(
         if out:
             report_mod.check_writable(out)
     outputs = _scheduler_options(failed_hosts, drain_script, ready_hosts, hostlist_style)
-    if records:
-        from .run.launcher import build
-        saved = build(records)
-    else:
-        saved = report_mod.load(path)
+    saved = None
     try:
-        # A saved report keeps the verdicts it was rendered with, unless --matrix asks
-        # for a new judgement (or it was never judged: records, reports from before the
-        # matrix).
-        if matrix_dir or saved.matrix is None:
-            from .explain.diagnose import diagnose
-
-            judged_by = judged_by or matrix_load.load(tuple(matrix_dir))
-            verdicts.apply(saved, judged_by)
-            diagnose(saved, judged_by)
-            frameworks.advise(saved)
+        saved = api.load_report(path, records, matrix_dir, matrix=judged_by)
         _emit(saved, fmt, json_path, junit_path, strict=strict, no_color=no_color,
               verbose=verbose)
         if outputs:
             from .fleet.scheduler import from_report
             _write_scheduler(from_report(saved), outputs)
         _write_metrics(metrics_path, lambda: _report_metrics(saved))
-        code = runner.exit_code(saved, strict)
+        code = api.exit_code(saved, strict)
     except UsageError:
         raise
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
@@ -586,17 +546,17 @@ def check(
     input or a broken nvidia-smi; 3 cannot judge: the matrix lacks a fact the answer
     needs (a ROCm build on a node with no GPU; a node that is not Linux x86_64).
     """
+    from . import api
     from .core import redact
-    from .preinstall import checker as check_command, answer as render_check
+    from .preinstall import answer as render_check
 
     fmt = _check_format(fmt, "check", markdown=False)
     for path in (json_path, metrics_path):
         if path:
             from .report.model import check_writable
             check_writable(path)
-    result = check_command.run(requirement, requirements_file, cuda, driver, tuple(gpu),
-                               python_version, suggest, tuple(matrix_dir), glibc,
-                               index_url, tuple(extra_index_url), arch)
+    result = api.check(requirement, requirements_file, cuda, driver, gpu, python_version,
+                       suggest, matrix_dir, glibc, index_url, extra_index_url, arch)
     _no_such_variant(result, tuple(matrix_dir))
     data = redact.text(render_check.to_json(result))
     if json_path:
@@ -630,9 +590,9 @@ def _no_such_variant(result, matrix_dirs):
     answer = result.answer
     if answer is None or answer.works or not answer.build.variant.startswith("cu"):
         return
-    from .matrix import load as matrix_load
+    from . import api
 
-    known = sorted({v.name for r in matrix_load.load(matrix_dirs).releases for v in r.variants
+    known = sorted({v.name for r in api.load_matrix(matrix_dirs).releases for v in r.variants
                     if v.name.startswith("cu")}, key=lambda n: int(n[2:] or 0))
     if answer.build.variant not in known:
         raise UsageError("%s: no torch release has a %s build (the CUDA variants are %s); "
@@ -673,7 +633,8 @@ def summary(
     """
     import datetime
 
-    from .summary import build, overview as render_summary
+    from . import api
+    from .summary import overview as render_summary
 
     fmt = _check_format(fmt, "summary", markdown=False)
     for path in (json_path, metrics_path):
@@ -681,7 +642,7 @@ def summary(
             from .report.model import check_writable
             check_writable(path)
     outputs = _scheduler_options(failed_hosts, drain_script, ready_hosts, hostlist_style)
-    result = build.summarize(paths)
+    result = api.summarize(paths)
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     data = render_summary.to_json(result, created)
     if json_path and result.records:
@@ -744,7 +705,8 @@ def explain(
     Exit codes: 0 a known cause was found; 1 nothing recognised (it then says what to
     collect next); 2 bad input.
     """
-    from .explain import explainer as explain_command, screen as explain_render
+    from . import api
+    from .explain import screen as explain_render
 
     fmt = _check_format(fmt, "explain", markdown=False)
     if json_path:
@@ -758,7 +720,7 @@ def explain(
         if interactive:
             raise UsageError("give the job's log (envcheck explain job.log), or pipe it in "
                              "(... 2>&1 | envcheck explain)")
-    result = explain_command.explain(list(logs or []), tuple(matrix_dir))
+    result = api.explain(logs or [], matrix_dir)
     if json_path:
         from .core.atomic import write_atomic
         try:

@@ -5,7 +5,7 @@ import datetime
 import time
 
 from .. import __version__
-from ..core import limits, plan as plan_mod
+from ..core import limits, options as run_options, plan as plan_mod
 from ..probes import catalog
 from ..core.errors import UsageError
 from ..core import outcomes
@@ -39,7 +39,7 @@ class RunOptions:
 class Plan:
     nproc: int
     backend: str
-    probes: list  # catalog.ProbeSpec
+    probes: list  # probes/spec.Probe, in the order they run
     timeout: float
     interpreter: interpreter.Interpreter
     options: dict
@@ -67,8 +67,7 @@ class Plan:
 
 def make_plan(opts):
     """Validate everything the user gave before a single rank starts."""
-    if opts.backend not in BACKENDS:
-        raise UsageError("--backend %r: choose one of %s" % (opts.backend, ", ".join(BACKENDS)))
+    run_options.backend(opts.backend)
     if opts.nproc is not None and opts.nproc < 1:
         raise UsageError("--nproc %d: need at least 1 rank" % opts.nproc)
     if opts.nproc is not None and opts.nproc > MAX_NPROC:

@@ -39,7 +39,7 @@ import signal
 import sys
 import time
 
-from ..core import plan as plan_mod
+from ..core import options, plan as plan_mod
 from ..probes import catalog
 from ..core.atomic import write_atomic
 from ..core.errors import UsageError
@@ -73,36 +73,35 @@ def _check_checkpoint_dir(path):
             path, runtime.host_name()))
 
 
-def parse_args(argv):
+def parser():
+    """launcher mode's command line: its own options, and those it shares with envcheck
+    run (core/options.py)."""
     p = argparse.ArgumentParser(
         prog="python -m envcheck.worker.launched",
         description="One rank of an envcheck run started by torchrun or srun.")
     p.add_argument("--out", default="envcheck-out", metavar="DIR",
                    help="per-rank records and stacks, and rank 0's records.jsonl; a "
                         "directory every node can write, fresh per job [%(default)s]")
-    p.add_argument("--json", metavar="PATH", help="rank 0 writes the JSON report here")
-    p.add_argument("--junit", metavar="PATH", help="rank 0 writes JUnit XML here")
     p.add_argument("--format", default="table", choices=("table", "json", "markdown"),
                    help="what rank 0 prints [%(default)s]")
-    p.add_argument("--verbose", "-v", action="store_true",
-                   help="rank 0's table: a row per check and every advice in full")
-    p.add_argument("--probe", "-p", action="append", default=[], metavar="NAME")
-    p.add_argument("--skip", action="append", default=[], metavar="NAME")
-    p.add_argument("--probe-path", action="append", default=[], metavar="FILE.py")
-    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="per probe, and for setup and the final gather [%(default)s]")
-    p.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"))
+    # The options envcheck run has too, declared once (core/options.py); rank 0 writes
+    # the reports, and --timeout also bounds setup and the final gather.
+    for option in options.SHARED:
+        p.add_argument(*option.flags, **option.argparse_kwargs)
     p.add_argument("--checkpoint-dir", metavar="DIR",
                    help="where the DCP checks write their checkpoints: a directory every "
                         "host mounts, as training's checkpoints need [$%s, else DCP across "
                         "hosts is not tested]" % SHARED_DIR_ENV)
-    p.add_argument("--startup-timeout", type=float, metavar="SECONDS",
-                   help="for importing torch before setup [the larger of --timeout and 120]")
-    p.add_argument("--min-busbw", metavar="GB/S",
-                   help="fail a host whose send/recv bus bandwidth (GB/s, nccl-tests' "
-                        "busbw) is below 90%% of this, as nccl-tests' NCCL_TESTS_MIN_BW "
-                        "does [judged only against the other hosts]")
+    return p
+
+
+def parse_args(argv):
+    p = parser()
     args = p.parse_args(argv)
+    try:
+        options.backend(args.backend)
+    except UsageError as exc:
+        p.error(str(exc))
     for flag, value in (("--timeout", args.timeout), ("--startup-timeout", args.startup_timeout)):
         if value is not None and not 0 < value <= plan_mod.MAX_TIMEOUT:
             p.error("%s must be a positive number of seconds, at most %d (a day)"
@@ -218,7 +217,7 @@ def prepare(argv):
     who = identity.read_identity()
     os.makedirs(args.out, exist_ok=True)  # first: --json may be a file in --out
     if who[0] == 0:
-        for path in (args.json, args.junit):
+        for path in (args.json_path, args.junit_path):
             if path:
                 _check_writable(path)
     args.probe_options = {}

@@ -74,10 +74,10 @@ def _report_commands(args, merged):
     tail = ["report", "--records", merged, "--format", args.format]
     if args.verbose:
         tail.append("--verbose")
-    if args.json:
-        tail += ["--json", args.json]
-    if args.junit:
-        tail += ["--junit", args.junit]
+    if args.json_path:
+        tail += ["--json", args.json_path]
+    if args.junit_path:
+        tail += ["--junit", args.junit_path]
     yield [sys.executable, "-m", "envcheck"] + tail
     found = shutil.which("envcheck")
     if found:
@@ -172,7 +172,7 @@ def agent_line(args, identity, host, probes):
     rank, _, world_size, local_world_size = identity
     ranks = "rank %d" % rank if local_world_size == 1 else \
         "ranks %d–%d" % (rank, rank + local_world_size - 1)
-    written = [p for p in (args.json, args.junit) if p]
+    written = [p for p in (args.json_path, args.junit_path) if p]
     return ("envcheck: %s: %s of %d ran %d probe%s; rank 0 prints the report%s; every "
             "rank's records: %s" % (host, ranks, world_size, probes, "" if probes == 1 else "s",
                                     ", writes %s" % " and ".join(written) if written else "",

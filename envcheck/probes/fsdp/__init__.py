@@ -48,7 +48,7 @@ def run_checks(ctx, dcp_class=None):
     from ..shared import agree
     from ..shared.files import shared_dir
     from ..shared.dcp import Dcp, DcpMissing
-    from .api import Fsdp, FsdpMissing
+    from .fsdp2 import Fsdp, FsdpMissing
 
     import torch.distributed as dist
 
@@ -516,7 +516,7 @@ def _resume(ctx, c, torch):
     from ..shared.files import diff_state, quiet_load
     from ..shared.state import count_tensors, cpu
     from ..shared.dcp import Dcp, DcpMissing
-    from .api import Fsdp, FsdpMissing
+    from .fsdp2 import Fsdp, FsdpMissing
     from ...worker.gather import all_gather_ints
 
     saved = ctx.phase["saved_world_size"]
