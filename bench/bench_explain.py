@@ -2,6 +2,7 @@
 
     python bench/bench_explain.py                 # 200 MB and 2 GB logs, 3 runs each
     python bench/bench_explain.py --sizes 2048 --runs 5 --dir /scratch
+    python bench/bench_explain.py --compare       # also the plain scan, alternating runs
 
 The log is a training job's: 4 ranks' progress lines with torchrun's prefixes, a tqdm
 bar, NCCL_DEBUG=INFO lines at start-up, a few Python warnings, and at the very end a
@@ -9,7 +10,10 @@ real failure (watchdog timeouts after P2P transport lines, texts from
 tests/data/explain_corpus.toml), so the whole file must be read to find it. Each run is
 `python -m envcheck explain --format json LOG` in a fresh process; peak memory is that
 process's VmHWM (read by a wrapper, as ru_maxrss would carry over the peak of the
-process that started it). Results: bench/explain.md.
+process that started it). With ``--compare`` each size is also run with the scan's
+plain alternation (``word|word|...``, the pattern before it was factored by first
+letter), the two alternating run by run so that both see the same load. Results:
+bench/explain.md.
 """
 
 import argparse
@@ -61,8 +65,11 @@ def make_log(path, megabytes):
 # envcheck explain as the CLI runs it, then this process's own peak memory (VmHWM, KiB)
 # on stderr's last line.
 WRAPPER = r"""
-import sys
+import re, sys
 from envcheck import cli
+if sys.argv[2] == "plain":
+    from envcheck.explain import read
+    read.SCAN = re.compile(b"|".join(re.escape(w.encode()) for w in read.SCAN_WORDS))
 try:
     cli.entry(["explain", "--format", "json", sys.argv[1]])
 finally:
@@ -71,10 +78,10 @@ finally:
 """
 
 
-def run_once(path):
+def run_once(path, scan="factored"):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", WRAPPER, path], capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", WRAPPER, path, scan], capture_output=True,
                           text=True, cwd=ROOT)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -87,27 +94,44 @@ def run_once(path):
     return wall, cpu, peak, ids, data["inputs"][0]["lines"]
 
 
+def _row(label, actual, runs):
+    walls = sorted(r[0] for r in runs)
+    cpus = sorted(r[1] for r in runs)
+    peak = max(r[2] for r in runs) / 1024
+    return "| %.2f GiB%s | %s | %.1f (%.1f–%.1f) | %.1f (%.1f–%.1f) | %.0f | %s |" % (
+        actual / (1 << 30), label, "{:,}".format(runs[0][4]), walls[len(walls) // 2],
+        walls[0], walls[-1], cpus[len(cpus) // 2], cpus[0], cpus[-1], peak,
+        ", ".join(runs[0][3]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[200, 2048], help="MiB")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--dir", default=tempfile.gettempdir())
+    ap.add_argument("--compare", action="store_true",
+                    help="also run the plain scan (alternating with the factored one)")
     args = ap.parse_args()
+    with open("/proc/loadavg") as f:
+        print("load average at start: %s (%d cores)" % (" ".join(f.read().split()[:3]),
+                                                      os.cpu_count()))
     print("| log | lines | wall s (min–max) | CPU s (min–max) | peak RSS MiB | found |")
     print("|---|---|---|---|---|---|")
+    scans = ["factored", "plain"] if args.compare else ["factored"]
     for size in args.sizes:
         path = os.path.join(args.dir, "envcheck-explain-bench-%dm.log" % size)
         actual = make_log(path, size)
         try:
-            runs = [run_once(path) for _ in range(args.runs)]
+            runs = {scan: [] for scan in scans}
+            for _ in range(args.runs):
+                for scan in scans:
+                    runs[scan].append(run_once(path, scan))
         finally:
             os.unlink(path)
-        walls = sorted(r[0] for r in runs)
-        cpus = sorted(r[1] for r in runs)
-        peak = max(r[2] for r in runs) / 1024
-        print("| %.2f GiB | %s | %.1f (%.1f–%.1f) | %.1f (%.1f–%.1f) | %.0f | %s |" % (
-            actual / (1 << 30), "{:,}".format(runs[0][4]), walls[len(walls) // 2], walls[0],
-            walls[-1], cpus[len(cpus) // 2], cpus[0], cpus[-1], peak, ", ".join(runs[0][3])))
+        for scan in scans:
+            print(_row(", %s scan" % scan if args.compare else "", actual, runs[scan]))
+    with open("/proc/loadavg") as f:
+        print("load average at end: %s" % " ".join(f.read().split()[:3]))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,32 @@ def test_only_lines_with_a_scan_word_are_kept_with_their_numbers():
     assert (scan.lines, scan.bytes) == (4, len(data))
 
 
+def test_the_factored_scan_finds_what_the_plain_alternation_finds():
+    """The scan's pattern is factored by first letter for speed (bench/explain.md); it
+    must start a match at exactly the positions the plain word|word|... does: on every
+    real text of the corpus and the unseen logs, and on each scan word alone and run
+    together with another."""
+    import re
+
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        import tomli as tomllib
+
+    plain = re.compile(b"|".join(re.escape(w.encode()) for w in read.SCAN_WORDS))
+    texts = []
+    for name in ("explain_corpus.toml", "explain_unseen.toml"):
+        with open(os.path.join(ROOT, "tests", "data", name), "rb") as f:
+            texts += [e["text"].encode() for e in tomllib.load(f)["entry"]]
+    words = [w.encode() for w in read.SCAN_WORDS]
+    texts += words + [a + b for a in words for b in words]
+    assert read.SCAN.pattern != plain.pattern
+    for text in texts:
+        assert ([m.start() for m in read.SCAN.finditer(text)]
+                == [m.start() for m in plain.finditer(text)]), text[:200]
+    assert sum(1 for t in texts[:-len(words) ** 2] if read.SCAN.search(t)) > 150
+
+
 def test_chunk_boundaries_do_not_split_lines_or_shift_numbers():
     lines = [b"progress %d of a long training run" % i for i in range(300)]
     lines[123] = b"[rank2]: RuntimeError: CUDA error: out of memory"

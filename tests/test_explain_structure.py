@@ -82,8 +82,11 @@ def test_input_that_is_not_a_log_is_one_line_exit_2(tmp_path, content, fragment)
     assert fragment in lines[0] and "Traceback" not in res.stderr + res.stdout
 
 
-def test_on_a_terminal_lines_fit_and_no_word_or_url_is_split():
-    result = command.explain([KEPT])
+def test_on_a_terminal_lines_fit_and_no_word_or_url_is_split(monkeypatch):
+    # the log named as a user names it, relative: a path longer than a line (this
+    # checkout's absolute one can be) overflows it whole, never split
+    monkeypatch.chdir(ROOT)
+    result = command.explain([os.path.relpath(KEPT, ROOT)])
     text = render.render(result, width=80)
     assert all(len(line) <= 80 for line in text.splitlines())
     words = {w for line in render.render(result).splitlines() for w in line.split()}
@@ -107,17 +110,71 @@ def test_the_watchdog_says_which_collective_timed_out_on_which_ranks(tmp_path):
     assert result.structure == ["watchdog: collective ALLREDUCE SeqNum=2 timed out on ranks 1–3"]
 
 
-def test_json_of_the_programs_error_matches_the_schema():
+SCHEMA = os.path.join(ROOT, "envcheck", "report", "schema", "explain.schema.json")
+
+
+def _validated_json(*args):
     import json
 
     import jsonschema
 
-    res = run_cli("explain", "--format", "json", KEPT)
+    res = run_cli("explain", "--format", "json", *args)
     assert res.code == 0, res.stderr
     data = json.loads(res.stdout)
-    with open(os.path.join(ROOT, "envcheck", "report", "schema", "explain.schema.json"),
-              encoding="utf-8") as f:
-        jsonschema.validate(data, json.load(f))
+    with open(SCHEMA, encoding="utf-8") as f:
+        schema = json.load(f)
+    jsonschema.validate(data, schema)
+    return data, schema
+
+
+def test_json_of_the_programs_error_matches_the_schema():
+    data, _ = _validated_json(KEPT)
     first = data["findings"][0]
     assert first["id"] == "program.exception" and first["ranks"] == [2]
     assert "FileNotFoundError" in first["cause"] and first["caught_by"] == []
+
+
+def test_json_carries_the_structure_first_rank_its_own_error_and_the_others():
+    """The structure the screen shows under 'how the job failed' is in the JSON too, and
+    the schema describes it: torchrun's first failing rank, each rank's first exception
+    (rank 2's own FileNotFoundError, the program's; ranks 1 and 3's closed connection,
+    not the program's), and the program error's frame."""
+    import jsonschema
+
+    data, schema = _validated_json(KEPT)
+    with open(KEPT, encoding="utf-8") as f:
+        ran = next(line for line in f if "torchrun_user_error.py\", line" in line)
+    script = ran.split('File "')[1].split('"')[0]
+    structure = data["structure"]
+    assert structure["first_failure"]["rank"] == 2
+    assert structure["first_failure"]["exitcode"] == 1
+    assert structure["summary"][0].startswith("first failure (torchrun's Root Cause): rank 2")
+    assert structure["collectives"] == [] and structure["behind"] is None
+    by_rank = {e["rank"]: e for e in structure["rank_first_errors"]}
+    assert by_rank[2]["type"] == "FileNotFoundError" and by_rank[2]["program"] is True
+    assert by_rank[2]["frame"] == {"path": script, "line": _bug_line(),
+                                   "function": "load_labels", "own_code": True}
+    assert {1, 3} <= set(by_rank) and 2 not in by_rank[1]["ranks"]
+    assert all(by_rank[r]["program"] is False for r in by_rank if r != 2)
+    first = data["findings"][0]
+    assert first["exception"]["type"] == "FileNotFoundError"
+    assert first["exception"]["frame"]["function"] == "load_labels"
+    assert all(c["exception"] is None for c in data["consequences"])
+    # the schema holds the structure to its shape: an unknown key is refused
+    by_rank[2]["extra"] = 1
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, schema)
+
+
+def test_json_carries_the_watchdogs_collectives(tmp_path):
+    # the LlamaFactory#2424 training log above: ranks 1-3 timed out in ALLREDUCE SeqNum=2
+    with open(os.path.join(ROOT, "tests", "data", "explain_unseen.toml"), "rb") as f:
+        entry = next(e for e in tomllib.load(f)["entry"]
+                     if e["source"].endswith("LlamaFactory/issues/2424"))
+    log = tmp_path / "job.log"
+    log.write_text(entry["text"], encoding="utf-8")
+    data, _ = _validated_json(str(log))
+    assert data["structure"]["collectives"] == [{"op": "ALLREDUCE", "seq": 2,
+                                                 "ranks": [1, 2, 3]}]
+    assert data["structure"]["behind"] is None
+    assert data["findings"][0]["exception"] is None

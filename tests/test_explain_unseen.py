@@ -5,8 +5,11 @@ explain_corpus.toml does not cite, each with the cause its thread established. T
 split once, by source (the sha256 of the link), before any rule was written: signatures
 and structure rules were written from the "train" half (and from torch's own output made
 here); the "heldout" half was not looked at while writing them. A second held-out batch
-(``batch = 2``) was collected after the rules were committed, run once, and no rule was
-changed after it. The held-out hit rate is the measure of what the next user's log gets.
+(``batch = 2``) was collected after the rules were committed and run once; so was a third
+(``batch = 3``), committed before explain was first run on it. Rules written from a
+held-out log after its batch was measured make that log training data
+(``heldout_when_measured``); the measured figure keeps it as it was (docs/explain.md).
+The held-out hit rate is the measure of what the next user's log gets.
 
 The right answer is the entry's family: a signature id, or "user" (the job's own code:
 the first finding must be the program's exception, of the entry's exception type, and
@@ -30,6 +33,10 @@ with open(os.path.join(HERE, "data", "explain_unseen.toml"), "rb") as f:
     ENTRIES = tomllib.load(f)["entry"]
 TRAIN = [e for e in ENTRIES if e["split"] == "train"]
 HELDOUT = [e for e in ENTRIES if e["split"] == "heldout"]
+# Held out when their batch was measured, then used to write a rule (so training data now):
+# the figure that counts is the one measured before (docs/explain.md), recorded here.
+WRITTEN_FROM_AFTER = [e for e in ENTRIES if e.get("heldout_when_measured")]
+MEASURED = {"heldout": 61, "right": 55}  # all three batches, each at its first run
 
 # Training logs whose thread's cause the log itself does not show: the right answer is
 # the best the text allows (that family), not the thread's.
@@ -94,6 +101,20 @@ def test_heldout_logs_get_their_cause(tmp_path, matrix):
     env_for_user = [w for w in wrong if w[1] == "user" and w[2] is not None]
     assert not env_for_user
     assert len(right) / len(HELDOUT) >= 0.9, wrong
-    # as measured when batch 2 was run (docs/explain.md): its two misses are a vendor
-    # plugin's wording of an InfiniBand error and a package version no signature covers
-    assert len(HELDOUT) == 38 and len(right) >= 36, wrong
+    # the logs never used for a rule: as measured, less the four InfiniBand lines written
+    # from since (whose misses the measured figure keeps); the two misses left are
+    # package versions no signature covers
+    assert len(HELDOUT) == MEASURED["heldout"] - len(WRITTEN_FROM_AFTER) == 57
+    assert len(right) >= 55, wrong
+
+
+def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
+    """A log used for a rule after its batch was measured keeps its place in the
+    measured figure (as a miss), and is a training log now."""
+    assert {e["source"] for e in WRITTEN_FROM_AFTER} == {
+        "https://github.com/NVIDIA/nccl/issues/928",
+        "https://github.com/pytorch/pytorch/issues/81628",
+        "https://github.com/NVIDIA/nccl/issues/902",
+        "https://github.com/NVIDIA/nccl/issues/1664",
+    }
+    assert all(e["split"] == "train" and e.get("batch") in (2, 3) for e in WRITTEN_FROM_AFTER)

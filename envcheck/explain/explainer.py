@@ -39,6 +39,7 @@ class Explanation:
     judgements: list  # [facts.Judgement]
     frameworks: list  # keys of core.frameworks.FRAMEWORKS seen in the log
     structure: list = dataclasses.field(default_factory=list)  # structure.summary() lines
+    structure_data: dict = dataclasses.field(default_factory=dict)  # structure.to_dict()
 
     @property
     def exit_code(self):
@@ -90,4 +91,5 @@ def explain(paths, matrix_dirs=(), matrix=None):
         inputs.append({"name": name, "lines": scan.lines, "bytes": scan.bytes})
     findings, consequences = structure_mod.arrange(structure, *matcher.results())
     return Explanation(inputs, findings, consequences, facts,
-                       facts_mod.judge(facts, matrix), frameworks, structure.summary())
+                       facts_mod.judge(facts, matrix), frameworks, structure.summary(),
+                       structure.to_dict())

@@ -46,7 +46,21 @@ def check_head(head):
                       ".gz)")
 
 
-SCAN = re.compile(b"|".join(re.escape(w.encode()) for w in SCAN_WORDS))
+def scan_pattern(words):
+    """One regular expression for ``words``, factored by first letter
+    (``E(?:rror|RROR|...)|N(?:CCL|...)``): the same lines as the plain alternation
+    (``word|word|...``), at about 0.9 times its CPU, because at each byte ``re`` tries
+    one branch per first letter instead of one per word (bench/explain.md)."""
+    groups = {}
+    for w in words:
+        groups.setdefault(w[0], []).append(w[1:])
+    return re.compile(b"|".join(
+        re.escape(first.encode()) + b"(?:" + b"|".join(
+            re.escape(t.encode()) for t in sorted(tails, key=len, reverse=True)) + b")"
+        for first, tails in groups.items()))
+
+
+SCAN = scan_pattern(SCAN_WORDS)
 
 
 class Hit:

@@ -13,6 +13,7 @@ from ..core.frameworks import FRAMEWORKS
 from ..core.text import printable, rank_set, shorten
 from ..matrix.framework_advice import phrase
 from .explainer import NEXT_STEPS
+from .structure import exception_dict
 
 SCHEMA_VERSION = 1
 LINE_LIMIT = 240
@@ -44,7 +45,9 @@ def finding_dict(f, frameworks):
             "sources": [s.source], "line": shorten(f.line.shown, 2000), "file": f.file,
             "line_number": f.line.number, "ranks": sorted(f.ranks),
             "hosts": sorted(f.hosts), "count": f.count, "symptom": s.symptom,
-            "gpu_only": s.gpu, "caught_by": list(s.caught_by), "values": f.values}
+            "gpu_only": s.gpu, "caught_by": list(s.caught_by), "values": f.values,
+            "exception": (exception_dict(f.exception) if getattr(f, "exception", None)
+                          else None)}
 
 
 def to_dict(x):
@@ -57,6 +60,8 @@ def to_dict(x):
         "facts": x.facts.to_list(),
         "judgements": [j.to_dict() for j in x.judgements],
         "frameworks": list(x.frameworks),
+        "structure": x.structure_data or {"first_failure": None, "rank_first_errors": [],
+                                          "collectives": [], "behind": None, "summary": []},
         "next_steps": list(NEXT_STEPS) if nothing else [],
     })
 

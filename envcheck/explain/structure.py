@@ -26,7 +26,7 @@ consequences.
 import dataclasses
 import re
 
-from ..core.text import rank_set
+from ..core.text import rank_set, shorten
 from ..matrix.signatures import Signature
 from . import line as line_mod
 from .match import Finding
@@ -137,6 +137,28 @@ class Structure:
         return sorted((e for e in self.exceptions.values() if not e.explained),
                       key=lambda e: e.order)
 
+    def first_errors(self):
+        """Each rank's first exception in the log, {rank: Exc} (torch elastic's reading:
+        the earliest failure of a rank is its own; what follows is a consequence)."""
+        first = {}
+        for exc in sorted(self.exceptions.values(), key=lambda e: e.order):
+            for rank in exc.ranks:
+                first.setdefault(rank, exc)
+        return first
+
+    def _collectives(self):
+        """[(SeqNum, OpType, ranks)] of the watchdog's timed-out collectives, and the
+        ranks that were behind (a lower SeqNum than the highest), with that SeqNum."""
+        by_seq = {}
+        for rank, (seq, op) in self.work.items():
+            by_seq.setdefault((seq, op), set()).add(rank)
+        groups = [(seq, op, ranks) for (seq, op), ranks in sorted(by_seq.items())]
+        behind = None
+        if len(by_seq) > 1:
+            top = max(seq for seq, _ in by_seq)
+            behind = (sorted(r for (seq, _), rs in by_seq.items() if seq < top for r in rs), top)
+        return groups, behind
+
     def summary(self):
         """What the structure says beyond the findings, as short lines."""
         out = []
@@ -146,19 +168,38 @@ class Structure:
                        % (r["rank"], " on %s" % r["host"] if r["host"] else "",
                           ", exit code %d" % r["exitcode"] if r["exitcode"] is not None
                           else "", r["where"]))
-        if self.work:
-            by_seq = {}
-            for rank, (seq, op) in self.work.items():
-                by_seq.setdefault((seq, op), set()).add(rank)
-            for (seq, op), ranks in sorted(by_seq.items()):
-                out.append("watchdog: collective %s SeqNum=%d timed out on %s"
-                           % (op, seq, _ranks(ranks)))
-            if len(by_seq) > 1:
-                top = max(seq for seq, _ in by_seq)
-                behind = sorted(r for (seq, _), rs in by_seq.items() if seq < top for r in rs)
-                out.append("  ranks %s were behind: they never reached SeqNum=%d"
-                           % (_ranks(behind), top))
+        groups, behind = self._collectives()
+        for seq, op, ranks in groups:
+            out.append("watchdog: collective %s SeqNum=%d timed out on %s"
+                       % (op, seq, _ranks(ranks)))
+        if behind:
+            out.append("  ranks %s were behind: they never reached SeqNum=%d"
+                       % (_ranks(behind[0]), behind[1]))
         return out
+
+    def to_dict(self):
+        """The structure as data (``--format json``'s ``structure``)."""
+        groups, behind = self._collectives()
+        return {
+            "first_failure": dict(self.root) if self.root else None,
+            "rank_first_errors": [dict(exception_dict(exc), rank=rank)
+                                  for rank, exc in sorted(self.first_errors().items())],
+            "collectives": [{"op": op, "seq": seq, "ranks": sorted(ranks)}
+                            for seq, op, ranks in groups],
+            "behind": {"ranks": behind[0], "never_reached": behind[1]} if behind else None,
+            "summary": self.summary(),
+        }
+
+
+def exception_dict(exc):
+    """One exception as data: its type and message, where the log shows it first, the
+    frame to blame, and whether it is the program's own (no environment explains it)."""
+    where = exc.culprit
+    return {"type": exc.type, "message": shorten(exc.message, 2000), "file": exc.file,
+            "line_number": exc.line.number, "ranks": sorted(exc.ranks),
+            "program": not exc.explained,
+            "frame": ({"path": where[0], "line": where[1], "function": where[2],
+                       "own_code": not LIBRARY.search(where[0])} if where else None)}
 
 
 def _root_cause(hit, file):
