@@ -193,8 +193,8 @@ def _check_format(fmt, command="run", markdown=True):
 
 
 def _painter(no_color):
-    """Colour for what goes to stdout: on a terminal only (see report.paint)."""
-    from .report import paint
+    """Colour for what goes to stdout: on a terminal only (see render.paint)."""
+    from .render import paint
 
     return paint.Painter(paint.wanted(sys.stdout, no_color))
 
@@ -233,10 +233,10 @@ def _emit(report, fmt, json_path=None, junit_path=None, strict=False, no_color=F
         # What a rank wrote may hold escapes of its own: a screen shows only envcheck's.
         shown = report_mod.Report.from_dict(printable(report.to_dict()))
         if fmt == "markdown":
-            from .report.markdown import render as render_markdown
+            from .render.markdown import render as render_markdown
             screen = render_markdown(shown, strict=strict)
         else:
-            from .report.table import render as render_table
+            from .render.table import render as render_table
             width = terminal_width()
             screen = render_table(shown, width=width, strict=strict, paint=_painter(no_color),
                                   verbose=verbose, probes_shown=probes_shown and bool(width))
@@ -305,15 +305,15 @@ def _renderers(fmt, junit_path):
     import importlib
 
     names = ["core.redact", "core.text", "core.atomic"]
-    names += {"text": ["report.table", "report.paint"], "markdown": ["report.markdown"]}.get(
+    names += {"text": ["render.table", "render.paint"], "markdown": ["render.markdown"]}.get(
         fmt, [])
-    names += ["report.junit"] if junit_path else []
+    names += ["render.junit"] if junit_path else []
     for name in names:
         importlib.import_module("." + name, __package__)
 
 
 def _junit(report, strict):
-    from .report.junit import render
+    from .render.junit import render
 
     return render(report, strict=strict)
 
@@ -357,7 +357,7 @@ def run(
     """Run the probes on this machine and report what works."""
     from . import api
     from .report import model as report_mod
-    from .run.progress import Progress
+    from .render.progress import Progress
 
     fmt = _check_format(fmt)
     for path in (json_path, junit_path, metrics_path):
@@ -548,7 +548,7 @@ def check(
     """
     from . import api
     from .core import redact
-    from .preinstall import answer as render_check
+    from .render import answer as render_check
 
     fmt = _check_format(fmt, "check", markdown=False)
     for path in (json_path, metrics_path):
@@ -575,7 +575,7 @@ def check(
     if fmt == "json":
         write_screen(json_screen(data))
     else:
-        from .report import paint, vocabulary
+        from .render import paint, vocabulary
 
         # GPU names and nvidia-smi's own words are shown escaped, before envcheck's colour.
         text = printable(redact.text(render_check.render(result, width=terminal_width(),
@@ -634,7 +634,7 @@ def summary(
     import datetime
 
     from . import api
-    from .summary import overview as render_summary
+    from .render import overview as render_summary
 
     fmt = _check_format(fmt, "summary", markdown=False)
     for path in (json_path, metrics_path):
@@ -706,7 +706,7 @@ def explain(
     collect next); 2 bad input.
     """
     from . import api
-    from .explain import screen as explain_render
+    from .render import explanation as explain_render
 
     fmt = _check_format(fmt, "explain", markdown=False)
     if json_path:
@@ -757,7 +757,7 @@ def matrix_cmd(
                                        "than the terminal goes through $PAGER, else less]."),
 ):
     """Show the version matrix: releases, CUDA drivers, and expected outcomes per check."""
-    from .matrix import listing as matrix_command
+    from .render import listing as matrix_command
 
     from .core.text import printable
 

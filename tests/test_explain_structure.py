@@ -16,7 +16,8 @@ except ImportError:  # Python < 3.11
     import tomli as tomllib
 
 from conftest import ROOT, run_cli
-from envcheck.explain import explainer as command, screen as render
+from envcheck.explain import explainer as command
+from envcheck.render import explanation as render
 
 SCRIPT = os.path.join(ROOT, "tests", "data", "explain", "torchrun_user_error.py")
 KEPT = os.path.join(ROOT, "tests", "data", "explain", "torchrun-4rank-user-error.log")

@@ -132,7 +132,7 @@ def test_one_host_passes_and_skips_the_clock_with_the_reason(tmp_path):
 def test_a_known_difference_between_hosts_has_its_own_heading_not_the_code_pitfalls():
     """Another numpy on node2 is a warning about the hosts: the screen lists it under
     its own heading and counts it apart from what the user's code must avoid."""
-    from envcheck.report import table
+    from envcheck.render import table
 
     c = _judged(["numpy differs: 2.2.6 on node2, 2.4.6 on node1"])
     assert c.verdict == "known"

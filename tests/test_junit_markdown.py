@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import checks_by_id, load_report, run_cli
-from envcheck.report import junit as render_junit, markdown as render_markdown
+from envcheck.render import junit as render_junit, markdown as render_markdown
 from envcheck.report.model import Report
 
 PROBE = '''

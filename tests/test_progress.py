@@ -3,7 +3,7 @@
 import io
 import types
 
-from envcheck.run.progress import Progress
+from envcheck.render.progress import Progress
 
 PLAN = types.SimpleNamespace(nproc=2, timeout=60.0, startup_timeout=120.0,
                              probes=[types.SimpleNamespace(name="launch"),

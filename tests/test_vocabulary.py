@@ -6,9 +6,9 @@ import pytest
 
 from envcheck.core.outcomes import Outcome, Verdict
 from envcheck.core.text import cut, first_line, rank_set, shorten
-from envcheck.report import vocabulary
+from envcheck.render import vocabulary
 from envcheck.report.model import CheckResult
-from envcheck.report.table import verdict_summary
+from envcheck.render.table import verdict_summary
 
 
 def test_every_outcome_and_verdict_has_a_word_glyph_and_colour():

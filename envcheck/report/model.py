@@ -104,7 +104,7 @@ class Report:
     def answer(self):
         """{exit_code, ready, text, strict}: what ``envcheck run`` exits with and the
         first line of its screen, as the JSON's first key."""
-        from .table import answer  # the screen's own words (table imports this module)
+        from ..render.table import answer  # the screen's own words (table imports this module)
 
         return answer(self, self.strict)
 

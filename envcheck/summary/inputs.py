@@ -8,7 +8,7 @@ import os
 from typing import Optional, Tuple
 
 from ..core import limits
-from ..preinstall.answer import CHECK_SCHEMA_VERSION
+from ..render.answer import CHECK_SCHEMA_VERSION
 
 FACTS = ("driver", "gpu_model", "gpu_count", "python", "glibc", "asked")
 

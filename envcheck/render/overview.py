@@ -4,8 +4,8 @@ import json
 
 from .. import __version__
 from ..core.text import wrap
-from . import hostlist
-from .inputs import FAILS
+from ..summary import hostlist
+from ..summary.inputs import FAILS
 
 SUMMARY_SCHEMA_VERSION = 1
 LABEL = {"driver": "driver", "gpu_model": "GPU", "gpu_count": "GPU count",

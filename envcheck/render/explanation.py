@@ -12,8 +12,8 @@ from ..core import redact
 from ..core.frameworks import FRAMEWORKS
 from ..core.text import printable, rank_set, shorten
 from ..matrix.framework_advice import phrase
-from .explainer import NEXT_STEPS
-from .structure import exception_dict
+from ..explain.explainer import NEXT_STEPS
+from ..explain.structure import exception_dict
 
 SCHEMA_VERSION = 1
 LINE_LIMIT = 240

@@ -6,9 +6,9 @@ import textwrap
 
 from tabulate import tabulate
 
-from . import evidence as evidence_mod, load as matrix_load, versions
+from ..matrix import evidence as evidence_mod, load as matrix_load, versions
 from ..core.errors import UsageError
-from .versions import sm_tuple
+from ..matrix.versions import sm_tuple
 
 
 def _filters(torch, cuda):

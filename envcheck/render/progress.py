@@ -20,7 +20,7 @@ import time
 
 from ..core.outcomes import worst
 from ..core.phases import PhaseTracker
-from ..report import vocabulary
+from . import vocabulary
 from ..report.model import CheckResult
 
 
@@ -55,7 +55,7 @@ class Progress:
                  strict=False):
         """``judge(checks, environment, backend)``: sets the checks' verdicts from the
         matrix, so that a probe's line says "known issue" where the report will."""
-        from ..report import paint
+        from . import paint
 
         self.stream = stream or sys.stderr
         self.enabled = enabled

@@ -3,9 +3,9 @@
 import dataclasses
 import json
 
-from ..report import vocabulary
+from . import vocabulary
 from ..core.text import wrap
-from .evaluate import FAIL, INDEX_URL, OK, SKIP, UNKNOWN, WARN
+from ..preinstall.evaluate import FAIL, INDEX_URL, OK, SKIP, UNKNOWN, WARN
 
 GLYPH = {OK: "✓", FAIL: "✗", WARN: "!", SKIP: "-", UNKNOWN: "?"}
 LABEL = {"wheel": "wheel", "driver": "driver", "gpu_driver": "driver/GPU",

@@ -4,7 +4,7 @@ Every renderer reads them here: the table and its summary line, "What to do", th
 view, JUnit and markdown (JSON keeps the enum values, ``passed`` / ``known``, which the
 schema fixes). A word is upper case where the verdict fails the run, as pytest's summary
 line shouts FAILED and whispers xfailed. Colours (rich styles) are for terminals only:
-``report.paint`` decides whether they are used at all.
+``render.paint`` decides whether they are used at all.
 """
 
 import dataclasses
@@ -148,7 +148,7 @@ def error_line(error):
     return "%s: %s" % (error["type"], message)
 
 
-# envcheck check's glyphs (preinstall.answer): works, will not work, a warning, cannot tell.
+# envcheck check's glyphs (render.answer): works, will not work, a warning, cannot tell.
 CHECK_STYLES = {"✓": "green", "✗": "bold red", "!": "yellow", "?": "cyan"}
 
 
