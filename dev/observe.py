@@ -48,8 +48,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from envcheck.matrix import load as matrix_load, verdicts, versions  # noqa: E402
+from envcheck.matrix import load as matrix_load, versions  # noqa: E402
 from envcheck.matrix.values import Target  # noqa: E402
+from envcheck import api  # noqa: E402
 from envcheck.report import model as report_mod  # noqa: E402
 
 EVIDENCE_DIR = os.path.join(ROOT, "envcheck", "matrix", "data", "evidence")
@@ -258,7 +259,7 @@ def diff(path, matrix, save_to=None, label=None, launcher=None):
     """Print the diff of one report against the matrix; the number of lines that need a
     look. ``save_to``: merge the trimmed observation into that evidence directory."""
     report = report_mod.load(path)
-    verdicts.apply(report, matrix)
+    api.judge(report, matrix, live=True)  # the verdicts, as a run gets them
     obs = trim(report)
     obs["launcher"] = launcher
     print("torch %s (cuda %s, nccl %s), Python %s, numpy %s, %s, %s ranks%s, envcheck %s, %s"
@@ -465,7 +466,7 @@ def table(paths, matrix):
     cols, rows = [], {}
     for path in paths:
         report = report_mod.load(path)
-        verdicts.apply(report, matrix)
+        api.judge(report, matrix, live=True)
         cols.append(os.path.basename(path)[len("torch-"):-len(".json")])
         for c in report.checks:
             short = {"passed": "pass", "failed": "FAIL", "skipped": "skip"}.get(c.outcome,

@@ -173,3 +173,34 @@ def test_one_deadline_rule_startup_phase_and_one_grace_per_phase():
     plain = Watchdog(PhaseTracker(started=0.0), timeout=10.0, startup_timeout=60.0)
     assert plain.extend() is False and plain.limit() == 60.0
     assert [grace_for(t) for t in (1, 10, 60)] == [1.0, 2.0, 5.0]
+
+
+def test_the_fork_server_imports_what_its_forks_will_run_once_before_forking():
+    """--resolve: the rank's module is imported in the server (every fork shares it),
+    not after each fork (17 ms a rank for envcheck.worker.rank with torch imported); a
+    target that cannot be imported is left for the fork to meet."""
+    import subprocess
+
+    code = ("import sys\n"
+            "from envcheck.launch.forkserver import Server, _args\n"
+            "args = _args(['--init', 'x:y', '--resolve', 'envcheck.worker.rank:main',\n"
+            "              '--resolve', 'envcheck.no_such_module:main'])\n"
+            "assert 'envcheck.worker.rank' not in sys.modules\n"
+            "Server(None).resolve(args.resolve)\n"
+            "print('envcheck.worker.rank' in sys.modules, 'torch' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    # imported, and importing the rank's module does not import torch by itself
+    assert proc.stdout.split() == ["True", "False"]
+
+
+def test_both_drivers_start_their_fork_server_with_the_ranks_target():
+    from envcheck.run import spawn
+    from envcheck.worker import hostzygote, launched
+
+    for path, target in ((spawn.__file__, spawn.RANK_TARGET),
+                         (hostzygote.__file__, hostzygote.RANK_TARGET)):
+        with open(path, encoding="utf-8") as f:
+            assert '"--resolve", RANK_TARGET' in f.read(), path
+    assert launched.RANK_TARGET == hostzygote.RANK_TARGET

@@ -26,7 +26,7 @@ from ..core import plan as plan_mod
 from ..probes import catalog
 from ..launch import contain, signals as signals_mod
 from ..core.errors import UsageError
-from ..core.attempt import Abort, Attempt
+from ..core.attempt import Abort, AbortKind, Attempt
 from ..report.model import CheckResult
 from . import merge
 from .supervisor import supervise
@@ -90,7 +90,7 @@ def run(phases, main_attempts, interpreter, rank_plan, timeout, on_event=None,
             last = got[-1].abort if got else last
         if signals.signum is not None and (last is None or last.kind != "interrupted"):
             # Between two phases: no rank was running, the run still ends as interrupted.
-            attempts.append(Attempt([], 0, {}, Abort("interrupted", 0, "startup", {},
+            attempts.append(Attempt([], 0, {}, Abort(AbortKind.INTERRUPTED, 0, "startup", {},
                                                      signum=signals.signum)))
     return checks, attempts
 

@@ -27,7 +27,7 @@ import signal
 
 from .. import __version__
 from ..core import blame, records as records_mod
-from ..core.attempt import Abort, Attempt
+from ..core.attempt import Abort, AbortKind, Attempt
 from ..core.errors import UsageError
 from ..core.network.prechecks import PEER_PRECHECK_FAILED
 from ..core.phases import replay
@@ -183,7 +183,7 @@ def _abort(per_rank, stacks, world, timeout):
         if all(r in stacks for r in unfinished):
             # Every rank left the stack dump of a SIGTERM: none died on its own, the
             # launcher terminated them all (torchrun itself got SIGTERM, scancel ...).
-            return Abort("interrupted", min(unfinished), info[min(unfinished)]["phase"],
+            return Abort(AbortKind.INTERRUPTED, min(unfinished), info[min(unfinished)]["phase"],
                          info, signum=signal.SIGTERM)
         kind = "crash"
         # Torn-down ranks dumped their stacks on SIGTERM, and a rank whose final

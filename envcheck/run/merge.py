@@ -405,11 +405,7 @@ def attempts_summary(attempts):
         if a.world_size:  # a follow-up phase at its own world size
             item["world_size"] = a.world_size
         if a.abort:
-            item["abort"] = {"kind": a.abort.kind, "root_rank": a.abort.root_rank,
-                             "phase": a.abort.phase, "waited_s": a.abort.waited_s,
-                             "stop_s": a.abort.stop_s}
-            if a.abort.deadline is not None:
-                item["abort"]["deadline"] = round(a.abort.deadline, 3)
+            item["abort"] = a.abort.summary()
         item["timing"] = timing.of_attempt(a)
         out.append(item)
     return out

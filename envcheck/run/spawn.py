@@ -96,7 +96,8 @@ class Zygote:
             with open(self.stderr_path, "wb") as err:
                 self.proc = procs.popen(
                     [interpreter, "-m", "envcheck.launch.forkserver", "--init", INIT,
-                     "--preload", PRELOAD, "--parent", str(os.getpid()),
+                     "--preload", PRELOAD, "--resolve", RANK_TARGET,
+                     "--parent", str(os.getpid()),
                      "--fd", str(theirs.fileno())],
                     env=self.env, stdin=procs.DEVNULL, stdout=err, stderr=err,
                     start_new_session=True, pass_fds=tuple(pass_fds) + (theirs.fileno(),))

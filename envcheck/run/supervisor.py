@@ -38,7 +38,7 @@ from . import headstart, spawn
 from ..core import blame, plan as plan_mod
 from ..launch import cgroup as cgroup_mod, contain, procs, signals as signals_mod
 from ..launch.watchdog import Watchdog
-from ..core.attempt import Abort, Attempt
+from ..core.attempt import Abort, AbortKind, Attempt
 from ..core.outcomes import RankExit
 from ..core.phases import PhaseTracker
 from ..core.records import RecordTail, records_path, stacks_path
@@ -493,7 +493,7 @@ def _remaining_after(attempt):
 
 def _interrupted_attempt(port, entries, signum):
     """Interrupted between attempts: no rank was running."""
-    return Attempt(entries, port, {}, Abort("interrupted", 0, "startup", {}, signum=signum))
+    return Attempt(entries, port, {}, Abort(AbortKind.INTERRUPTED, 0, "startup", {}, signum=signum))
 
 
 def supervise(interpreter, plan, nproc, on_event=None, startup_timeout=None,

@@ -78,12 +78,16 @@ def name(agent, environ=os.environ):
 
 # --- the watcher's side ----------------------------------------------------------------
 
+# What the host's fork server runs in the rank it forks for a watcher (``launched.py``).
+RANK_TARGET = "envcheck.worker.launched:run_forked"
+
 def start(probes, local_world_size, startup_timeout):
     """Local rank 0's process: the host's fork server, started now (its import of torch
     begins while this process goes on), to preload what ``probes`` (plan entries)
     import. Where it cannot start, no rank finds it: each forks itself."""
     cmd = [sys.executable, "-m", "envcheck.launch.forkserver", "--init", zygote.INIT,
-           "--preload", zygote.PRELOAD, "--probes", json.dumps(probes),
+           "--preload", zygote.PRELOAD, "--resolve", RANK_TARGET,
+           "--probes", json.dumps(probes),
            "--listen", name(os.getppid()), "--agent", str(os.getppid()),
            "--parent", str(os.getpid()), "--clients", str(local_world_size),
            "--seconds", repr(float(startup_timeout))]

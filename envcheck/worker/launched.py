@@ -230,7 +230,7 @@ def prepare(argv):
 
 
 # What the host's zygote runs in the rank it forks for this process (``run_forked``).
-RANK_TARGET = "envcheck.worker.launched:run_forked"
+RANK_TARGET = hostzygote.RANK_TARGET
 
 
 def run_forked(argv, started, forked=None):
