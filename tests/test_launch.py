@@ -204,3 +204,45 @@ def test_both_drivers_start_their_fork_server_with_the_ranks_target():
         with open(path, encoding="utf-8") as f:
             assert '"--resolve", RANK_TARGET' in f.read(), path
     assert launched.RANK_TARGET == hostzygote.RANK_TARGET
+
+
+def test_a_rank_group_ends_its_ranks_and_their_children_and_signals_only_its_own(tmp_path):
+    """launch/group.py with real processes: close() ends every rank and what each
+    started in its session (SIGTERM ignored: SIGKILL after the grace); a rank seen to
+    end is not signalled again; a rank whose proof fails is not signalled at all."""
+    import signal
+    import subprocess
+    import time
+
+    from envcheck.launch.group import RankGroup
+
+    child_pids = tmp_path / "children"
+    script = ("import os, signal, subprocess, sys, time\n"
+              "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+              "open(sys.argv[1] + sys.argv[2], 'w').write(str(c.pid))\n"
+              "time.sleep(60)\n")
+    group = RankGroup()
+    ranks = [subprocess.Popen([sys.executable, "-c", script, str(child_pids), str(r)],
+                              start_new_session=True) for r in range(3)]
+    for rank, proc in enumerate(ranks):
+        group.add(rank, proc)
+    deadline = time.monotonic() + 30
+    while not all(os.path.exists("%s%d" % (child_pids, r)) for r in range(3)):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    children = [int(open("%s%d" % (child_pids, r)).read()) for r in range(3)]
+    assert group.alive() == [0, 1, 2]
+    # The proof decides: a rank it does not prove is never signalled.
+    refused = RankGroup()
+    refused.add(0, ranks[0], proof=lambda pid: False)
+    assert refused.signal(0, signal.SIGKILL) is False and ranks[0].poll() is None
+    group.close(grace=0.3)
+    assert group.ended() and [p.returncode for p in ranks] == [-signal.SIGKILL] * 3
+    for pid in children:  # in the ranks' sessions: gone with them
+        deadline = time.monotonic() + 10
+        while os.path.exists("/proc/%d" % pid) and open(
+                "/proc/%d/stat" % pid).read().split(") ")[1][0] != "Z":
+            assert time.monotonic() < deadline, "child %d outlived its rank" % pid
+            time.sleep(0.05)
+    assert group.signal(1, signal.SIGTERM) is False  # seen to end: its PID is not its own

@@ -37,6 +37,7 @@ import time
 from . import headstart, spawn
 from ..core import blame, plan as plan_mod
 from ..launch import cgroup as cgroup_mod, contain, procs, signals as signals_mod
+from ..launch.group import RankGroup
 from ..launch.watchdog import Watchdog
 from ..core.attempt import Abort, AbortKind, Attempt
 from ..core.outcomes import RankExit
@@ -97,14 +98,6 @@ def _tail(path, limit=STDERR_TAIL_BYTES):
         return ""
 
 
-def _signal_group(proc, sig):
-    """``sig`` to a rank's process group, while its leader is not reaped: until then the
-    PID, and so the group, cannot be another's. After, what is left of the group is
-    found as the run's (``kill_all``)."""
-    if proc.returncode is None:
-        procs.send_group(proc.pid, sig)
-
-
 def _signal_name(code):
     if code is not None and code < 0:
         try:
@@ -132,6 +125,9 @@ class _AttemptRun:
         self.on_event = on_event
         self.startup_timeout = startup_timeout
         self.ranks = []
+        # The same ranks, for signalling and ending them (launch/group.py): each leads a
+        # session of its own, and a signal reaches it only while it is not reaped.
+        self.group = RankGroup()
         self.started = None  # Unix time the ranks were started (the report's timing)
         self.prepared = None  # Unix time its zygote began importing torch
         self.on_slow = None  # called once when a rank may be hanging (see _slow)
@@ -229,6 +225,7 @@ class _AttemptRun:
             self._contain(proc.pid)
             self.ranks.append(RankState(rank, proc, self.dir, time.monotonic(),
                                         self.timeout, self.startup_timeout))
+            self.group.add(rank, proc)
         self._ranks_started()
 
     def _ranks_started(self):
@@ -256,6 +253,9 @@ class _AttemptRun:
         self.ranks = [RankState(rank, proc, self.dir, self.launched, self.timeout,
                                 self.startup_timeout)
                       for rank, proc in enumerate(ranks)]
+        self.group = RankGroup()
+        for rank, proc in enumerate(ranks):
+            self.group.add(rank, proc)
         self._ranks_started()
 
     def _finish_forking(self):
@@ -401,20 +401,18 @@ class _AttemptRun:
                      waited_s=waited, limit_s=limit, stop_s=time.monotonic() - t0,
                      deadline=deadline, waiting=waiting)
 
-    @staticmethod
-    def _kill_stopped(ranks):
+    def _kill_stopped(self, ranks):
         """SIGKILL at once, for ranks that are stopped (state T): a stopped process runs no
         handler, so SIGUSR1 (stacks) and SIGTERM would only wait, pending, through the
         stack wait and the SIGTERM grace. They are not continued (SIGCONT) for a stack
         first: whoever stopped the rank (a debugger, job control) meant it not to run, a
         traced one (state t) would not run anyway, and its stack would only show where it
         was stopped, not why; the report says it was stopped, which is the cause."""
-        for st in ranks:
-            procs.send_group(st.proc.pid, signal.SIGKILL)
+        self.group.kill_now([st.rank for st in ranks])
 
     def _collect_stacks(self, alive):
         for st in alive:
-            procs.send(st.proc.pid, signal.SIGUSR1)
+            self.group.signal(st.rank, signal.SIGUSR1)
         # faulthandler writes from the signal handler, even while the rank sits in C++;
         # wait until every file has content and stopped growing, at most STACK_WAIT_S.
         deadline = time.monotonic() + STACK_WAIT_S
@@ -441,17 +439,9 @@ class _AttemptRun:
         if self.zygote is not None:
             self.zygote.kill()
             self._drop_zygote()
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for st in self.ranks:
-                _signal_group(st.proc, sig)
-            deadline = time.monotonic() + (TERM_GRACE_S if sig == signal.SIGTERM else 5.0)
-            # After SIGTERM the leaders may be gone (reaped: their groups no longer
-            # signalled); what is left of a group is found below (cgroup, marker,
-            # subreaper).
-            while time.monotonic() < deadline:
-                if all(st.proc.poll() is not None for st in self.ranks):
-                    break
-                time.sleep(POLL_S)
+        # After SIGTERM the leaders may be gone (reaped: their groups no longer
+        # signalled); what is left of a group is found below (cgroup, marker, subreaper).
+        self.group.close(TERM_GRACE_S)
         # What left the ranks' process groups (setsid) is still in the attempt's cgroup,
         # and carries the run's marker; what also cleared its environment is still
         # below this process, its subreaper.

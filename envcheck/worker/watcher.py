@@ -37,6 +37,7 @@ from ..core.outcomes import RankExit
 from ..core.phases import PhaseTracker
 from ..core.records import RecordTail, RecordWriter, records_path, stacks_path
 from ..launch import contain, procs, signals
+from ..launch.group import RankGroup
 from ..launch.watchdog import Watchdog, grace_for
 
 POLL_S = 0.05
@@ -62,6 +63,23 @@ def _size(path):
         return 0
 
 
+class _Rank:
+    """The watched rank as launch/group.py sees a process: seen to end once reaped (by
+    this process, or by the zygote that forked it, which passes its status on)."""
+
+    def __init__(self, watcher):
+        self.watcher, self.pid = watcher, watcher.pid
+
+    @property
+    def returncode(self):
+        status = self.watcher.exit_status
+        return None if status is None else procs.exit_code(status)
+
+    def poll(self):
+        self.watcher._reap()
+        return self.returncode
+
+
 class Watcher:
     """One rank's watcher; ``run()`` returns the exit code for the launcher."""
 
@@ -81,6 +99,17 @@ class Watcher:
                                  grace=grace_for(job.timeout))
         self.exit_status = None
         self.noted = None  # launch/signals.Noted, from run()
+        # The rank, as launch/group.py signals and ends it: one this process forked is
+        # its child (unreaped, its PID is its own; it shares this process's group); one
+        # the host's zygote forked is signalled only while its parent is that zygote
+        # (which forks nothing else), the process pinned first: the zygote may have
+        # reaped it and its PID been reused since.
+        self.group = RankGroup()
+        zygote = fork.zygote_pid if fork is not None else None
+        self.group.add(job.rank, _Rank(self),
+                       proof=None if fork is None else
+                       (lambda pid: procs.parent_of(pid) == zygote),
+                       leads_group=False)
 
     # -- the loop ------------------------------------------------------------------------
     def _reap(self, block=False):
@@ -167,19 +196,11 @@ class Watcher:
         return self._bad_end(RankExit.HANG)
 
     def _signal(self, sig):
-        """Signal the rank; False where it is gone. A rank this process forked is its
-        child, not yet reaped: its PID is its own. One the host's zygote forked is
-        signalled only while its parent is that zygote (which forks nothing else), the
-        process pinned first (``signal_proven``): the zygote may have reaped it and its
-        PID been reused since."""
-        if self.fork is None:
-            return procs.send(self.pid, sig)
-        zygote = self.fork.zygote_pid
-        return procs.send_proven(self.pid, sig,
-                                 lambda pid: procs.parent_of(pid) == zygote)
+        """Signal the rank; False where it is gone."""
+        return self.group.signal(self.job.rank, sig)
 
     def _kill(self):
-        self._signal(signal.SIGKILL)
+        self.group.kill_now([self.job.rank])
         self._reap(block=True)
 
     def _torn_down(self):
@@ -188,10 +209,7 @@ class Watcher:
         if procs.is_stopped(self.pid):
             self._kill()
         else:
-            self._signal(signal.SIGTERM)
-            deadline = time.monotonic() + TERM_WAIT_S
-            while not self._reap() and time.monotonic() < deadline:
-                time.sleep(POLL_S)
+            self.group.close(TERM_WAIT_S)
             if self.exit_status is None:
                 self._kill()
         self._follow()
