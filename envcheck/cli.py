@@ -17,6 +17,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 
 from . import __version__
 from .core.errors import UsageError
+from .core.repeat import FOR_HELP, REPEAT_HELP
 from .core.outcomes import ExitCode
 
 app = typer.Typer(
@@ -165,8 +166,8 @@ def _help_all(ctx: typer.Context, value: bool):
     raise typer.Exit()
 
 
-def help_all_option(advanced="--startup-timeout, --probe-path, --min-busbw, --master-port, "
-                               "--metrics"):
+def help_all_option(advanced="--startup-timeout, --probe-path, --min-busbw, --for, "
+                               "--master-port, --metrics"):
     return typer.Option(False, "--help-all", is_eager=True, callback=_help_all,
                         help="Also the advanced options (%s), and exit." % advanced)
 
@@ -339,6 +340,9 @@ def run(
                                              "pkg.module:factory or path/to/file.py:factory."),
     min_busbw: Optional[str] = typer.Option(None, "--min-busbw", metavar="GB/S", hidden=True,
                                             help=MIN_BUSBW_HELP),
+    repeat: Optional[str] = typer.Option(None, "--repeat", metavar="N", help=REPEAT_HELP),
+    duration: Optional[str] = typer.Option(None, "--for", metavar="DURATION", hidden=True,
+                                           help=FOR_HELP),
     framework: List[str] = typer.Option([], "--framework", metavar="NAME",
                                         help="Check the model as this framework wraps and "
                                              "launches it (lightning, accelerate, deepspeed; "
@@ -376,7 +380,8 @@ def run(
         nproc=nproc, backend=backend, probes=tuple(probe), skip=tuple(skip),
         timeout=timeout, python=python, probe_paths=tuple(probe_path), model=model,
         master_port=master_port, startup_timeout=startup_timeout,
-        frameworks=tuple(framework), min_busbw=min_busbw))
+        frameworks=tuple(framework), min_busbw=min_busbw, repeat=repeat,
+        duration=duration))
     matrix = []
 
     def load_matrix():

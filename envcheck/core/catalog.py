@@ -29,11 +29,12 @@ from .errors import UsageError
 BUILTIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                            "worker", "probes")
 BUILTIN_ORDER = ("launch", "hosts", "collectives", "nccl", "bandwidth", "serialization",
-                 "checkpoint", "ddp-sync", "frameworks", "fsdp")
+                 "checkpoint", "ddp-sync", "frameworks", "fsdp", "repeat")
 # Built-in probes that run only when asked for (-p NAME): each costs more than the whole
 # default suite's budget (fsdp starts ranks twice more, at other world sizes; see
-# docs/fsdp.md for the figures).
-OPT_IN = ("fsdp",)
+# docs/fsdp.md for the figures); repeat runs when --repeat or --for asks for rounds
+# (docs/intermittent.md).
+OPT_IN = ("fsdp", "repeat")
 # What the drivers report outside any probe, as the pseudo-probe ``setup``.
 SETUP = "setup"
 # The rendezvous pre-checks (core/network/prechecks.py) run between the two first.

@@ -39,7 +39,7 @@ import signal
 import sys
 import time
 
-from ..core import catalog, plan as plan_mod
+from ..core import catalog, plan as plan_mod, repeat as repeat_mod
 from ..core.atomic import write_atomic
 from ..core.errors import UsageError
 from ..core.outcomes import RankExit
@@ -50,9 +50,13 @@ from . import hostzygote, identity, relay, reporting, runtime, watcher as watche
 from .probes.checkpoint.files import SHARED_DIR_ENV
 
 
-def plan_entries(wanted, skipped, probe_paths):
-    """The probes to run, as plan entries: the same catalog and order as envcheck run."""
-    specs = catalog.select(catalog.all_probes(probe_paths), wanted, skipped)
+def plan_entries(wanted, skipped, probe_paths, rounds=None):
+    """The probes to run, as plan entries: the same catalog and order as envcheck run
+    (``rounds``: --repeat or --for asked for the repeat probe)."""
+    known = catalog.all_probes(probe_paths)
+    specs = catalog.select(known, wanted, skipped)
+    if rounds:
+        specs = repeat_mod.with_probe(specs, known)
     return [spec.plan_entry() for spec in specs]
 
 
@@ -101,6 +105,8 @@ def parse_args(argv):
                    help="fail a host whose send/recv bus bandwidth (GB/s, nccl-tests' "
                         "busbw) is below 90%% of this, as nccl-tests' NCCL_TESTS_MIN_BW "
                         "does [judged only against the other hosts]")
+    p.add_argument("--repeat", metavar="N", help=repeat_mod.REPEAT_HELP)
+    p.add_argument("--for", dest="duration", metavar="DURATION", help=repeat_mod.FOR_HELP)
     args = p.parse_args(argv)
     for flag, value in (("--timeout", args.timeout), ("--startup-timeout", args.startup_timeout)):
         if value is not None and not 0 < value <= plan_mod.MAX_TIMEOUT:
@@ -213,7 +219,8 @@ def prepare(argv):
     UsageError (or OSError: --out cannot be made) on bad input."""
     args = parse_args(argv)
     launcher = identity.export_identity(os.environ)
-    entries = plan_entries(args.probe, args.skip, args.probe_path)
+    rounds = repeat_mod.option(args.repeat, args.duration)
+    entries = plan_entries(args.probe, args.skip, args.probe_path, rounds)
     who = identity.read_identity()
     os.makedirs(args.out, exist_ok=True)  # first: --json may be a file in --out
     if who[0] == 0:
@@ -223,6 +230,8 @@ def prepare(argv):
     args.probe_options = {}
     if args.min_busbw is not None:
         args.probe_options["min_busbw"] = plan_mod.min_busbw(args.min_busbw)
+    if rounds:
+        args.probe_options[repeat_mod.OPTION] = rounds
     if args.checkpoint_dir:
         _check_checkpoint_dir(args.checkpoint_dir)
         os.environ[SHARED_DIR_ENV] = args.checkpoint_dir
