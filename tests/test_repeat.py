@@ -196,3 +196,36 @@ def test_each_round_has_the_whole_timeout(tmp_path):
     assert lat["outcome"] == "passed", lat
     assert lat["ranks"]["0"]["data"]["rounds"] == 200
     assert report["duration_s"] > 2.5  # longer than one timeout: the rounds' clock held
+
+
+LOSSY = os.path.join(ROOT, "tests", "data", "repeat-lossy.json")  # a real run: see below
+
+
+def test_the_lossy_hosts_screen_fits_80_columns_and_names_it():
+    """tests/data/repeat-lossy.json: the report of a real run on the test cluster (3 hosts,
+    2 ranks each, --repeat 20, node3 losing 1 % of the packets it receives; see
+    tests/test_cluster_repeat.py), rendered on an 80-column terminal."""
+    from terminal import SGR, on_terminal
+
+    code, lines, _ = on_terminal(80, "report", LOSSY, "--no-color")
+    lines = [SGR.sub("", line) for line in lines]
+    assert code == 1, lines
+    assert max(len(line) for line in lines) <= 80, [l for l in lines if len(l) > 80]
+    assert lines[4].startswith("  ✗ repeat.latency ("), lines
+    assert lines[5] == ("      ranks 4,5 on node3: node3 stalls: round trips ms "
+                        "best/median/worst:"), lines
+    assert lines[9].startswith("    → node3's link loses packets now and then: "), lines
+
+
+def test_the_lossy_hosts_report_hands_node3_to_the_scheduler(tmp_path):
+    failed, drain = tmp_path / "failed.txt", tmp_path / "drain.sh"
+    result = run_cli("report", LOSSY, "--failed-hosts", str(failed), "--drain-script",
+                     str(drain), "--ready-hosts", str(tmp_path / "ready.txt"))
+    assert result.code == 1, result
+    assert failed.read_text() == "node3\n"
+    assert (tmp_path / "ready.txt").read_text() == "node[1-2]\n"
+    lines = [l for l in drain.read_text().splitlines() if l.startswith("scontrol")]
+    assert lines == ["scontrol update NodeName=node3 State=DRAIN Reason='envcheck: "
+                     "repeat.latency failed: node3 stalls: round trips ms best/median/worst: "
+                     "node1 0.11/0.13/211, node2 0.11/0.14/216, node3 0.11/0.14/216; stalls "
+                     "(50 ms or more) of 2000 per pair: node1-node2 0, node1-no...'"], lines

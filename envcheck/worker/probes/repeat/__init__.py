@@ -213,10 +213,12 @@ def _latency(ctx, c, rounds):
     table = ", ".join("%s %s/%s/%s" % (n, stats.ms(s["best"]), stats.ms(s["median"]),
                                       stats.ms(s["worst"]))
                       for n, s in per_unit.items() if s)
-    stalls = ", ".join("%s %d" % (pair_name[p], s) for p, (s, _) in sorted(counts.items()))
+    # the pairs that stalled most first: what a drain reason cut at 200 characters keeps
+    order = sorted(counts.items(), key=lambda item: (-item[1][0], item[0]))
+    stalls = ", ".join("%s %d" % (pair_name[p], s) for p, (s, _) in order)
     n = max(len(ts) for ts in rounds.pair_times.values())
-    figures = "round trips ms best/median/worst: %s; stalls (%s ms or more) of %d per " \
-              "pair: %s" % (table, stats.ms(threshold), n, stalls)
+    figures = "round trips of %s ms or more, of %d per pair: %s; ms best/median/worst: " \
+              "%s" % (stats.ms(threshold), n, stalls, table)
     if not stalling:
         c.detail = "%s, none stalls: %s" % (_rounds_word(rounds.done), figures)
         return
