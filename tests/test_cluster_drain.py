@@ -14,13 +14,14 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import sys
 
 import pytest
 
 from cluster.jobs import launcher_env
 from conftest import ROOT, checks_by_id, validate_report
-from test_cluster_slurm import EXPORTS, _explain, _ports, _wait_for, shared_path  # noqa: F401
+from test_cluster_slurm import EXPORTS, _explain, _ports, _wait_for
 
 RATE = "200mbit"  # as tests/test_cluster_bandwidth.py: a link 50-100x slower
 
@@ -36,18 +37,27 @@ def degraded(host):
         host.run(["tc", "qdisc", "del", "dev", "eth0", "root"], check=False)
 
 
+@pytest.fixture
+def shared_out(cluster):
+    """A fresh directory under /mnt/shared (every host's): (its path there, outside)."""
+    name = "drain-%d" % next(_ports)
+    outside = os.path.join(cluster.shared, name)
+    os.makedirs(outside)
+    yield "/mnt/shared/" + name, outside
+    shutil.rmtree(outside, ignore_errors=True)
+
+
 def _hosts_of(stdout):
     return sorted(line.strip() for line in stdout.splitlines() if line.strip())
 
 
 @pytest.mark.cluster
 def test_a_degraded_host_is_excluded_and_drained_by_the_real_slurmd(slurm, cluster,
-                                                                   shared_path):
+                                                                   shared_out):
     if not slurm.mounted:
         pytest.skip("no /etc/slurm on this machine: scontrol on the hosts cannot find "
                     "the test SLURM's slurm.conf")
-    out, outside = shared_path
-    os.makedirs(outside)
+    out, outside = shared_out
     node3 = cluster.hosts[2]
     env = launcher_env(ROOT)
     envcheck = "%s -m envcheck" % sys.executable

@@ -4,7 +4,6 @@ on figures; a real local run of the repeat probe (2 and 4 ranks), its JSON again
 schema, its screen within 80 columns, and each round timed afresh by the watchdog.
 The repeat probe across hosts, with a lossy link, is tests/test_cluster_repeat.py."""
 
-import json
 import os
 import subprocess
 import sys
@@ -225,7 +224,7 @@ def test_the_lossy_hosts_screen_fits_80_columns_and_names_it():
     code, lines, _ = on_terminal(80, "report", LOSSY, "--no-color")
     lines = [SGR.sub("", line) for line in lines]
     assert code == 1, lines
-    assert max(len(line) for line in lines) <= 80, [l for l in lines if len(l) > 80]
+    assert max(len(line) for line in lines) <= 80, [line for line in lines if len(line) > 80]
     assert lines[4].startswith("  ✗ repeat.latency ("), lines
     assert lines[5] == ("      ranks 4,5 on node3: node3 stalls: round trips of 50 ms "
                         "or more, of"), lines
@@ -241,7 +240,8 @@ def test_the_lossy_hosts_report_hands_node3_to_the_scheduler(tmp_path):
     assert result.code == 1, result
     assert failed.read_text() == "node3\n"
     assert (tmp_path / "ready.txt").read_text() == "node[1-2]\n"
-    lines = [l for l in drain.read_text().splitlines() if l.startswith("scontrol")]
+    lines = [line for line in drain.read_text().splitlines()
+             if line.startswith("scontrol")]
     assert lines == ["scontrol update NodeName=node3 State=DRAIN Reason='envcheck: "
                      "repeat.latency failed (unexpected): node3 stalls: round trips of 50 ms "
                      "or more, of 2000 per pair: node1-node3 23, node2-node3 20, node1-node2 "

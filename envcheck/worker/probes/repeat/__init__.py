@@ -42,7 +42,7 @@ ADVICE_BANDWIDTH = (
 
 
 def probe_repeat(ctx):
-    """Reruns the collectives and bandwidth probes N times and times round trips: best, median, worst per host, and how often each check failed"""
+    """Collectives, bandwidth and round trips in rounds: per host best/median/worst, failures"""
     import torch
     import torch.distributed as dist
 
