@@ -171,8 +171,8 @@ def _help_all(ctx: typer.Context, value: bool):
     raise typer.Exit()
 
 
-def help_all_option(advanced="--startup-timeout, --probe-path, --min-busbw, --master-port, "
-                               "--metrics"):
+def help_all_option(advanced="--startup-timeout, --probe-path, --min-busbw, --for, "
+                               "--master-port, --metrics"):
     return typer.Option(False, "--help-all", is_eager=True, callback=_help_all,
                         help="Also the advanced options (%s), and exit." % advanced)
 
@@ -335,6 +335,8 @@ def run(
                                         help="Run serialization and checkpoint checks on your model: "
                                              "pkg.module:factory or path/to/file.py:factory."),
     min_busbw: Optional[str] = shared_option("min_busbw"),
+    repeat: Optional[str] = shared_option("repeat"),
+    duration: Optional[str] = shared_option("duration"),
     framework: List[str] = typer.Option([], "--framework", metavar="NAME",
                                         help="Check the model as this framework wraps and "
                                              "launches it (lightning, accelerate, deepspeed; "
@@ -367,7 +369,8 @@ def run(
         nproc=nproc, backend=backend, probes=tuple(probe), skip=tuple(skip),
         timeout=timeout, python=python, probe_paths=tuple(probe_path), model=model,
         master_port=master_port, startup_timeout=startup_timeout,
-        frameworks=tuple(framework), min_busbw=min_busbw))
+        frameworks=tuple(framework), min_busbw=min_busbw, repeat=repeat,
+        duration=duration))
     live = api.LiveJudge(plan)
     with Progress(enabled=not quiet, no_color=no_color, plan=plan, judge=live,
                   strict=strict) as progress:

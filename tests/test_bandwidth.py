@@ -8,7 +8,8 @@ import os
 import pytest
 
 from conftest import checks_by_id, load_report, run_cli
-from envcheck.probes.bandwidth import judge, schedule
+from envcheck.probes.bandwidth import judge
+from envcheck.probes.shared import schedule
 
 pytestmark = pytest.mark.ranks  # every test here starts real ranks
 

@@ -13,6 +13,7 @@ from typing import Any, Optional, Tuple
 
 from .errors import UsageError
 from .plan import BACKENDS, DEFAULT_TIMEOUT
+from .repeat import FOR_HELP, REPEAT_HELP
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +64,8 @@ SHARED = (
                 "below 90 % of this, as nccl-tests' NCCL_TESTS_MIN_BW does (the bandwidth "
                 "probe; on one host, each rank) [default: judged only against the other "
                 "hosts]."),
+    Option("repeat", ("--repeat",), metavar="N", help=REPEAT_HELP),
+    Option("duration", ("--for",), metavar="DURATION", advanced=True, help=FOR_HELP),
     Option("json_path", ("--json",), metavar="PATH",
            help="Also write the JSON report here (atomically)."),
     Option("junit_path", ("--junit",), metavar="PATH",

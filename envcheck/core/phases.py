@@ -9,7 +9,9 @@ builds the report.
 
 Every phase is bounded by the plan's timeout (``startup`` by the startup timeout): the
 local supervisor, launcher mode's per-rank watcher and the report built from launcher
-records all follow a rank with this one tracker.
+records all follow a rank with this one tracker. A probe that runs in rounds (``repeat``,
+``--repeat N``) writes a ``round`` record as each begins: its limit is counted afresh
+then, so that each round, not the whole probe, is bounded by the timeout.
 """
 
 import time
@@ -37,6 +39,9 @@ class PhaseTracker:
             return False
         elif kind == "check":
             self.check = None
+            return False
+        elif kind == "round":  # a probe's next round (--repeat): its own full limit
+            self.started = time.monotonic() if now is None else now
             return False
         elif kind == "probe_end":
             self.enter("between", now)

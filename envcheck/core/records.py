@@ -8,7 +8,9 @@ types, in the order a rank writes them:
 - ``launch``: (launcher mode only) launcher, world size, the plan.
 - ``env``: what this rank sees of its environment (rank 0 collects the full picture).
 - ``setup_start`` / ``setup``: init_process_group, with outcome, seconds and error.
-- ``probe_start`` / ``check_start`` / ``check`` / ``probe_end``: one probe at a time.
+- ``probe_start`` / ``check_start`` / ``check`` / ``probe_end``: one probe at a time;
+  ``round`` (the ``repeat`` probe, ``--repeat``): its next round began, and its limit
+  is counted afresh (``phases.py``).
 - ``teardown_start`` / ``teardown``: the final barrier (``teardown`` only when it failed).
 - ``hang``: (launcher mode only) the rank's watcher saw no progress past the timeout.
 - ``bye``: the rank finished its plan.

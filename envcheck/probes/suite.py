@@ -102,4 +102,11 @@ SUITE: Tuple[Probe, ...] = (
         # It starts ranks twice more, at other world sizes: more than the whole default
         # suite's budget (docs/fsdp.md has the figures).
         opt_in=True),
+    Probe(
+        builtin=True, name="repeat", module="envcheck.probes.repeat", function="probe_repeat",
+        summary="Collectives, bandwidth and round trips in rounds: per host "
+                "best/median/worst, failures",
+        checks=("collectives", "bandwidth", "latency"),
+        # Rounds of whole probes: run when --repeat or --for asks (docs/intermittent.md).
+        opt_in=True),
 )

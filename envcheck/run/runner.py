@@ -5,7 +5,7 @@ import datetime
 import time
 
 from .. import __version__
-from ..core import limits, options as run_options, plan as plan_mod
+from ..core import limits, options as run_options, plan as plan_mod, repeat as repeat_mod
 from ..probes import catalog
 from ..core.errors import UsageError
 from ..core import outcomes
@@ -33,6 +33,8 @@ class RunOptions:
     startup_timeout: float = None
     frameworks: tuple = ()  # --framework: keys of core.frameworks.FRAMEWORKS
     min_busbw: str = None  # GB/s, as given: checked by plan_mod.min_busbw
+    repeat: str = None  # --repeat N, as given: checked by core.repeat
+    duration: str = None  # --for DURATION, as given
 
 
 @dataclasses.dataclass
@@ -104,8 +106,13 @@ def make_plan(opts):
     wanted = opts.probes
     if opts.frameworks and wanted and "frameworks" not in wanted:
         wanted = tuple(wanted) + ("frameworks",)  # asked for by name: its probe runs
-    specs = catalog.select(catalog.all_probes(opts.probe_paths), wanted, opts.skip)
+    known = catalog.all_probes(opts.probe_paths)
+    specs = catalog.select(known, wanted, opts.skip)
     options = {}
+    rounds = repeat_mod.option(opts.repeat, opts.duration)
+    if rounds:
+        options[repeat_mod.OPTION] = rounds
+        specs = repeat_mod.with_probe(specs, known)
     if opts.min_busbw is not None:
         options["min_busbw"] = plan_mod.min_busbw(opts.min_busbw)
     if opts.frameworks:

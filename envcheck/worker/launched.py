@@ -39,7 +39,7 @@ import signal
 import sys
 import time
 
-from ..core import options, plan as plan_mod
+from ..core import options, plan as plan_mod, repeat as repeat_mod
 from ..probes import catalog
 from ..core.atomic import write_atomic
 from ..core.errors import UsageError
@@ -51,9 +51,13 @@ from . import hostzygote, identity, relay, reporting, runtime, watcher as watche
 from ..probes.shared.files import SHARED_DIR_ENV
 
 
-def plan_entries(wanted, skipped, probe_paths):
-    """The probes to run, as plan entries: the same catalog and order as envcheck run."""
-    specs = catalog.select(catalog.all_probes(probe_paths), wanted, skipped)
+def plan_entries(wanted, skipped, probe_paths, rounds=None):
+    """The probes to run, as plan entries: the same catalog and order as envcheck run
+    (``rounds``: --repeat or --for asked for the repeat probe)."""
+    known = catalog.all_probes(probe_paths)
+    specs = catalog.select(known, wanted, skipped)
+    if rounds:
+        specs = repeat_mod.with_probe(specs, known)
     return [spec.plan_entry() for spec in specs]
 
 
@@ -213,7 +217,8 @@ def prepare(argv):
     UsageError (or OSError: --out cannot be made) on bad input."""
     args = parse_args(argv)
     launcher = identity.export_identity(os.environ)
-    entries = plan_entries(args.probe, args.skip, args.probe_path)
+    rounds = repeat_mod.option(args.repeat, args.duration)
+    entries = plan_entries(args.probe, args.skip, args.probe_path, rounds)
     who = identity.read_identity()
     os.makedirs(args.out, exist_ok=True)  # first: --json may be a file in --out
     if who[0] == 0:
@@ -223,6 +228,8 @@ def prepare(argv):
     args.probe_options = {}
     if args.min_busbw is not None:
         args.probe_options["min_busbw"] = plan_mod.min_busbw(args.min_busbw)
+    if rounds:
+        args.probe_options[repeat_mod.OPTION] = rounds
     if args.checkpoint_dir:
         _check_checkpoint_dir(args.checkpoint_dir)
         os.environ[SHARED_DIR_ENV] = args.checkpoint_dir

@@ -63,7 +63,8 @@ def probe_bandwidth(ctx):
 def _per_host(ctx, c, torch, dist):
     from ...core.text import rank_numbers
     from ...worker.gather import all_gather_strings
-    from . import judge, schedule
+    from . import judge
+    from ..shared import schedule
 
     if ctx.world_size == 1:
         c.skip("1 rank: nobody to send to (run 2 ranks or more)")
@@ -124,7 +125,8 @@ def _per_host(ctx, c, torch, dist):
 def _measure(ctx, torch, dist, senders, names, nbytes, repeats, min_busbw, one_host):
     """Rounds of transfers until no unit is a suspect (or ROUNDS): (edge rates, out, in,
     slow, rounds, wrong elements received)."""
-    from . import judge, measure, schedule
+    from . import judge, measure
+    from ..shared import schedule
 
     phase_list = schedule.phases(len(senders))
     times, wrong, rounds = [[] for _ in range(ctx.world_size)], 0, 0

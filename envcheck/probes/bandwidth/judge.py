@@ -14,6 +14,8 @@ other's in, so only *out* is judged: a slow direction names its sender.
 
 import statistics
 
+from ..shared.units import gbs
+
 # A unit is slow when its figure is below its peers' median divided by this. A real
 # degraded link (a NIC at 25 or 10 of 100 Gb/s, a port at 1 of 25) is 4x to 100x down.
 # Healthy links of this 2-core test machine under a load of 8-13 gave best-of-3 figures
@@ -70,13 +72,6 @@ def judge(names, out, inb, min_busbw=None, by_peers=True, ratio=SLOW_RATIO):
             elif min_busbw is not None and mine < min_busbw * MIN_BUSBW_SLACK:
                 slow.append((u, d, mine, ("min", min_busbw)))
     return slow
-
-
-def gbs(value):
-    """A figure in GB/s, with the digits that matter from 1 TB/s down to 1 kB/s."""
-    if value >= 100:
-        return "%.0f" % value
-    return "%.3g" % value if value >= 10 else "%.2g" % value
 
 
 VERB = {"out": "sends", "in": "receives"}

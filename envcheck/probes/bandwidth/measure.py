@@ -14,7 +14,7 @@ def run(torch, dist, ctx, units, phase_list, nbytes, repeats, warmup=True):
     times[rank] = that rank's seconds per step (0 where it only sent or sat out: the
     receiver's clock is the one read), gathered to every rank; wrong: elements this
     rank received that were not its sender's."""
-    from . import schedule
+    from ..shared import schedule
 
     roles = [schedule.roles(units, p) for p in phase_list]
     send = torch.full((nbytes // 4,), float(ctx.rank + 1), dtype=torch.float32,

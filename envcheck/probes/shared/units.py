@@ -1,5 +1,5 @@
-"""Sizes as people read them, and waiting for a device: used by the nccl and bandwidth
-probes."""
+"""Sizes and rates as people read them, and waiting for a device: used by the nccl,
+bandwidth and repeat probes."""
 
 
 def human_bytes(nbytes):
@@ -12,3 +12,10 @@ def human_bytes(nbytes):
 def sync_device(torch, device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def gbs(value):
+    """A figure in GB/s, with the digits that matter from 1 TB/s down to 1 kB/s."""
+    if value >= 100:
+        return "%.0f" % value
+    return "%.3g" % value if value >= 10 else "%.2g" % value
