@@ -32,7 +32,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(HERE, "data", "explain_unseen.toml"), "rb") as f:
     ENTRIES = tomllib.load(f)["entry"]
 TRAIN = [e for e in ENTRIES if e["split"] == "train"]
-HELDOUT = [e for e in ENTRIES if e["split"] == "heldout"]
+HELDOUT = [e for e in ENTRIES if e["split"] == "heldout" and e.get("batch") != 4]
+# Batch 4: collected after the rules were widened from the sources (phase A), committed with
+# its causes before explain was first run on it; asserted at its measured level below.
+BATCH4 = [e for e in ENTRIES if e.get("batch") == 4]
 # Held out when their batch was measured, then used to write a rule (so training data now):
 # the figure that counts is the one measured before (docs/explain.md), recorded here.
 WRITTEN_FROM_AFTER = [e for e in ENTRIES if e.get("heldout_when_measured")]
