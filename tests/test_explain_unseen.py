@@ -6,7 +6,10 @@ split once, by source (the sha256 of the link), before any rule was written: sig
 and structure rules were written from the "train" half (and from torch's own output made
 here); the "heldout" half was not looked at while writing them. A second held-out batch
 (``batch = 2``) was collected after the rules were committed and run once; so was a third
-(``batch = 3``), committed before explain was first run on it. Rules written from a
+(``batch = 3``), committed before explain was first run on it; and a fourth (``batch =
+4``), collected after the rules were widened from torch's, NCCL's and gloo's own error
+texts, committed with its causes before explain was first run on it, and asserted at the
+level that first run measured. Rules written from a
 held-out log after its batch was measured make that log training data
 (``heldout_when_measured``); the measured figure keeps it as it was (docs/explain.md).
 The held-out hit rate is the measure of what the next user's log gets.
@@ -32,11 +35,27 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(HERE, "data", "explain_unseen.toml"), "rb") as f:
     ENTRIES = tomllib.load(f)["entry"]
 TRAIN = [e for e in ENTRIES if e["split"] == "train"]
-HELDOUT = [e for e in ENTRIES if e["split"] == "heldout"]
+HELDOUT = [e for e in ENTRIES if e["split"] == "heldout" and e.get("batch") != 4]
+# Batch 4: collected after the rules were widened from the sources (phase A), committed with
+# its causes before explain was first run on it; asserted at its measured level below.
+BATCH4 = [e for e in ENTRIES if e.get("batch") == 4]
 # Held out when their batch was measured, then used to write a rule (so training data now):
 # the figure that counts is the one measured before (docs/explain.md), recorded here.
 WRITTEN_FROM_AFTER = [e for e in ENTRIES if e.get("heldout_when_measured")]
 MEASURED = {"heldout": 61, "right": 55}  # all three batches, each at its first run
+# Batch 4, measured once (2e05e0b, the rules of 71a3084): 18 of 25. No rule was changed
+# after it. The logs it got right must stay right; the 7 misses are listed in
+# docs/explain.md (a family no signature reads, or a wording no rule knows).
+BATCH4_MEASURED = {"logs": 25, "right": 18}
+BATCH4_MISSED = {
+    "https://github.com/meta-pytorch/monarch/pull/1571",  # connect failure printed before the gai error
+    "https://github.com/vllm-project/vllm/issues/7896",  # a bad node; only 'unhandled cuda error'
+    "https://github.com/AkariAsai/self-rag/issues/83",  # elastic's '[ERROR] failed (exitcode: -9)'
+    "https://github.com/2U1/Qwen-VL-Series-Finetune/issues/79",  # DeepSpeed's launcher, code -9
+    "https://github.com/NVIDIA/nccl/issues/697",  # the interface NCCL chose: no signature reads it
+    "https://github.com/NVIDIA/nccl/issues/473",  # docker /dev/shm; only 'NCCL Error 2'
+    "https://github.com/pytorch/gloo/issues/223",  # gloo's older 'connect [addr]: Connection refused'
+}
 
 # Training logs whose thread's cause the log itself does not show: the right answer is
 # the best the text allows (that family), not the thread's.
@@ -118,3 +137,33 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
         "https://github.com/NVIDIA/nccl/issues/1664",
     }
     assert all(e["split"] == "train" and e.get("batch") in (2, 3) for e in WRITTEN_FROM_AFTER)
+
+
+def test_batch4_logs_keep_their_measured_causes(tmp_path, matrix):
+    """Batch 4 (collected after the rules were widened from the sources, committed before
+    explain first ran on it): every log it got right at that first run stays right, no
+    user-code log gets an environment cause, and the figure is the measured 18 of 25."""
+    right, wrong = set(), []
+    for entry in BATCH4:
+        result = _answer(entry, tmp_path, matrix)
+        if _right(entry, result):
+            right.add(entry["source"])
+        else:
+            first = result.findings[0].signature.id if result.findings else None
+            wrong.append((entry["source"], entry["family"], first))
+    assert len(BATCH4) == BATCH4_MEASURED["logs"]
+    assert all(e["split"] == "heldout" for e in BATCH4)
+    assert sum(e["family"] == "user" for e in BATCH4) >= 5
+    assert not [w for w in wrong if w[1] == "user" and w[2] is not None]
+    # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
+    assert right >= {e["source"] for e in BATCH4} - BATCH4_MISSED, wrong
+    assert len(right) >= BATCH4_MEASURED["right"]
+
+
+def test_batch4_cites_no_thread_of_the_corpus_or_earlier_batches():
+    import re
+    with open(os.path.join(HERE, "data", "explain_corpus.toml"), encoding="utf-8") as f:
+        corpus = f.read()
+    earlier = {e["source"] for e in ENTRIES if e.get("batch") != 4}
+    cited = set(re.findall(r"https://github\.com/[^\s\"')]+", corpus)) | earlier
+    assert not {e["source"] for e in BATCH4} & cited

@@ -31,7 +31,10 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               "EADDRINUSE", "Address already", "Name or service", "Temporary failure",
               "EAI_NONAME", "The client socket", "Rendezvous", "TCP client", "SocketImpl",
               "Socket Timeout", "Detected mismatch", "ECC", "Xid", "NVRM",
-              "DataLoader", "Connection closed", "Connection reset", "Root Cause")
+              "DataLoader", "Connection closed", "Connection reset", "Root Cause",
+              # NCCL's own WARN texts, as torch repeats them after "Last error:" on a
+              # line of their own (issue #34, from NCCL's source)
+              "Cuda failure", "Connect to")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
