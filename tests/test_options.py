@@ -62,3 +62,45 @@ def test_a_backend_no_one_has_is_one_line_in_both():
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].endswith(
         "error: --backend 'mpi': choose one of auto, gloo, nccl")
+
+
+def test_a_timeout_below_a_second_is_refused_alike_by_both():
+    import subprocess
+    import sys
+
+    import pytest
+
+    from envcheck import api
+    from envcheck.core.errors import UsageError
+
+    line = ("--timeout 0.5: must be at least 1 s (less is a hang before anything starts) "
+            "and at most 86400 (a day)")
+    with pytest.raises(UsageError) as refused:
+        api.plan(api.RunOptions(timeout=0.5))
+    assert str(refused.value) == line
+    proc = subprocess.run([sys.executable, "-m", "envcheck.worker.launched", "--timeout",
+                           "0.5"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].endswith("error: " + line)
+
+
+def test_the_plan_a_rank_reads_is_checked_and_round_trips(tmp_path):
+    import json
+
+    import pytest
+
+    from envcheck.core import plan
+    from envcheck.probes.suite import SUITE
+
+    data = plan.rank_plan("gloo", 60, [s.plan_entry() for s in SUITE], {"min_busbw": 40.0})
+    path = tmp_path / "plan.json"
+    plan.write(str(path), data)
+    assert plan.read(str(path)) == data
+    assert data["group_timeout"] == plan.group_timeout(60.0)
+    for bad, words in (({"backend": "mpi"}, "backend 'mpi'"),
+                       ({"timeout": "soon"}, "timeout 'soon'"),
+                       ({"probes": [{"name": "x"}]}, "function is a name"),
+                       ({"colour": "red"}, "no field colour")):
+        path.write_text(json.dumps(dict(data, **bad)))
+        with pytest.raises(ValueError, match=words):
+            plan.read(str(path))

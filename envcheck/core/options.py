@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any, Optional, Tuple
 
 from .errors import UsageError
-from .plan import BACKENDS, DEFAULT_TIMEOUT
+from .plan import BACKENDS, DEFAULT_TIMEOUT, MAX_TIMEOUT, MIN_TIMEOUT
 from .repeat import FOR_HELP, REPEAT_HELP
 
 
@@ -77,6 +77,16 @@ SHARED = (
 )
 
 BY_DEST = {o.dest: o for o in SHARED}
+
+
+def timeouts(**given: Optional[float]) -> None:
+    """``--timeout`` and ``--startup-timeout`` (by dest) checked: at least MIN_TIMEOUT
+    (less is a hang before anything starts), at most MAX_TIMEOUT; else a UsageError."""
+    for dest, value in given.items():
+        if value is not None and not MIN_TIMEOUT <= value <= MAX_TIMEOUT:
+            raise UsageError("%s %g: must be at least %g s (less is a hang before anything "
+                             "starts) and at most %d (a day)"
+                             % (BY_DEST[dest].flags[0], value, MIN_TIMEOUT, MAX_TIMEOUT))
 
 
 def backend(value: str) -> str:

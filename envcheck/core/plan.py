@@ -5,8 +5,10 @@ backend asked for, the per-phase timeout, the process group's own timeout, the p
 as catalog entries in the order they run, and the probe options (``--model``).
 """
 
+import dataclasses
 import json
 import math
+from typing import Any, Dict, Optional, Tuple
 
 from .errors import UsageError
 
@@ -45,10 +47,122 @@ def min_busbw(text):
     return value
 
 
+@dataclasses.dataclass(frozen=True)
+class ProbeEntry:
+    """One probe as a rank is handed it (``probes/spec.Probe.plan_entry``): where its
+    function is (a module, or a file), the checks it may report (None: any), what to
+    import ahead, and for a follow-up phase, the phase and the hand-off directory the
+    main run left its state in (``run/follow_up.py``)."""
+
+    name: str
+    function: str
+    checks: Optional[Tuple[str, ...]]
+    module: Optional[str] = None
+    path: Optional[str] = None
+    preload: Tuple[str, ...] = ()
+    preload_in_rank: Tuple[str, ...] = ()
+    phase: Optional[Dict[str, Any]] = None
+    handoff: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if (self.module is None) == (self.path is None):
+            raise ValueError("probe %r: a module or a path, not both" % self.name)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "ProbeEntry":
+        _only(data, cls, "a probe entry")
+        checks = data.get("checks")
+        return cls(name=_text(data, "name"), function=_text(data, "function"),
+                   checks=None if checks is None else _texts(checks, "checks"),
+                   module=data.get("module"), path=data.get("path"),
+                   preload=_texts(data.get("preload") or (), "preload"),
+                   preload_in_rank=_texts(data.get("preload_in_rank") or (),
+                                          "preload_in_rank"),
+                   phase=data.get("phase"), handoff=data.get("handoff"))
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"name": self.name, "function": self.function,
+                               "checks": None if self.checks is None else list(self.checks),
+                               "preload": list(self.preload),
+                               "preload_in_rank": list(self.preload_in_rank)}
+        out["path" if self.path else "module"] = self.path or self.module
+        if self.phase is not None:
+            out["phase"] = dict(self.phase)
+        if self.handoff is not None:
+            out["handoff"] = self.handoff
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class RankPlan:
+    """What every rank follows: the backend asked for, the per-phase timeout, the process
+    group's own timeout, the probes in the order they run, and the probe options. It
+    crosses into the ranks as JSON (``to_dict``, ``write``; ``read`` checks it)."""
+
+    backend: str
+    timeout: float
+    group_timeout: float
+    probes: Tuple[ProbeEntry, ...]
+    options: Dict[str, Any]
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError("backend %r: one of %s" % (self.backend, ", ".join(BACKENDS)))
+        for name in ("timeout", "group_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    not MIN_TIMEOUT <= value <= 2 * MAX_TIMEOUT + 10:
+                raise ValueError("%s %r: seconds from %g to a day" % (name, value,
+                                                                      MIN_TIMEOUT))
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "RankPlan":
+        _only(data, cls, "a plan")
+        probes = data.get("probes")
+        if not isinstance(probes, list) or not all(isinstance(p, dict) for p in probes):
+            raise ValueError("a plan's probes are a list of entries")
+        options = data.get("options") or {}
+        if not isinstance(options, dict):
+            raise ValueError("a plan's options are an object")
+        missing = [k for k in ("backend", "timeout", "group_timeout") if k not in data]
+        if missing:
+            raise ValueError("a plan has no %s" % ", ".join(missing))
+        return cls(backend=data["backend"], timeout=data["timeout"],
+                   group_timeout=data["group_timeout"],
+                   probes=tuple(ProbeEntry.from_dict(p) for p in probes), options=options)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"backend": self.backend, "timeout": float(self.timeout),
+                "group_timeout": float(self.group_timeout),
+                "probes": [p.to_dict() for p in self.probes], "options": dict(self.options)}
+
+
+def _only(data: Any, cls: Any, what: str) -> None:
+    if not isinstance(data, dict):
+        raise ValueError("%s is a JSON object" % what)
+    unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:
+        raise ValueError("%s has no field %s" % (what, ", ".join(unknown)))
+
+
+def _text(data: Dict[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value:
+        raise ValueError("a probe entry's %s is a name" % key)
+    return value
+
+
+def _texts(values: Any, key: str) -> Tuple[str, ...]:
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
+        raise ValueError("a probe entry's %s is a list of names" % key)
+    return tuple(values)
+
+
 def rank_plan(backend, timeout, entries, options=None):
-    return {"backend": backend, "timeout": float(timeout),
-            "group_timeout": group_timeout(float(timeout)),
-            "probes": list(entries), "options": dict(options or {})}
+    """The plan every rank follows, checked, as the JSON the ranks read."""
+    return RankPlan(backend, float(timeout), group_timeout(float(timeout)),
+                    tuple(ProbeEntry.from_dict(e) for e in entries),
+                    dict(options or {})).to_dict()
 
 
 def summary(plan):
@@ -63,8 +177,9 @@ def write(path, plan):
 
 
 def read(path):
+    """A plan file, checked (``RankPlan``): ValueError naming what is wrong."""
     with open(path, encoding="utf-8") as f:
-        return json.load(f)
+        return RankPlan.from_dict(json.load(f)).to_dict()
 
 
 def follow_ups(specs, nproc, fixed_by=None, max_ranks=None):

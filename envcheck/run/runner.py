@@ -77,11 +77,7 @@ def make_plan(opts):
                          "process importing torch)" % (opts.nproc, MAX_NPROC))
     if opts.master_port is not None and not 1 <= opts.master_port <= 65535:
         raise UsageError("--master-port %d: not a TCP port (1-65535)" % opts.master_port)
-    for flag, value in (("--timeout", opts.timeout), ("--startup-timeout", opts.startup_timeout)):
-        if value is not None and not plan_mod.MIN_TIMEOUT <= value <= plan_mod.MAX_TIMEOUT:
-            raise UsageError("%s %g: must be at least %g s (less is a hang before anything "
-                             "starts) and at most %d (a day)"
-                             % (flag, value, plan_mod.MIN_TIMEOUT, plan_mod.MAX_TIMEOUT))
+    run_options.timeouts(timeout=opts.timeout, startup_timeout=opts.startup_timeout)
     too_few = limits.check_open_files()
     if too_few:
         raise UsageError(too_few)

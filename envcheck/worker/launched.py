@@ -102,14 +102,11 @@ def parser():
 def parse_args(argv):
     p = parser()
     args = p.parse_args(argv)
-    try:
+    try:  # the same checks, and words, as envcheck run's
         options.backend(args.backend)
+        options.timeouts(timeout=args.timeout, startup_timeout=args.startup_timeout)
     except UsageError as exc:
         p.error(str(exc))
-    for flag, value in (("--timeout", args.timeout), ("--startup-timeout", args.startup_timeout)):
-        if value is not None and not 0 < value <= plan_mod.MAX_TIMEOUT:
-            p.error("%s must be a positive number of seconds, at most %d (a day)"
-                    % (flag, plan_mod.MAX_TIMEOUT))
     return args
 
 
