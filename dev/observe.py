@@ -21,12 +21,14 @@ checks of the probes that ran are replaced, so probes can be observed one at a t
 With --release VERSION it observes one PyPI release end to end: a throw-away venv
 (pip install --no-cache-dir torch==VERSION numpy), every variant of VARIANTS (2 and 4
 ranks; the Open-Sora-shaped --model in dev/models/; -p fsdp at 2 and 4 ranks; the
-default suite under torchrun, launcher mode), then FRAMEWORK_VARIANT with
-dev/requirements-frameworks.txt installed where it installs, and for releases built
-against NumPy 1.x (torch < 2.3) all of it again with numpy<2; each diffed, saved with
---save (label e.g. numpy1-nproc4), its full report kept under --reports; then the venv
-is deleted. --release all is the sweep: every release of releases.toml, one venv at a
-time, resumable (a state file), timed. --verdicts prints the release x probe table of
+default suite under torchrun, launcher mode; -p repeat --repeat 3), then
+FRAMEWORK_VARIANT with dev/requirements-frameworks.txt installed where it installs, and
+for releases built against NumPy 1.x (torch < 2.3) all of it again with numpy<2; each
+diffed, saved with --save (label e.g. numpy1-nproc4), its full report kept under
+--reports; then the venv is deleted. --variants NAME... runs only those (a new probe's
+variant on every release: --release all --variants repeat). --release all is the
+sweep: every release of releases.toml, one venv at a time, resumable (a state file,
+one per set of --variants), timed. --verdicts prints the release x probe table of
 the committed evidence judged with today's matrix; --table the check x report table of
 saved reports (--from-json, repeatable). docs/matrix.md says when to run the sweep.
 
@@ -61,11 +63,13 @@ FRAMEWORKS_REQ = os.path.join(ROOT, "dev", "requirements-frameworks.txt")
 
 
 class Variant(collections.namedtuple(
-        "Variant", "label nproc model probes since framework launcher")):
+        "Variant", "label nproc model probes since framework launcher args",
+        defaults=((),))):
     """One run of a release: its evidence label, ranks, the Open-Sora-shaped --model or
     not, the probes ([] = the default suite), the first release it applies to, the
-    --framework it asks for (its frameworks installed first), and whether it runs under
-    torchrun (launcher mode) instead of envcheck run."""
+    --framework it asks for (its frameworks installed first), whether it runs under
+    torchrun (launcher mode) instead of envcheck run, and more envcheck run arguments
+    (recorded in the evidence's run as ``args``)."""
 
     def applies(self, release):
         return self.since is None or versions.parse_version(release) >= \
@@ -83,10 +87,21 @@ VARIANTS = (
     Variant("fsdp", 2, False, ["fsdp"], None, None, False),
     Variant("fsdp-nproc4", 4, False, ["fsdp"], None, None, False),
     Variant("torchrun", 2, False, [], None, None, True),
+    # The repeat probe alone, 3 rounds on one host: its bandwidth rounds run only with a
+    # floor on one host, so a low one (10 MB/s) that a healthy loopback always meets.
+    Variant("repeat", 2, False, ["repeat"], None, None, False,
+            ("--repeat", "3", "--min-busbw", "0.01")),
 )
 # After the variants above, with the frameworks of dev/requirements-frameworks.txt
 # installed (those that install beside this torch).
 FRAMEWORK_VARIANT = Variant("frameworks", 2, False, ["frameworks"], None, "lightning", False)
+
+
+
+def variant_names():
+    """The names --variants takes: each variant's label ("default" for the default
+    suite's), then "frameworks"."""
+    return [v.label or "default" for v in VARIANTS] + [FRAMEWORK_VARIANT.label]
 
 
 class RunFailed(Exception):
@@ -212,6 +227,8 @@ def save(obs, directory=EVIDENCE_DIR, label=None):
            "nproc": obs["nproc"], "backend": obs["backend"], "model": obs["model"]}
     if obs.get("launcher"):
         run["launcher"] = obs["launcher"]
+    if obs.get("args"):
+        run["args"] = list(obs["args"])
     runs.append(run)
     merged = {k: obs[k] for k in ("torch", "cuda", "nccl", "arch_list", "python", "numpy",
                                   "os")}
@@ -255,13 +272,15 @@ def fact_lines(matrix, env):
     return out
 
 
-def diff(path, matrix, save_to=None, label=None, launcher=None):
+def diff(path, matrix, save_to=None, label=None, launcher=None, args=()):
     """Print the diff of one report against the matrix; the number of lines that need a
-    look. ``save_to``: merge the trimmed observation into that evidence directory."""
+    look. ``save_to``: merge the trimmed observation into that evidence directory;
+    ``args``: the variant's own envcheck run arguments, kept in the evidence's run."""
     report = report_mod.load(path)
     api.judge(report, matrix, live=True)  # the verdicts, as a run gets them
     obs = trim(report)
     obs["launcher"] = launcher
+    obs["args"] = list(args)
     print("torch %s (cuda %s, nccl %s), Python %s, numpy %s, %s, %s ranks%s, envcheck %s, %s"
           % (obs["torch"], obs["cuda"], obs["nccl"], obs["python"], obs["numpy"],
              obs["backend"], obs["nproc"], ", --model " + obs["model"] if obs["model"] else "",
@@ -326,7 +345,9 @@ def _run_variant(args, matrix, release, python, variant, name):
     extra = ["-n", str(variant.nproc)] + (["--model", MODEL_SPEC] if variant.model else [])
     if variant.framework:
         extra += ["--framework", variant.framework]
+    extra += list(variant.args)
     print("\n=== torch %s, variant %s ===" % (release, name or "default"), flush=True)
+    t0 = time.monotonic()
     if variant.launcher:
         path = run_torchrun(python, variant.nproc,
                             sum((["--probe", p] for p in variant.probes), []))
@@ -335,9 +356,9 @@ def _run_variant(args, matrix, release, python, variant, name):
                             cwd=MODEL_DIR if variant.model else None)
     kept = os.path.join(args.reports, "torch-%s%s.json" % (release, "-" + name if name else ""))
     shutil.move(path, kept)
-    print("full report: %s" % kept)
+    print("full report: %s (ran in %.1f s)" % (kept, time.monotonic() - t0))
     return diff(kept, matrix, args.evidence_dir if args.save else None, name,
-                launcher="torchrun" if variant.launcher else None)
+                launcher="torchrun" if variant.launcher else None, args=variant.args)
 
 
 def observe_release(args, matrix, release=None):
@@ -363,8 +384,10 @@ def observe_release(args, matrix, release=None):
         for n, (np_label, np_req) in enumerate(sets):
             _pip(venv, torch_req, np_req) if n == 0 else _pip(venv, np_req)
             todo = [v for v in VARIANTS if v.applies(release)
-                    and (args.launcher or not v.launcher)]
-            if args.frameworks and n == len(sets) - 1:
+                    and (args.launcher or not v.launcher)
+                    and (not args.variants or (v.label or "default") in args.variants)]
+            if args.frameworks and n == len(sets) - 1 and (
+                    not args.variants or FRAMEWORK_VARIANT.label in args.variants):
                 todo.append(FRAMEWORK_VARIANT)
             for variant in todo:
                 if variant.framework:
@@ -413,7 +436,10 @@ def sweep(args, matrix):
     """Every release of releases.toml, one venv at a time, resumable: the state file
     records each finished release (and its results), and a second run goes on from the
     first release not finished. Prints how long each release and the whole sweep took."""
-    state_path = args.state or os.path.join(args.venv_dir, "envcheck-sweep-state.json")
+    # A sweep of some variants keeps a state of its own: a release it finished is not
+    # one the whole sweep finished.
+    state_path = args.state or os.path.join(args.venv_dir, "envcheck-sweep-state%s.json" % (
+        "".join("-" + v for v in sorted(args.variants))))
     state = {"releases": {}}
     if os.path.exists(state_path) and not args.restart:
         with open(state_path, encoding="utf-8") as f:
@@ -528,6 +554,9 @@ def main(argv=None):
                                     "[default: VENV_DIR/envcheck-sweep-state.json]")
     ap.add_argument("--restart", action="store_true",
                     help="with --release all: forget the state file, start over")
+    ap.add_argument("--variants", action="extend", nargs="+", default=[], metavar="NAME",
+                    help="with --release: only these variants (%s) [default: all]"
+                         % ", ".join(variant_names()))
     ap.add_argument("--no-frameworks", dest="frameworks", action="store_false",
                     help="with --release: skip the frameworks variant")
     ap.add_argument("--no-launcher", dest="launcher", action="store_false",
@@ -560,6 +589,10 @@ def main(argv=None):
     if not args.python and not args.from_json and not args.release \
             and args.verdicts is None:
         ap.error("give an interpreter, --release, --from-json or --verdicts")
+    unknown = [v for v in args.variants if v not in variant_names()]
+    if unknown:
+        ap.error("--variants %s: no such variant (the variants: %s)" % (
+            ", ".join(unknown), ", ".join(variant_names())))
     try:
         matrix = matrix_load.load(args.matrix)
     except matrix_load.MatrixError as exc:

@@ -60,6 +60,18 @@ def test_every_check_has_a_run_or_a_source_on_every_release(builtin, runs):
         "\n".join(gaps)
 
 
+
+def test_the_repeat_checks_rest_on_a_run_of_every_release(builtin, runs):
+    """The repeat probe's checks were swept (dev/observe.py --release all --variants
+    repeat): each release's verdict rests on a run of it, not on a source alone."""
+    ids = [c for c in evidence.catalog_checks() if c.startswith("repeat.")]
+    assert ids == ["repeat.bandwidth", "repeat.collectives", "repeat.latency"]
+    cov = evidence.coverage(builtin, runs, ids)
+    not_run = ["%s on %s: %s" % (cid, s, c.kind or "gap") for cid, row in cov.items()
+               for s, c in row.items() if c.kind != evidence.OBSERVED]
+    assert not_run == []
+
+
 # ---- the guards fail where they must ---------------------------------------------------
 
 OUT_OF_STEP_AT_38AEBDC = """\
