@@ -18,12 +18,15 @@ store while torchrun's real rendezvous code (``DynamicRendezvousHandler`` over
 2. (default) For each job size (``--hosts``, 8 ranks a host) and design (``none``: no
    envcheck; ``old``; ``new``): a fresh store server; simulated ranks replay the
    profile in a loop (rank k replays the traced rank k mod 16, with its own keys), each
-   starting at a random point of its trace; then torchrun's rendezvous of one agent a
-   simulated host and its barrier, ``--trials`` times, while a probe client times a
-   ``get`` every 5 ms. Measured: the calls and bytes envcheck sent a second (total and
-   a host), the server process's CPU a second, the probe's latency (median, p99), the
-   rendezvous's and barrier's seconds. The largest size runs its designs in turns,
-   trial by trial (paired).
+   starting at a random point of the job's life; then torchrun's rendezvous of one
+   agent a simulated host and its barrier, ``--trials`` times, while a probe client (a
+   process of its own) times a ``get`` every 5 ms. Measured: the calls and bytes
+   envcheck sent a second (total and a host), the server process's CPU a second, the
+   probe's latency (median, p99), the rendezvous's and barrier's seconds. The largest
+   size runs its designs in turns, trial by trial (paired). Every simulated client runs
+   on this machine's 2 cores, beside the agents: the old design's calls cost the agents
+   CPU here that on a cluster other hosts would spend (docs/scale.md reads the figures
+   with that in mind).
 3. ``--flood``: the store's ceiling here: every client as fast as it can.
 
     python bench/store_load.py --trace --old /tmp/envcheck-old     # ~1 min
@@ -291,14 +294,29 @@ def _rendezvous_and_barrier(port, hosts, trial):
     return max(done["rdzv"]), max(done["barrier"])
 
 
-def _probe_latency(port, stop, out):
-    store = _store(port)
+def probe_worker(args):
+    """A process of its own (the agents' threads would hold its GIL): a ``get`` every
+    5 ms until its stdin closes; the latencies' median and p99."""
+    store = _store(args.port)
     store.set("bench/probe", b"x" * 64)
-    while not stop.is_set():
-        t0 = time.perf_counter()
-        store.get("bench/probe")
-        out.append(time.perf_counter() - t0)
-        time.sleep(0.005)
+    stop, lat = threading.Event(), []
+
+    def loop():
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            store.get("bench/probe")
+            lat.append(time.perf_counter() - t0)
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    print("up", flush=True)
+    sys.stdin.read()
+    stop.set()
+    thread.join()
+    lat.sort()
+    print(json.dumps({"p50": lat[len(lat) // 2], "p99": lat[int(len(lat) * 0.99)]}
+                     if lat else {}), flush=True)
 
 
 def _cpu_s(pid):
@@ -336,17 +354,18 @@ def measure(design, hosts, args, trials):
                         "--seed", str(w)], stdout=procs.PIPE, text=True))
         time.sleep(args.warmup)
         cpu0, t0 = _cpu_s(server.pid), time.monotonic()
-        stop, lat = threading.Event(), []
-        probe = threading.Thread(target=_probe_latency, args=(port, stop, lat))
-        probe.start()
+        probe = procs.popen([sys.executable, __file__, "--probe-worker", "--port", str(port)],
+                            stdin=procs.PIPE, stdout=procs.PIPE, text=True)
+        workers.append(probe)
+        assert probe.stdout.readline().strip() == "up"
         rdzv = [_rendezvous_and_barrier(port, hosts, n) for n in range(trials)]
         left = args.seconds - args.warmup - (time.monotonic() - t0) - 1
         if left > 0:
             time.sleep(left)
-        stop.set()
-        probe.join()
+        lat = json.loads(probe.communicate("", timeout=60)[0])
         cpu = (_cpu_s(server.pid) - cpu0) / (time.monotonic() - t0)
-        loads = [json.loads(w.communicate(timeout=args.seconds + 120)[0]) for w in workers]
+        loads = [json.loads(w.communicate(timeout=args.seconds + 120)[0])
+                 for w in workers if w is not probe]
     finally:
         for w in workers:
             if w.poll() is None:
@@ -355,14 +374,13 @@ def measure(design, hosts, args, trials):
         server.wait(30)
     calls = sum(x["calls"] for x in loads) / args.seconds
     sent = sum(x["bytes"] for x in loads) / args.seconds
-    lat.sort()
     return {"design": design, "hosts": hosts, "ranks": hosts * RANKS_PER_HOST,
             "calls_s": round(calls), "calls_s_host": round(calls / hosts, 1),
             "bytes_s_host": round(sent / hosts), "server_cpu": round(cpu, 3),
             "late": round(sum(x["late"] for x in loads) / max(1, sum(
                 x["calls"] for x in loads)), 4),
-            "get_ms_p50": round(1e3 * lat[len(lat) // 2], 3) if lat else None,
-            "get_ms_p99": round(1e3 * lat[int(len(lat) * 0.99)], 3) if lat else None,
+            "get_ms_p50": round(1e3 * lat["p50"], 3) if lat else None,
+            "get_ms_p99": round(1e3 * lat["p99"], 3) if lat else None,
             "rdzv_s": [round(r, 3) for r, _ in rdzv],
             "barrier_s": [round(b, 3) for _, b in rdzv]}
 
@@ -436,6 +454,7 @@ def main():
     p.add_argument("--json", help="write every row here")
     # a load process of the bench itself
     p.add_argument("--load-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--probe-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     p.add_argument("--design", help=argparse.SUPPRESS)
     p.add_argument("--ranks", help=argparse.SUPPRESS)
@@ -443,6 +462,8 @@ def main():
     args = p.parse_args()
     if args.load_worker:
         load_worker(args)
+    elif args.probe_worker:
+        probe_worker(args)
     elif args.trace:
         trace(args)
     elif args.flood:

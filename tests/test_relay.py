@@ -204,3 +204,42 @@ def test_the_hosts_ranks_under_srun_come_from_slurm_gtids():
     env = {"ENVCHECK_LAUNCHER": "slurm", "SLURM_GTIDS": "1,5,9"}
     assert relay.local_ranks(5, 1, 3, env) == [1, 5, 9]
     assert relay.local_ranks(5, 1, 3, {}) == [4, 5, 6]
+
+
+# --- what the store carries while the pre-checks wait for a late host ---
+
+AGREE = '''
+import sys, time
+sys.path.insert(0, %(root)r)
+from envcheck.worker import rendezvous
+rank, late = int(sys.argv[1]), float(sys.argv[2])
+time.sleep(late)
+t0 = time.monotonic()
+print(rendezvous._agree({"timeout": 30.0}, (rank, 0, 2, 1), None),
+      round(time.monotonic() - t0, 1), flush=True)
+'''
+
+
+def test_ranks_waiting_for_a_late_hosts_pre_checks_cost_the_store_a_few_calls(
+        store, tmp_path):
+    """Every rank posts its pre-checks and waits for the others' verdict. Rank 0 waiting
+    3 s for rank 1 (its host late) makes a handful of store calls, not one every 20 ms
+    (at 8,000 ranks those were 800,000 calls a second, while init_process_group needs
+    the same store)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "bench", "store_trace"),
+                                                       ROOT]),
+               ENVCHECK_STORE_TRACE=str(tmp_path / "trace"), TORCHELASTIC_RUN_ID="late",
+               TORCHELASTIC_USE_AGENT_STORE="True")
+    ranks = [subprocess.Popen([sys.executable, "-c", AGREE % {"root": ROOT}, str(rank),
+                               str(late)], env=env, stdout=subprocess.PIPE, text=True)
+             for rank, late in ((0, 0.0), (1, 3.0))]
+    said = [r.communicate(timeout=60)[0].split() for r in ranks]
+    assert said[0][0] == "None" and float(said[0][1]) >= 2.0, said  # it waited, then went on
+    assert said[1][0] == "None", said
+    calls = {}
+    for path in (tmp_path / "trace").iterdir():
+        with open(path) as f:
+            for line in f:
+                call = json.loads(line)
+                calls.setdefault(call["pid"], []).append(call["op"])
+    assert sorted(calls[ranks[0].pid]) == ["add", "check", "set", "wait"], calls
