@@ -21,8 +21,9 @@ What the supervisor does for ``envcheck run`` happens here instead:
   for every local rank), and this process watches it all the same.
 - **One report.** After the last probe, rank 0 gathers every rank's records and has
   envcheck's CLI judge them (``reporting.py``). When the job fails instead, every rank's
-  records reach rank 0 through the launcher's store (``relay.py``): each rank sends them
-  there as it writes them, and its watcher sends its last words.
+  records reach rank 0 through the launcher's store (``relay.py``): each host's local
+  rank 0 sends its host's records there as they are written, and each rank's watcher
+  sends that rank's last words, once.
 
 Who the rank is comes from ``identity.py``.
 
@@ -181,10 +182,12 @@ def _rank_main(job, forked=None):
                      plan=plan_mod.summary(job.plan), python=sys.executable,
                      python_version=platform.python_version(),
                      master_port=os.environ.get("MASTER_PORT"), started=t0)
-        pub = relay.Publisher(job.run_id, rank, job.world_size, args.out,
-                              relay.hosts_store(os.environ, rank), job.timeout)
-        pub.start()
-        publisher.append(pub)
+        if job.local_rank == 0:  # one publisher per host, for every local rank
+            pub = relay.Publisher(job.run_id, rank, job.world_size, args.out,
+                                  relay.hosts_store(os.environ, rank), job.timeout,
+                                  local=(job.local_rank, job.local_world_size))
+            pub.start()
+            publisher.append(pub)
         return writer
 
     report = reporting.start_report(args) if rank == 0 else None
@@ -205,7 +208,8 @@ def _rank_main(job, forked=None):
         code = reporting.render_report(args, merged, report)
         if code is None:
             code = reporting.unjudged(merged, chunks)
-    publisher[0].flush()
+    for pub in publisher:
+        pub.flush()
     runtime.finish(records, code)
 
 

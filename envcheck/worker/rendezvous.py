@@ -9,9 +9,14 @@ seconds, each naming the rank and host that failed, instead of the others waitin
 ``init_process_group`` until its timeout (torch's default: 30 minutes).
 
 Keys, under ``envcheck/RUN/pre/``: ``n`` (ranks that are done, by ``add``), ``failed``
-(the first failing rank's "RANK HOST CHECK").
+(the first failing rank's "RANK HOST CHECK"), ``ok/R``, and ``verdict``: set by the
+first rank that failed, or by the last rank to pass. Every rank waits on ``verdict``
+inside the store (``wait``): no polling, so a rank costs the store three calls however
+long the slowest host takes (a poll every 20 ms did cost 100 calls a second a rank:
+docs/scale.md).
 """
 
+import datetime
 import os
 import sys
 import time
@@ -21,7 +26,6 @@ from ..core.network import prechecks as checks_mod
 from ..core.text import first_line, rank_numbers
 
 PRECHECK_FAILED, PEER_PRECHECK_FAILED = checks_mod.PRECHECK_FAILED, checks_mod.PEER_PRECHECK_FAILED
-POLL_S = 0.02
 
 
 def situation(plan, host, identity, backend, environ=os.environ):
@@ -96,17 +100,21 @@ def _agree(plan, identity, mine):
         if mine is not None:
             if store.add(keys + "nfailed", 1) == 1:
                 store.set(keys + "failed", mine)
+                store.set(keys + "verdict", b"failed")
             return None
         store.set(keys + "ok/%d" % rank, b"1")
-        store.add(keys + "n", 1)
-        while time.monotonic() < deadline:
-            if store.check([keys + "failed"]):
-                return "failed", store.get(keys + "failed").decode("utf-8", "replace")
-            if store.add(keys + "n", 0) >= world_size:
-                return None
-            time.sleep(POLL_S)
-        silent = [r for r in range(world_size) if not store.check([keys + "ok/%d" % r])]
-        return ("silent", silent) if silent else None
+        if store.add(keys + "n", 1) >= world_size:
+            store.set(keys + "verdict", b"ok")
+        try:
+            store.wait([keys + "verdict"], datetime.timedelta(
+                seconds=max(0.001, deadline - time.monotonic())))
+        except Exception:  # the deadline: who never posted?
+            silent = [r for r in range(world_size)
+                      if not store.check([keys + "ok/%d" % r])]
+            return ("silent", silent) if silent else None
+        if store.check([keys + "failed"]):
+            return "failed", store.get(keys + "failed").decode("utf-8", "replace")
+        return None
     except Exception:
         return None  # the store's trouble is master_port's to report, not this
 

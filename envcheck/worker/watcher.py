@@ -294,7 +294,8 @@ def run_relay(job, collect):
     (rank 0 with ``collect``), or None when the store was out of reach."""
     cmd = [sys.executable, "-m", "envcheck.worker.relay", "--out", job.out,
            "--run-id", job.run_id, "--rank", str(job.rank),
-           "--world-size", str(job.world_size), "--wait", str(job.collect_wait)]
+           "--world-size", str(job.world_size), "--local-rank", str(job.local_rank),
+           "--local-world-size", str(job.local_world_size), "--wait", str(job.collect_wait)]
     if collect:
         cmd += ["--collect", collect]
     try:
