@@ -341,3 +341,28 @@ def test_rank_0_on_a_terminal_fits_and_colours_the_screen_as_envcheck_run(tmp_pa
             and len(line.split()) != 1] == [], "\n".join(shown)
     assert report[0].startswith("\x1b[1;32m✓ Ready") and BOLD_RED not in "".join(report)
     assert any(line.startswith(GREEN + "✓" + RESET + " launch ") for line in report)
+
+
+def test_one_hosts_clock_an_hour_ahead_does_not_lengthen_the_job(two_nodes, tmp_path):
+    """The job's duration is each host's span by its own clock, the longest: nodeB's
+    records shifted an hour ahead (as its clock would write them) change nothing."""
+    import shutil
+
+    d, out, report_path, junit, codes, results = two_nodes
+    same, ahead = tmp_path / "same", tmp_path / "ahead"
+    for target in (same, ahead):
+        target.mkdir()
+        for rank in range(4):
+            shutil.copy(out / ("records-rank%d.jsonl" % rank), target)
+    for rank in (2, 3):  # nodeB's ranks
+        path = ahead / ("records-rank%d.jsonl" % rank)
+        recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        path.write_text("".join(json.dumps(dict(r, time=r["time"] + 3600)) + "\n"
+                                for r in recs if "time" in r))
+    durations = []
+    for target in (same, ahead):
+        saved = tmp_path / ("%s.json" % target.name)
+        result = run_cli("report", "--records", str(target), "--json", str(saved), "-q")
+        assert result.code == 0, result.stderr
+        durations.append(load_report(str(saved))["duration_s"])
+    assert durations[0] == durations[1] < 60

@@ -26,7 +26,7 @@ import re
 import signal
 
 from .. import __version__
-from ..core import blame, records as records_mod
+from ..core import blame, limits, records as records_mod
 from ..core.attempt import Abort, AbortKind, Attempt
 from ..core.errors import UsageError
 from ..core.network.prechecks import PEER_PRECHECK_FAILED
@@ -38,12 +38,37 @@ from . import follow_up, merge
 _RANK_FILE = re.compile(r"records-rank(\d+)\.jsonl$")
 
 
-def _read(path):
+# What a job's records can be: rank 0's records.jsonl of 10,000 hosts is about 340 MB
+# (docs/scale.md); a stack dump is kilobytes.
+RECORDS_LIMIT = 512 << 20
+STACKS_LIMIT = 16 << 20
+# More ranks than any job has had (the largest run on tens of thousands of GPUs): a
+# world size above this is not a job's, and every rank would cost memory here.
+MAX_WORLD_SIZE = 1 << 20
+
+
+def _read(path, limit=RECORDS_LIMIT):
+    """A record or stack file: a regular file only, read without blocking (a FIFO with
+    no writer) and at most ``limit`` bytes (a link to /dev/zero): else one line."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
+        return limits.read_input(path, limit).decode("utf-8", "replace")
+    except limits.InputError as exc:
+        raise UsageError("cannot read %s: %s" % (path, exc)) from None
     except OSError as exc:
-        raise UsageError("cannot read %s: %s" % (path, exc.strerror)) from None
+        raise UsageError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
+
+
+def _world(launch):
+    """The job's world size, as its launch record says: a number of ranks, or one line."""
+    world = launch.get("world_size")
+    if isinstance(world, str) and world.strip().isdigit():
+        world = int(world)
+    if isinstance(world, bool) or not isinstance(world, int) or \
+            not 1 <= world <= MAX_WORLD_SIZE:
+        raise UsageError("the launch record's world_size %r is not a job's number of ranks "
+                         "(1 to %d): these are not records envcheck wrote"
+                         % (world, MAX_WORLD_SIZE))
+    return world
 
 
 def _no_rank_hint():
@@ -94,7 +119,7 @@ def load(path):
     stacks = {}
     for p in glob.glob(os.path.join(directory, "stacks-rank*.txt")):
         m = re.search(r"stacks-rank(\d+)\.txt$", p)
-        text = _read(p).strip()
+        text = _read(p, STACKS_LIMIT).strip()
         if m and text:
             stacks[int(m.group(1))] = text
     return per_rank, stacks, torn
@@ -111,7 +136,7 @@ def _launch_record(per_rank):
 
 def _current(per_rank, launch):
     """Only this job's ranks: a reused --out may hold files of an earlier, bigger job."""
-    world = int(launch["world_size"])
+    world = _world(launch)
     kept, stale = {}, []
     for rank, recs in sorted(per_rank.items()):
         mine = next((r for r in recs if r["t"] == "launch"), None)
@@ -202,20 +227,40 @@ def _crash_detail(abort):
         "(its exit code is in the launcher's log)")
 
 
+def _duration(per_rank, hosts):
+    """(the job's length, when rank 0's host saw it begin): each host's span by its own
+    clock, the longest. Records carry each host's wall clock, and one host's clock an
+    hour ahead must not make a 5 s job last an hour (its offset is the clock check's)."""
+    spans = {}
+    for rank, recs in per_rank.items():
+        times = [r["time"] for r in recs
+                 if isinstance(r.get("time"), (int, float)) and not isinstance(r["time"], bool)]
+        if times:
+            key = hosts.get(rank, "rank %d" % rank)
+            lo, hi = spans.get(key, (min(times), max(times)))
+            spans[key] = (min(lo, min(times)), max(hi, max(times)))
+    if not spans:
+        raise UsageError("no record holds a time: these are not records envcheck wrote")
+    zero = hosts.get(0, "rank 0")
+    first = spans[zero][0] if zero in spans else min(lo for lo, _ in spans.values())
+    return max(hi - lo for lo, hi in spans.values()), first
+
+
 def build(path):
     per_rank, stacks, torn = load(path)
     launch = _launch_record(per_rank)
     per_rank, stale = _current(per_rank, launch)
-    world = int(launch["world_size"])
+    world = _world(launch)
     plan_in = launch.get("plan") or {}
     probes = list(plan_in.get("probes") or [])
     timeout = float(plan_in.get("timeout") or 60.0)
     abort = _abort(per_rank, stacks, world, timeout)
-    times = [rec["time"] for recs in per_rank.values() for rec in recs if "time" in rec]
-    start = launch.get("started") or min(times)
+    hosts = merge.hosts([Attempt([], 0, per_rank)])
+    seconds, first = _duration(per_rank, hosts)
+    start = launch.get("started") if isinstance(launch.get("started"), (int, float)) \
+        else first
     attempt = Attempt([{"name": p} for p in probes], int(launch.get("master_port") or 0),
-                      {r: per_rank.get(r, []) for r in range(world)}, abort,
-                      max(times) - start)
+                      {r: per_rank.get(r, []) for r in range(world)}, abort, seconds)
     if abort and abort.kind == "crash":
         _crash_detail(abort)
     checks, env, ranks = merge.results([attempt], probes, world, timeout)
@@ -239,7 +284,7 @@ def build(path):
     return Report(envcheck_version=__version__,
                   created=created.isoformat(timespec="seconds"), plan=plan,
                   environment=env, ranks=ranks, checks=checks,
-                  duration_s=round(max(times) - start, 3),
+                  duration_s=round(seconds, 3),
                   interrupted=merge.abort_signal(abort) if abort and
                   abort.kind == "interrupted" else None,
                   attempts=merge.attempts_summary([attempt]))
