@@ -730,7 +730,11 @@ def explain(
             write_atomic(json_path, explain_render.to_json(result))
         except OSError as exc:
             raise UsageError("cannot write %s: %s" % (json_path, exc.strerror or exc)) from None
-    sys.stdout.write(explain_render.to_json(result) if fmt == "json"
+    from .core.text import json_screen
+
+    # A log's bytes, shown: DEL and the C1 controls escaped in JSON too (docs/safety.md),
+    # as check's and summary's JSON has them.
+    sys.stdout.write(json_screen(explain_render.to_json(result)) if fmt == "json"
                      else explain_render.render(result, width=terminal_width()))
     raise typer.Exit(int(result.exit_code))
 

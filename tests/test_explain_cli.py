@@ -184,3 +184,19 @@ def test_a_teams_signature_with_a_global_flag_still_matches(tmp_path):
     res = run_cli("explain", "--matrix", str(tmp_path / "team"), str(log))
     assert res.code == 0, res.stderr
     assert "✗ our shared filesystem dropped" in res.stdout and "rank 2" in res.stdout
+
+
+def test_json_on_stdout_escapes_del_and_c1_but_keeps_the_value(tmp_path):
+    """docs/safety.md: what envcheck prints as JSON has DEL and the C1 controls escaped
+    (a log's bytes, quoted), the same value for a JSON reader."""
+    import json
+
+    log = tmp_path / "job.log"
+    log.write_text("[rank0]: RuntimeError: boom\x7f\x9b2J here\n"
+                   "[rank0]: torch.distributed.DistBackendError: NCCL error in: x, "
+                   "unhandled system error\n", encoding="utf-8")
+    result = run_cli("explain", "--format", "json", str(log))
+    assert "\x7f" not in result.stdout and "\x9b" not in result.stdout
+    assert "\\u007f" in result.stdout
+    data = json.loads(result.stdout)
+    assert "\x7f" in json.dumps(data, ensure_ascii=False)  # the same value, read back

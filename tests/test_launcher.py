@@ -366,3 +366,22 @@ def test_one_hosts_clock_an_hour_ahead_does_not_lengthen_the_job(two_nodes, tmp_
         assert result.code == 0, result.stderr
         durations.append(load_report(str(saved))["duration_s"])
     assert durations[0] == durations[1] < 60
+
+
+def test_a_host_name_holding_terminal_escapes_is_shown_escaped_on_its_own_agents_line(
+        tmp_path):
+    """The agent without rank 0 prints its own line: a host name that clears the screen
+    and sets the window title reaches it escaped, as rank 0's screen shows it."""
+    evil = "node\x1b]0;pwned\x07\x1b[2J"
+    out = tmp_path / "out"
+    args = ["--out", str(out), "-p", "launch", "--timeout", "30"]
+    port = free_port()
+    agents = [torchrun(sys.executable, 2, i, 1, port, args, str(tmp_path),
+                       "nodeA" if i == 0 else evil) for i in (0, 1)]
+    results = [a.communicate(timeout=120) for a in agents]
+    assert [a.returncode for a in agents] == [0, 0], results
+    line = results[1][0]
+    assert line.startswith("envcheck: node\\x1b]0;pwned\\x07\\x1b[2J: rank 1 of 2 ran 1 "
+                           "probe;"), line
+    assert "\x1b" not in line and "\x07" not in line
+    assert "\x1b" not in results[0][0] and "\x07" not in results[0][0]

@@ -46,6 +46,7 @@ from ..core.atomic import write_atomic
 from ..core.errors import UsageError
 from ..core.outcomes import RankExit
 from ..core.records import MERGED_RECORDS, records_path, stacks_path
+from ..core.text import printable
 from ..launch import procs
 from ..launch.watchdog import grace_for
 from . import hostzygote, identity, relay, reporting, runtime, watcher as watcher_mod
@@ -152,7 +153,7 @@ class Job:
             source = os.path.abspath(self.out)
             print("envcheck: rank 0 on %s: the job's store is out of reach, so only this "
                   "host's ranks are in the report; with every host's --out directory "
-                  "copied into one: envcheck report --records DIR" % self.host,
+                  "copied into one: envcheck report --records DIR" % printable(self.host),
                   file=sys.stderr)
         else:
             source = collected
@@ -160,7 +161,8 @@ class Job:
             if silent:
                 print("envcheck: %s sent no last word within %.0f s (the host died, or "
                       "its link is down): the report shows what they sent before" % (
-                          reporting.ranks_on_hosts(collected, silent), self.collect_wait),
+                          printable(reporting.ranks_on_hosts(collected, silent)),
+                          self.collect_wait),
                       file=sys.stderr)
         reported = reporting.render_report(self.args, source)
         return reported if reported not in (None, RankExit.OK) else (code or 1)

@@ -23,6 +23,7 @@ import sys
 from ..core import records as records_mod
 from ..core.outcomes import RankExit
 from ..core.records import records_path
+from ..core.text import printable
 from ..launch import procs
 from . import watcher as watcher_mod
 
@@ -173,8 +174,9 @@ def agent_line(args, identity, host, probes):
     ranks = "rank %d" % rank if local_world_size == 1 else \
         "ranks %d–%d" % (rank, rank + local_world_size - 1)
     written = [p for p in (args.json_path, args.junit_path) if p]
+    # The host name is anyone's (ENVCHECK_HOST, the hostname): shown escaped.
     return ("envcheck: %s: %s of %d ran %d probe%s; rank 0 prints the report%s; every "
-            "rank's records: %s" % (host, ranks, world_size, probes, "" if probes == 1 else "s",
+            "rank's records: %s" % (printable(host), ranks, world_size, probes, "" if probes == 1 else "s",
                                     ", writes %s" % " and ".join(written) if written else "",
                                     os.path.abspath(args.out)))
 

@@ -36,6 +36,7 @@ from ..core import blame
 from ..core.outcomes import RankExit
 from ..core.phases import PhaseTracker
 from ..core.records import RecordTail, RecordWriter, records_path, stacks_path
+from ..core.text import printable
 from ..launch import contain, procs, signals
 from ..launch.group import RankGroup
 from ..launch.watchdog import Watchdog, grace_for
@@ -181,7 +182,7 @@ class Watcher:
         why = ", stopped (state T): killed at once" if stopped else (
             ", waiting inside torch.distributed" if in_collective else "")
         line = ("envcheck: rank %d on %s: no progress for %.1f s in %s (timeout %g s)%s; "
-                "exiting with code %d\n" % (job.rank, job.host, waited, where, job.timeout,
+                "exiting with code %d\n" % (job.rank, printable(job.host), waited, where, job.timeout,
                                             why, RankExit.HANG))
         self._kill()
         writer = RecordWriter(records_path(job.out, job.rank), job.rank)
@@ -233,7 +234,7 @@ class Watcher:
                 sys.stderr.write(
                     "envcheck: %s: the job failed (rank %d exited %d); rank 0 prints the "
                     "report. This host's records: envcheck report --records %s\n" % (
-                        job.host, job.rank, code, os.path.abspath(job.out)))
+                        printable(job.host), job.rank, code, os.path.abspath(job.out)))
                 if silent is None and job.launcher == "torchrun":
                     # Seen with torch 2.13: the agent's monitor loop blocks on the
                     # rendezvous store (num_nodes_waiting) and never sees its ranks end.
@@ -241,7 +242,7 @@ class Watcher:
                         "envcheck: %s cannot reach the job's store at %s:%s; if torchrun's "
                         "agent here (pid %d) does not exit, it is blocked on its "
                         "rendezvous there: stop it (Ctrl-C, or kill %d)\n" % (
-                            job.host, os.environ.get("MASTER_ADDR"),
+                            printable(job.host), os.environ.get("MASTER_ADDR"),
                             os.environ.get("MASTER_PORT"), os.getppid(), os.getppid()))
             return code
         return job.report_after_failure(collect, silent, code)
