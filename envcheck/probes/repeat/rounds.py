@@ -10,7 +10,7 @@ still stops it.
 
 import time
 
-from ...worker.context import CheckFailed, CheckSkipped, is_stop
+from ...worker.context import Check, CheckSkipped, is_stop
 
 
 class Tally:
@@ -44,24 +44,10 @@ def _line(exc):
     return first_line("%s: %s" % (type(exc).__name__, exc)) or type(exc).__name__
 
 
-class _Check:
-    def __init__(self, name):
-        self.name = name
-        self.detail = ""
-        self.advice = None
-        self.data = {}
-
-    def skip(self, reason):
-        raise CheckSkipped(reason)
-
-    def fail(self, message, advice=None):
-        raise CheckFailed(message, advice)
-
-
 class _Scope:
     def __init__(self, tally, check_id):
         self._tally, self._id = tally, check_id
-        self._check = _Check(check_id.rsplit(".", 1)[-1])
+        self._check = Check(check_id.rsplit(".", 1)[-1])
 
     def __enter__(self):
         self._t0 = time.monotonic()
