@@ -83,7 +83,7 @@ class LiveJudge:
                      [{"backend": backend}], checks, 0.0), self.matrix, live=True)
 
 
-def run(plan, matrix_dirs: Sequence[str] = (), probe_paths: Sequence[str] = (),
+def run(plan, matrix_dirs: Sequence[str] = (),
         on_event: Optional[Callable] = None, head=None,
         while_starting: Optional[Callable] = None, live: Optional[LiveJudge] = None):
     """Start the ranks of ``plan``, run its probes, and return the judged ``Report``.
@@ -95,6 +95,8 @@ def run(plan, matrix_dirs: Sequence[str] = (), probe_paths: Sequence[str] = (),
     from .run import runner
 
     matrix: list = []
+    # The custom probes' checks are known ids of the matrix (--probe-path files).
+    probe_paths = tuple(dict.fromkeys(p.path for p in plan.probes if p.path))
 
     def starting():
         matrix.append(load_matrix(matrix_dirs, probe_paths))

@@ -376,7 +376,7 @@ def run(
                   strict=strict) as progress:
         # What will print the report (tens of milliseconds of imports) is imported while
         # the ranks import torch, not after they end.
-        report = api.run(plan, matrix_dir, probe_path, on_event=progress, head=_head,
+        report = api.run(plan, matrix_dir, on_event=progress, head=_head,
                          while_starting=lambda: _renderers(fmt, junit_path), live=live)
     _emit(report, fmt, json_path, junit_path, strict=strict, no_color=no_color,
           verbose=verbose)
