@@ -123,7 +123,8 @@ def test_heldout_logs_get_their_cause(tmp_path, matrix):
     # the logs never used for a rule: as measured, less the four InfiniBand lines written
     # from since (whose misses the measured figure keeps); the two misses left are
     # package versions no signature covers
-    assert len(HELDOUT) == MEASURED["heldout"] - len(WRITTEN_FROM_AFTER) == 57
+    assert len(HELDOUT) == MEASURED["heldout"] - len(
+        [e for e in WRITTEN_FROM_AFTER if e.get("batch") != 4]) == 57
     assert len(right) >= 55, wrong
 
 
@@ -135,8 +136,13 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
         "https://github.com/pytorch/pytorch/issues/81628",
         "https://github.com/NVIDIA/nccl/issues/902",
         "https://github.com/NVIDIA/nccl/issues/1664",
+        # batch 4's three wordings a rule could read, written after it was measured
+        "https://github.com/AkariAsai/self-rag/issues/83",
+        "https://github.com/2U1/Qwen-VL-Series-Finetune/issues/79",
+        "https://github.com/pytorch/gloo/issues/223",
     }
-    assert all(e["split"] == "train" and e.get("batch") in (2, 3) for e in WRITTEN_FROM_AFTER)
+    assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4)
+               for e in WRITTEN_FROM_AFTER)
 
 
 def test_batch4_logs_keep_their_measured_causes(tmp_path, matrix):
@@ -152,7 +158,7 @@ def test_batch4_logs_keep_their_measured_causes(tmp_path, matrix):
             first = result.findings[0].signature.id if result.findings else None
             wrong.append((entry["source"], entry["family"], first))
     assert len(BATCH4) == BATCH4_MEASURED["logs"]
-    assert all(e["split"] == "heldout" for e in BATCH4)
+    assert all(e["split"] == "heldout" or e.get("heldout_when_measured") for e in BATCH4)
     assert sum(e["family"] == "user" for e in BATCH4) >= 5
     assert not [w for w in wrong if w[1] == "user" and w[2] is not None]
     # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)

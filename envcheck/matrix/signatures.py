@@ -34,7 +34,9 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               "DataLoader", "Connection closed", "Connection reset", "Root Cause",
               # NCCL's own WARN texts, as torch repeats them after "Last error:" on a
               # line of their own (issue #34, from NCCL's source)
-              "Cuda failure", "Connect to")
+              "Cuda failure", "Connect to",
+              # older gloo's "connect [ADDR]:PORT: Connection refused" (pair.cc)
+              "Connection refused")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
