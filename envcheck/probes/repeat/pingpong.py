@@ -7,7 +7,7 @@ collective's is: its sender waits a retransmission timeout (Linux: 200 ms at lea
 host whose link drops packets now and then stalls a few of them on every one of its
 links; a loaded machine stalls them too, but not on one host's links alone.
 
-Units and pairs: the bandwidth probe's units (``bandwidth/schedule.py``: hosts, or ranks
+Units and pairs: the bandwidth probe's units (``shared/schedule.py``: hosts, or ranks
 on one host); each unit pairs with the units one and two places on (a third host tells
 which end of a stalling pair is the bad one). In a phase no unit is in two pairs; the
 first rank of the pair's lower unit times every round trip with the other's first rank.
@@ -24,17 +24,9 @@ def pairs(n_units):
 
 
 def phases(pair_list):
-    """The pairs grouped so that no unit is in two pairs of one phase (greedy, in order:
-    the same on every rank)."""
-    out = []
-    for a, b in pair_list:
-        for phase in out:
-            if not any(x in (a, b) for p in phase for x in p):
-                phase.append((a, b))
-                break
-        else:
-            out.append([(a, b)])
-    return out
+    """The pairs grouped so that no unit is in two pairs of one phase (the bandwidth
+    schedule's rule)."""
+    return schedule.group(pair_list)
 
 
 def run(torch, dist, ctx, units, phase_list, pings):

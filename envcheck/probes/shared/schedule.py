@@ -42,8 +42,14 @@ def edges(n_units):
 def phases(n_units):
     """The edges grouped so that no unit is in two edges of one phase (greedy, in edge
     order: the same on every rank). A ring needs 2 phases (3 when odd)."""
+    return group(edges(n_units))
+
+
+def group(pairs):
+    """``pairs`` grouped so that no unit is in two pairs of one phase (greedy, in order:
+    the same on every rank)."""
     out = []
-    for a, b in edges(n_units):
+    for a, b in pairs:
         for phase in out:
             if not any(x in (a, b) for edge in phase for x in edge):
                 phase.append((a, b))
