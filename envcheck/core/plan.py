@@ -208,9 +208,13 @@ def follow_ups(specs, nproc, fixed_by=None, max_ranks=None):
                 skip = "not run: world size %s of %d ranks is below 1" % (
                     item.world_size, nproc)
             elif max_ranks is not None and size > max_ranks:
-                skip = ("not run: %d ranks need %d GPUs, this machine has %d; run with "
-                        "fewer ranks (--nproc %d) to load at a larger world size"
-                        % (size, size, max_ranks, max(1, nproc - (size - max_ranks))))
+                fewer = nproc - (size - max_ranks)
+                skip = ("not run: %d ranks need %d GPUs, this machine has %d; %s"
+                        % (size, size, max_ranks,
+                           "run with fewer ranks (--nproc %d) to load at a larger world "
+                           "size" % fewer if fewer >= 1 else
+                           "it needs a machine with %d GPUs, or the ranks on CPU "
+                           "(--backend gloo)" % size))
             elif size == nproc:
                 skip = ("not run: the main run already has %d rank(s); this follow-up "
                         "loads at another world size (%s), run with more ranks (--nproc "

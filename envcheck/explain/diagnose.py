@@ -4,12 +4,14 @@ A check that went wrong and that no expected failure explains (verdict ``failure
 ``unexpected``) is read as ``envcheck explain`` reads a log: its error (type, message,
 traceback), its detail and each rank's detail, error and stderr tail. The first cause
 found becomes the check's ``diagnosis`` (signature, cause, advice, sources, the line that
-shows it), and its advice when the probe gave none. So a real NCCL init failure on a GPU
+shows it), and its advice when the probe gave none or only a general one. So a real NCCL init failure on a GPU
 node is explained by a run exactly as by a job's log: one knowledge base.
 """
 
 from ..core.outcomes import Outcome
 from ..matrix.framework_advice import phrase
+from ..matrix.verdicts import MISMATCH
+from ..run.merge import SETUP_FALLBACK
 from . import line as line_mod, match
 
 DIAGNOSED = ("failure", "unexpected")
@@ -58,8 +60,15 @@ def diagnose(report, matrix):
             continue
         found = diagnosis(check, matrix, report.environment)
         check.diagnosis = found
-        if found and not check.advice:
+        if not found:
+            continue
+        # The cause the failure's text names leads over advice that says nothing of it:
+        # none, init_process_group's general fallback (seen on an H200: a rank without
+        # a GPU of its own was told to check MASTER_ADDR), or the matrix's note that the
+        # failure is not the one it expects (kept after it).
+        mismatch = (check.advice or "").startswith(MISMATCH)
+        if not check.advice or check.advice == SETUP_FALLBACK or mismatch:
             check.advice = "\n".join(["%s: %s (source: %s)" % (
                 found["cause"], found["advice"], found["sources"][0])]
-                + found["framework_advice"])
+                + found["framework_advice"] + ([check.advice] if mismatch else []))
     return report

@@ -36,7 +36,9 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # line of their own (issue #34, from NCCL's source)
               "Cuda failure", "Connect to",
               # older gloo's "connect [ADDR]:PORT: Connection refused" (pair.cc)
-              "Connection refused")
+              "Connection refused",
+              # Open MPI's MPI_Init failures (mpi4py imported by Lightning, an H200 node)
+              "MPI_INIT")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 

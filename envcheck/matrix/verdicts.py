@@ -38,6 +38,10 @@ passed.
 from .values import Target
 from ..core.outcomes import Outcome, Verdict
 
+# The advice of a failure other than the one the matrix expects: explain.diagnose puts
+# the cause its text names before it.
+MISMATCH = "the matrix expects a different failure here"
+
 
 def error_text(check):
     """What a message pattern is searched in: 'Type: message', else the detail."""
@@ -165,7 +169,7 @@ def apply(report, matrix):
         elif verdict == Verdict.FIXED:
             check.advice = _fixed_advice(entry)
         elif verdict == Verdict.UNEXPECTED and entry.expects_failure and not check.advice:
-            check.advice = ("the matrix expects a different failure here (%s entry %d: %s); "
+            check.advice = (MISMATCH + " (%s entry %d: %s); "
                             "this one is new" % (entry.where.file, entry.where.index,
                                                  entry.message.pattern if entry.message
                                                  else "/".join(entry.outcome)))

@@ -54,6 +54,31 @@ def nvml():
             pass
 
 
+def visible(count, environ):
+    """How many of ``count`` GPUs a process started with ``environ`` sees: CUDA reads
+    CUDA_VISIBLE_DEVICES as a comma list and stops at the first entry that names no
+    device (an index out of range, a negative one, a repeat), so "" hides every GPU and
+    "0,7" on a 2-GPU node shows one. UUIDs (GPU-..., MIG-...) count as they stand."""
+    value = environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return count
+    seen = []
+    for entry in value.split(","):
+        entry = entry.strip()
+        if entry.lstrip("-").isdigit():
+            key = int(entry)
+            if not 0 <= key < count:
+                break
+        elif entry.upper().startswith(("GPU-", "MIG-")):
+            key = entry.upper()
+        else:
+            break
+        if key in seen:
+            break
+        seen.append(key)
+    return min(len(seen), count)
+
+
 def discover(resolve_name=None, executable="nvidia-smi"):
     """This node's GPUs; NvidiaSmiError when nvidia-smi is there but broken."""
     gpus, note = nvml()

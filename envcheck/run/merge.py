@@ -273,6 +273,12 @@ def _start_advice(tail):
     return "the rank died while starting: run the interpreter with -c 'import torch' to see why"
 
 
+# init_process_group's advice where its error says nothing more: explain.diagnose puts
+# the cause the error's text names in its place (on an H200: "invalid device ordinal").
+SETUP_FALLBACK = ("init_process_group failed: check MASTER_ADDR/MASTER_PORT reachability "
+                  "and that every rank uses the same WORLD_SIZE")
+
+
 def _setup_advice(err):
     text = "%s %s" % (err.get("type"), err.get("message"))
     if "did not report their pre-checks" in text:
@@ -287,8 +293,7 @@ def _setup_advice(err):
     if "NCCL" in text:
         return ("NCCL could not initialise: check the driver with nvidia-smi and rerun "
                 "with NCCL_DEBUG=INFO, or try --backend gloo to separate NCCL from the rest")
-    return ("init_process_group failed: check MASTER_ADDR/MASTER_PORT reachability "
-            "and that every rank uses the same WORLD_SIZE")
+    return SETUP_FALLBACK
 
 
 def _first_line(text):

@@ -2,6 +2,7 @@
 
 import dataclasses
 import datetime
+import os
 import time
 
 from .. import __version__
@@ -90,7 +91,22 @@ def make_plan(opts):
     if opts.backend == "nccl" and not gpus:
         raise UsageError("--backend nccl needs NVIDIA GPUs, and nvidia-smi shows none here; "
                          "use --backend gloo (or auto)")
-    nproc = opts.nproc or (len(gpus) if gpus else 2)
+    shown = discovery.visible(len(gpus), os.environ)
+    if gpus and shown < len(gpus):
+        notes.append("CUDA_VISIBLE_DEVICES=%s: the ranks see %d of this node's %d GPUs"
+                     % (os.environ.get("CUDA_VISIBLE_DEVICES"), shown, len(gpus)))
+    if opts.backend == "nccl" and not shown:
+        raise UsageError("--backend nccl needs a GPU, and CUDA_VISIBLE_DEVICES=%s hides "
+                         "all %d here; use --backend gloo (or auto)"
+                         % (os.environ.get("CUDA_VISIBLE_DEVICES"), len(gpus)))
+    if opts.backend == "nccl" and opts.nproc and opts.nproc > shown:
+        # NCCL refuses two ranks on one GPU ("Duplicate GPU detected"), and a rank whose
+        # LOCAL_RANK has no GPU fails with "invalid device ordinal": never a finding.
+        raise UsageError("--backend nccl --nproc %d: NCCL needs a GPU per rank, and %d %s "
+                         "visible here; use --nproc %d, or --backend gloo for more ranks "
+                         "on CPU" % (opts.nproc, shown, "is" if shown == 1 else "are",
+                                     shown))
+    nproc = opts.nproc or (shown if shown else 2)
     too_few = limits.check_processes(nproc)
     if too_few:
         raise UsageError(too_few)
@@ -120,7 +136,7 @@ def make_plan(opts):
     interp = interpreter.resolve(opts.python)
     startup = float(opts.startup_timeout or plan_mod.startup_timeout(float(opts.timeout)))
     return Plan(nproc, opts.backend, specs, float(opts.timeout), interp, options, notes,
-                opts.master_port, startup, gpus=len(gpus))
+                opts.master_port, startup, gpus=shown)
 
 
 def execute(plan, on_event=None, while_starting=None, head=None):

@@ -43,13 +43,22 @@ def load_probe(entry):
     return getattr(module, entry["function"])
 
 
-def _resolve_backend(torch, requested, local_rank):
-    if requested != "auto":
-        return requested
-    if (torch.cuda.is_available() and local_rank < torch.cuda.device_count()
-            and torch.distributed.is_nccl_available()):
+def auto_backend(cuda_available, device_count, nccl_available, local_world_size):
+    """--backend auto: nccl when every rank on this host has a GPU of its own, else gloo.
+    The same answer on every rank of a host (it never reads LOCAL_RANK): deciding per
+    rank put rank 0 on nccl and rank 1 on gloo when ranks outnumbered GPUs, and both
+    waited in init_process_group until the timeout (seen on an H200, torch 2.11)."""
+    if cuda_available and nccl_available and 0 < local_world_size <= device_count:
         return "nccl"
     return "gloo"
+
+
+def _resolve_backend(torch, requested, local_world_size):
+    if requested != "auto":
+        return requested
+    available = torch.cuda.is_available()
+    return auto_backend(available, torch.cuda.device_count() if available else 0,
+                        torch.distributed.is_nccl_available(), local_world_size)
 
 
 def _error(exc):
@@ -189,7 +198,7 @@ def setup(plan, records, host, identity):
     from . import environment
 
     rank, local_rank, world_size, local_world_size = identity
-    backend = _resolve_backend(torch, plan["backend"], local_rank)
+    backend = _resolve_backend(torch, plan["backend"], local_world_size)
     device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
     mine = {"host": host, "pid": os.getpid(), "local_rank": local_rank, "device": str(device),
             "backend": backend,

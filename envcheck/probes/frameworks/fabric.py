@@ -103,6 +103,11 @@ def _own_launcher(ctx, c):
                             "exit": job["exit"]})
     result = json.loads(broadcast_text(ctx, found))
     c.data = {"ranks": result["ranks"], "exit": result["exit"]}
+    if result["failed"] and not all("setup" in steps for steps in result["ranks"].values()):
+        # The job died before the copy was tried (on an H200 node: Lightning's MPI
+        # detection imports mpi4py, whose MPI_Init aborted): the copy's advice is not
+        # the fix; the failure's own text is read for one (explain.diagnose).
+        c.advice = None
     if result["failed"]:
         c.fail(result["words"])
     c.detail = result["words"]

@@ -47,6 +47,9 @@ def checks(ctx, model, shared, present, torch):
             c.skip(ready if installed else "Accelerate is not installed")
         if shared.skip:
             c.skip(shared.skip)
+        shared_gpu = _shared_gpu(ctx, torch)
+        if shared_gpu:
+            c.skip(shared_gpu)
         c.advice = ("accelerator.save_state / load_state does not give back the model's "
                     "weights: do not resume from it")
         accelerator, prepared = state["accelerator"], state["model"]
@@ -65,3 +68,22 @@ def checks(ctx, model, shared, present, torch):
                    % (len(differ), len(saved), ", ".join(differ[:5])))
         c.detail = ("accelerator.save_state on rank 0, load_state on every rank: %d tensors "
                     "bit-exact" % len(saved))
+
+
+def _shared_gpu(ctx, torch):
+    """Why save_state / load_state cannot run in this layout, or None. Accelerate's
+    wait_for_everyone passes device_ids=[LOCAL_RANK] to barrier on CPU too (MULTI_CPU),
+    and a CUDA build then sets that GPU: with more ranks on the host than GPUs, a rank
+    without one fails with "invalid device ordinal" and the ranks' collectives fall out
+    of step (seen on an H200, torch 2.11, Accelerate 1.15, two gloo ranks). The same on
+    every rank of a host, so that all skip together."""
+    if ctx.device.type == "cuda" or not torch.cuda.is_available():
+        return None
+    gpus = torch.cuda.device_count()
+    if ctx.local_world_size <= gpus:
+        return None
+    return ("not run: %d ranks on this host and %d GPU%s: Accelerate's wait_for_everyone "
+            "calls barrier(device_ids=[LOCAL_RANK]) on CPU too, and a rank without a GPU "
+            "fails there (invalid device ordinal); check Accelerate with --nproc %d, or "
+            "with the GPUs hidden (CUDA_VISIBLE_DEVICES=) for a CPU run"
+            % (ctx.local_world_size, gpus, "" if gpus == 1 else "s", gpus))
