@@ -6,8 +6,9 @@ returning one) is sharded per those units, as TorchTitan shards one transformer 
 a time. Otherwise envcheck chooses, as users do: a Hugging Face model per block (the
 classes its ``_no_split_modules`` names, which is what Accelerate's and the HF Trainer's
 transformer auto-wrap policy shards), any other model per top-level child module that
-holds parameters. The root is always sharded last (it takes the parameters no unit
-holds).
+holds parameters, where a ModuleList or ModuleDict child (which fully_shard refuses: it
+has no forward) gives each of its blocks a unit, as TorchTitan shards its layers. The
+root is always sharded last (it takes the parameters no unit holds).
 
 Tied parameters (GPT-2's embedding and lm_head are one Parameter) must live in one unit:
 FSDP2 raises "Parameter 'lm_head.weight' is shared with a parameter already managed by
@@ -59,11 +60,32 @@ def units(model):
         how = "%s blocks (_no_split_modules)" % "/".join(
             sorted({type(m).__name__ for _, m in blocks}))
     else:
-        found = [(n, m) for n, m in model.named_children()
-                 if any(True for _ in m.parameters())]
-        how = "top-level children"
+        found = list(_children(model))
+        containers = [n for n, m in model.named_children() if _container(m)]
+        how = "top-level children" + (
+            " (the blocks of %s, one unit each)" % ", ".join(containers) if containers else "")
     ties = tied(model)
     return [(n, m) for n, m in found if not split_ties(n, ties)], how
+
+
+def _container(module):
+    """A module fully_shard refuses ("does not support containers that do not implement
+    forward"): ModuleList, ModuleDict, or any class that keeps nn.Module's forward."""
+    return type(module).forward is torch.nn.Module.forward
+
+
+def _children(module, prefix=""):
+    """(name, module) of the children holding parameters, the blocks of a container
+    child in its place, one unit each: what TorchTitan does for its ModuleDict of
+    layers (``for block in model.layers.values(): fully_shard(block)``), and what a
+    model with a ModuleList of blocks needs."""
+    for name, child in module.named_children():
+        if not any(True for _ in child.parameters()):
+            continue
+        if _container(child):
+            yield from _children(child, prefix + name + ".")
+        else:
+            yield prefix + name, child
 
 
 def _no_split_blocks(model):
