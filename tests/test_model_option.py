@@ -135,6 +135,54 @@ def test_open_sora_shape_deepcopy_fails_with_pickle_error_and_advice(open_sora):
     assert "load_state_dict" in result.stdout
 
 
+# The truth, beside envcheck: a real process builds the model, its deepcopy fails, and
+# with exactly the attributes envcheck names removed, the deepcopy works.
+WITHOUT_NAMED = '''
+import copy, importlib.util, json, sys
+import torch.distributed as dist
+dist.init_process_group("gloo")
+spec = importlib.util.spec_from_file_location("stdit", sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+model, out = m.build_model(), {}
+try:
+    copy.deepcopy(model); out["as_built"] = "copied"
+except Exception as exc:
+    out["as_built"] = type(exc).__name__
+for path in sys.argv[2:]:
+    owner, attr = path.rsplit(".", 1)
+    delattr(model.get_submodule(owner), attr)
+copy.deepcopy(model); out["without_named"] = "copied"
+print(json.dumps(out))
+dist.destroy_process_group()
+'''
+
+
+def test_open_sora_shape_names_the_attributes_that_hold_the_group(open_sora, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from conftest import ROOT, launcher_env
+
+    named = ["blocks.0.sp_group (ProcessGroup)", "blocks.1.sp_group (ProcessGroup)"]
+    for name in ("deepcopy_ddp_module", "deepcopy_ddp", "pickle_ddp"):
+        check = open_sora[1]["serialization." + name]
+        assert check["ranks"]["0"]["data"]["blocked_by"] == named, check
+        assert check["detail"].startswith(
+            "mymodels.stdit:build_model: blocks.0.sp_group (ProcessGroup), blocks.1.sp_group "
+            "(ProcessGroup) cannot be copied: cannot pickle"), check["detail"]
+    script = tmp_path / "without_named.py"
+    script.write_text(WITHOUT_NAMED)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+         "1", str(script), str(Path(ROOT) / "dev" / "models" / "mymodels" / "stdit.py")]
+        + [n.split(" ")[0] for n in named], env=launcher_env(), capture_output=True,
+        text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    truth = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert truth == {"as_built": "TypeError", "without_named": "copied"}
+
+
 def test_open_sora_shape_fresh_build_is_the_fix_that_works(open_sora):
     check = open_sora[1]["serialization.fresh_load_state_dict"]
     assert check["outcome"] == "passed", check

@@ -16,7 +16,7 @@ DDP checks run on the user's model instead of the built-in toy.
 """
 
 from ..worker import leaving
-from .shared.copies import MISMATCH_ADVICE, verify_copy
+from .shared.copies import MISMATCH_ADVICE, name_blockers, verify_copy
 
 _GROUP_ADVICE = (
     "a process group cannot be pickled or copied: keep it out of objects you copy, save or "
@@ -181,7 +181,11 @@ def _ddp_copies(ctx, subject, torch):
         if subject.skip:
             c.skip(subject.skip)
         c.advice = _DDP_COPY_ADVICE
-        clone = copy.deepcopy(ddp)
+        try:
+            clone = copy.deepcopy(ddp)
+        except Exception as exc:
+            name_blockers(c, ddp.module, label, exc)
+            raise
         verify_copy(c, clone.module, ddp.module, torch, runner=clone)
         c.detail = "%s: %s" % (label, c.detail)
 
@@ -189,7 +193,11 @@ def _ddp_copies(ctx, subject, torch):
         if subject.skip:
             c.skip(subject.skip)
         c.advice = _COPY_ADVICE
-        subject.ema = copy.deepcopy(ddp.module)
+        try:
+            subject.ema = copy.deepcopy(ddp.module)
+        except Exception as exc:
+            name_blockers(c, ddp.module, label, exc)
+            raise
         verify_copy(c, subject.ema, ddp.module, torch)
         c.detail = "%s: %s" % (label, c.detail)
 
@@ -203,7 +211,11 @@ def _ddp_copies(ctx, subject, torch):
             c.skip(subject.skip)
         c.advice = ("pickle or save the weights, not the DDP wrapper: "
                     "torch.save(ddp.module.state_dict(), path)")
-        loaded = pickle.loads(pickle.dumps(ddp))
+        try:
+            loaded = pickle.loads(pickle.dumps(ddp))
+        except Exception as exc:
+            name_blockers(c, ddp.module, label, exc)
+            raise
         verify_copy(c, loaded.module, ddp.module, torch)
         c.detail = "%s: %s" % (label, c.detail)
 

@@ -1,6 +1,43 @@
 """Comparing a model with its copy (deepcopy, a fresh build loaded with the weights, a
 framework's own copy): used by the serialization and frameworks probes."""
 
+# nn.Module's own bookkeeping in a module's __dict__: never what stops a copy
+_MODULE_STATE = frozenset(("_parameters", "_buffers", "_modules"))
+
+
+def blockers(module, limit=5):
+    """[(attribute path, type name)]: the attributes in ``module``'s tree that cannot be
+    pickled (what deepcopy and pickle trip on), found by trying each one, in model
+    order: ("blocks.0.sp_group", "ProcessGroup") for Open-Sora's STDiT."""
+    import pickle
+
+    found = []
+    for prefix, sub in module.named_modules():
+        for attr, value in vars(sub).items():
+            if attr in _MODULE_STATE or value is None:
+                continue
+            try:
+                pickle.dumps(value)
+            except Exception:
+                found.append(("%s.%s" % (prefix, attr) if prefix else attr,
+                              type(value).__name__))
+                if len(found) >= limit:
+                    return found
+    return found
+
+
+def name_blockers(c, module, label, exc):
+    """Put what stopped a copy of ``module`` in ``c``'s detail and data (the exception
+    itself is left as it is, for the verdict): the attribute path and its type."""
+    found = blockers(module)
+    if not found:
+        return
+    c.data["blocked_by"] = ["%s (%s)" % f for f in found]
+    c.detail = "%s: %s cannot be copied: %s" % (
+        label, ", ".join(c.data["blocked_by"]), str(exc).strip().splitlines()[0][:200]
+        if str(exc).strip() else type(exc).__name__)
+
+
 MISMATCH_ADVICE = (
     "the copy does not match the original: after building the copy, load the weights "
     "explicitly (ema.load_state_dict(model.state_dict())) and verify before training")
