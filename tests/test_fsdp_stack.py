@@ -167,6 +167,20 @@ def test_the_ema_advice_is_the_fsdp2_form_that_really_works(real, gpt2):
     assert (data["full_state_dict"], data["sharded_alike"]) == (28, 29)
 
 
+def test_the_per_step_ema_update_is_said_for_the_form_where_it_works(real, gpt2):
+    # What a training loop does after each step: ema_p.lerp_(p, 1 - decay). The real
+    # script: the unsharded EMA (full tensors) cannot, the EMA sharded alike can.
+    assert real["ema_lerp_unsharded"].startswith("RuntimeError:")
+    assert "mixed torch.Tensor and DTensor" in real["ema_lerp_unsharded"]
+    assert real["ema_lerp_sharded_alike"] == "ok: updated"
+    result, checks = gpt2
+    data = checks["fsdp.ema_copy"]["ranks"]["0"]["data"]
+    assert data["lerp_unsharded"].split(":")[0] == real["ema_lerp_unsharded"].split(":")[0]
+    assert "mixed torch.Tensor and DTensor" in data["lerp_unsharded"]
+    assert data["lerp_sharded_alike"] == "works"
+    assert "works only on the EMA sharded alike" in checks["fsdp.deepcopy"]["advice"]
+
+
 def test_torchtitans_divide_factor_needs_premul_sum_which_gloo_lacks(real, gpt2):
     assert real["divide_factor_one"] == ("RuntimeError: Cannot use ReduceOp.PREMUL_SUM with "
                                          "Gloo")
@@ -174,8 +188,21 @@ def test_torchtitans_divide_factor_needs_premul_sum_which_gloo_lacks(real, gpt2)
     assert (check["outcome"], check["verdict"]) == ("failed", "known")
     # details are cut at 200 characters; the error holds the whole message
     assert check["error"]["message"].endswith(
-        "raised RuntimeError: Cannot use ReduceOp.PREMUL_SUM with Gloo")
+        "raised RuntimeError: Cannot use ReduceOp.PREMUL_SUM with Gloo; with "
+        "set_force_sum_reduction_for_comms(True) as well: works: the gradients are the sum "
+        "over the 2 ranks (bit-exact)")
     assert check["advice"].startswith("TorchTitan's gradient reduction")
+    # The remedy, tried in the same run on the same model, as the real script tries it:
+    # sum-only reductions give the exact sum over the ranks; and the default factor,
+    # which would shrink TorchTitan's gradients, is not advised.
+    assert real["divide_factor_one_force_sum"] == "ok: True"
+    data = check["ranks"]["0"]["data"]
+    assert data["force_sum_reduction"].startswith(
+        "works: the gradients are the sum over the 2 ranks")
+    assert ("also call set_force_sum_reduction_for_comms(True) on every FSDP module (tried "
+            "here: works") in check["advice"]
+    assert "do not reset the divide factor to its default" in check["advice"]
+    assert "cannot run on CPU" not in check["advice"]
 
 
 def test_torchtitans_dataloader_state_does_not_reshard_and_says_what_to_do(gpt2):

@@ -207,9 +207,9 @@ def test_clauses_are_never_cut_inside_brackets_or_quotes():
      "build the same model, and debug with TORCH_DISTRIBUTED_DEBUG=DETAIL"),
     ("fsdp.gradient_divide",
      "TorchTitan's gradient reduction makes FSDP2 reduce-scatter with "
-     "ReduceOp.PREMUL_SUM, which gloo lacks, so TorchTitan-style training cannot run on "
-     "CPU/gloo: run it on GPUs (NCCL has PREMUL_SUM), or for a CPU test leave the divide "
-     "factor at its default"),
+     "ReduceOp.PREMUL_SUM, which gloo lacks: on gloo also call "
+     "set_force_sum_reduction_for_comms(True) on every FSDP module, or train on GPUs (NCCL "
+     "has PREMUL_SUM)"),
     ("fsdp.subgroup",
      "on torch 2.3 and 2.4, dcp.save/dcp.load with process_group= a subset of the ranks "
      "fails on the group's own ranks: checkpoint with the default group (every rank), or "

@@ -74,6 +74,31 @@ def full_state():
 attempt("ema_full_state_dict", full_state)
 
 
+def lerp(ema):
+    with torch.no_grad():
+        for e, p in zip(ema.parameters(), model.parameters()):
+            e.lerp_(p, 0.1)
+    return "updated"
+
+
+def lerp_unsharded():
+    ema = user.build()
+    ema.load_state_dict(get_model_state_dict(model, options=StateDictOptions(
+        full_state_dict=True)))
+    return lerp(ema)
+
+
+def lerp_sharded_alike():
+    ema = per_block(user.build())
+    ema.load_state_dict(model.state_dict())
+    return lerp(ema)
+
+
+# The EMA update a training loop runs after every step, on both EMA forms.
+attempt("ema_lerp_unsharded", lerp_unsharded)
+attempt("ema_lerp_sharded_alike", lerp_sharded_alike)
+
+
 def divide_factor_one():
     # What TorchTitan's apply_fsdp does (disable_fsdp_gradient_division).
     m = per_block(user.build())
@@ -85,6 +110,26 @@ def divide_factor_one():
 
 
 attempt("divide_factor_one", divide_factor_one)
+
+
+def divide_factor_one_force_sum():
+    # The same, with sum-only reductions: the gradients must be the sum over the ranks
+    # of each rank's gradient (every rank has the same batch here: world size times the
+    # unsharded model's gradient).
+    ref = user.build()
+    ref(*inputs(ref)).logits.sum().backward()
+    m = per_block(user.build())
+    for module in m.modules():
+        if hasattr(module, "set_gradient_divide_factor"):
+            module.set_gradient_divide_factor(1.0)
+            module.set_force_sum_reduction_for_comms(True)
+    m(*inputs(m)).logits.sum().backward()
+    n = dist.get_world_size()
+    return all(torch.allclose(p.grad.full_tensor(), r.grad * n, rtol=1e-5, atol=1e-6)
+               for p, r in zip(m.parameters(), ref.parameters()))
+
+
+attempt("divide_factor_one_force_sum", divide_factor_one_force_sum)
 # One write of the whole line: two ranks' prints into torchrun's one pipe were seen
 # run together on one line (CI).
 sys.stdout.flush()

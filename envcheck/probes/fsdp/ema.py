@@ -20,7 +20,9 @@ ADVICE = (
     "torch.distributed.checkpoint.state_dict; every rank calls it: it all-gathers), or, "
     "for a model too large to hold whole on every rank, shard the EMA model with the same "
     "units and load the sharded state: ema.load_state_dict(model.state_dict()) (both "
-    "verified by fsdp.ema_copy)")
+    "verified by fsdp.ema_copy); the usual per-step update, ema_p.lerp_(p, 1 - decay), "
+    "works only on the EMA sharded alike: an unsharded EMA cannot lerp_ toward the "
+    "model's DTensor parameters (mixed torch.Tensor and DTensor; fsdp.ema_copy tries both)")
 
 
 def deepcopy(ctx, c, run, skip):
@@ -76,13 +78,30 @@ def ema_copy(ctx, c, run, skip):
     if differ:
         c.fail("rank %d: the EMA model sharded alike differs from the model after "
                "load_state_dict(model.state_dict()): %s" % (ctx.rank, ", ".join(differ[:4])))
+    # The per-step EMA update, on both forms: each parameter pulled toward the model's.
+    c.data["lerp_unsharded"] = _lerp(ema, model, torch)
+    c.data["lerp_sharded_alike"] = _lerp(alike, model, torch)
     c.data.update(full_state_dict=len(want), sharded_alike=len(sharded))
     c.detail = ("the EMA forms that work under FSDP2, bit-exact on every rank: a fresh "
                 "unsharded model + load_state_dict(get_model_state_dict(model, options="
                 "StateDictOptions(full_state_dict=True))) (%d parameters), and a fresh model "
                 "sharded alike + load_state_dict(model.state_dict()) (%d local shards); a "
-                "fresh unsharded model + load_state_dict(model.state_dict()): %s; %s"
-                % (len(want), len(sharded), plain_result, run.subject.label))
+                "fresh unsharded model + load_state_dict(model.state_dict()): %s; the "
+                "per-step ema_p.lerp_(p, 0.1): unsharded %s, sharded alike %s; %s"
+                % (len(want), len(sharded), plain_result, c.data["lerp_unsharded"],
+                   c.data["lerp_sharded_alike"], run.subject.label))
+
+
+def _lerp(ema, model, torch):
+    """'works' or 'ErrorType: cause': ``ema_p.lerp_(p, 0.1)`` for every parameter, the
+    EMA update a training loop runs after each optimizer step."""
+    try:
+        with torch.no_grad():
+            for e, p in zip(ema.parameters(), model.parameters()):
+                e.lerp_(p, 0.1)
+    except Exception as exc:
+        return "%s: %s" % (type(exc).__name__, _line(exc)[:160])
+    return "works"
 
 
 def _local(t):
