@@ -52,8 +52,11 @@ def judge(report, matrix, live: bool = False):
     from .explain.diagnose import diagnose
     from .matrix import framework_advice
 
+    from .report import model_answer
+
     diagnose(report, matrix)
     framework_advice.advise(report)
+    model_answer.settle(report)  # last: a model's failures keep only remedies tried here
     return report
 
 

@@ -332,8 +332,8 @@ def run(
                                               "venv's python); it needs torch, not envcheck."),
     probe_path: List[str] = shared_option("probe_path"),
     model: Optional[str] = typer.Option(None, "--model", metavar="MODULE:FACTORY",
-                                        help="Run serialization and checkpoint checks on your model: "
-                                             "pkg.module:factory or path/to/file.py:factory."),
+                                        help="What your model survives (deepcopy, pickle, "
+                                             "DDP, DCP...): pkg.mod:factory or f.py:factory."),
     min_busbw: Optional[str] = shared_option("min_busbw"),
     repeat: Optional[str] = shared_option("repeat"),
     duration: Optional[str] = shared_option("duration"),

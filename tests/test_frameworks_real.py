@@ -215,3 +215,109 @@ def test_accelerate_launch_without_multi_gpu_is_refused_naming_the_flag(workdir)
     assert proc.returncode != 0
     assert ("envcheck: error: started by accelerate launch as a single process "
             "(ACCELERATE_* is set, RANK/WORLD_SIZE are not): add --multi_gpu") in proc.stderr
+
+
+# The Open-Sora shape through both frameworks, the user's way: what each copy does.
+GROUP_TRAIN = '''
+import copy, json, os, sys
+import torch
+sys.path.insert(0, os.getcwd())
+from mymodels.stdit import build_model
+from lightning.fabric import Fabric
+from accelerate import Accelerator
+
+fabric = Fabric(accelerator="cpu", devices=2, strategy="ddp")
+fabric.launch()
+out = {}
+
+
+def attempt(name, fn):
+    try:
+        fn()
+        out[name] = "ok"
+    except Exception as exc:
+        out[name] = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:120])
+
+
+torch.manual_seed(0)
+wrapped = fabric.setup(build_model())
+attempt("fabric_deepcopy", lambda: copy.deepcopy(wrapped))
+attempt("fabric_deepcopy_module", lambda: copy.deepcopy(wrapped.module))
+attempt("copy_before_setup", lambda: copy.deepcopy(build_model()))
+accelerator = Accelerator(cpu=True)
+prepared = accelerator.prepare(build_model())
+attempt("accelerate_deepcopy", lambda: copy.deepcopy(prepared))
+attempt("accelerate_deepcopy_unwrapped",
+        lambda: copy.deepcopy(accelerator.unwrap_model(prepared)))
+
+
+def fresh():
+    ema = build_model()
+    ema.load_state_dict(wrapped.module.state_dict())
+    assert all(torch.equal(a, b) for a, b in zip(ema.state_dict().values(),
+                                                 wrapped.module.state_dict().values()))
+
+
+attempt("fresh_load_state_dict", fresh)
+if fabric.global_rank == 0:
+    print(json.dumps(out), flush=True)
+'''
+
+
+def test_one_failure_seen_by_two_probes_is_one_judgement_with_remedies_tried(tmp_path):
+    stdit = os.path.join(ROOT, "dev", "models", "mymodels")
+    (tmp_path / "mymodels").mkdir()
+    for name in ("__init__.py", "stdit.py"):
+        with open(os.path.join(stdit, name), encoding="utf-8") as f:
+            (tmp_path / "mymodels" / name).write_text(f.read())
+    (tmp_path / "train.py").write_text(GROUP_TRAIN)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    proc = subprocess.run([PYTHON, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc-per-node", "2", "train.py"], cwd=str(tmp_path), env=env,
+                          capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    real = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][0])
+    pg = "TypeError: cannot pickle 'torch._C._distributed_c10d.ProcessGroup' object"
+    # The remedies the old advice gave all fail on this model, for real; the fresh
+    # build works.
+    for name in ("fabric_deepcopy", "fabric_deepcopy_module", "copy_before_setup",
+                 "accelerate_deepcopy", "accelerate_deepcopy_unwrapped"):
+        assert real[name] == pg, (name, real[name])
+    assert real["fresh_load_state_dict"] == "ok"
+
+    report = tmp_path / "r.json"
+    result = run_cli("run", "-p", "serialization", "-p", "checkpoint", "-p", "frameworks",
+                     "--model", "mymodels.stdit:build_model", "--python", PYTHON,
+                     "--json", str(report), cwd=str(tmp_path), timeout=400)
+    data = load_report(report)
+    checks = checks_by_id(data)
+    judge = checks["serialization.deepcopy_ddp_module"]
+    assert (judge["outcome"], judge["verdict"]) == ("failed", "known")
+    for cid in ("serialization.deepcopy_ddp", "serialization.pickle_ddp",
+                "frameworks.lightning_deepcopy", "frameworks.accelerate_deepcopy"):
+        assert (checks[cid]["outcome"], checks[cid]["verdict"]) == ("failed", "known"), cid
+    # One advice for the one fact, in every check that saw it: no remedy that fails.
+    fw = {checks[c]["advice"] for c in ("frameworks.lightning_deepcopy",
+                                        "frameworks.accelerate_deepcopy")}
+    assert len(fw) == 1
+    (advice,) = fw
+    assert advice.startswith("do not deepcopy this model after the framework wraps it "
+                             "(blocks.0.sp_group (ProcessGroup), blocks.1.sp_group "
+                             "(ProcessGroup) cannot be copied): build the copy fresh and "
+                             "load the weights: ema = build_model(); ema.load_state_dict("
+                             "model.state_dict()) (tried here: works)")
+    assert advice.endswith("not ema = copy.deepcopy(ddp.module) (Fabric: copy before "
+                           "fabric.setup; Accelerate: accelerator.unwrap_model) (tried "
+                           "here: fails too)")
+    # The model block: each remedy's status is what the real script found.
+    framework = {c["key"]: c for c in data["model"]["capabilities"]}["framework"]
+    assert framework["status"] == "fails"
+    statuses = {r["key"]: r["status"] for r in framework["remedies"]}
+    assert statuses == {"fresh": "tried here: works", "plain": "tried here: fails too",
+                        "lookup": "untested"}
+    assert result.code == 0, result.stdout
+    assert (data["model"]["exit_code"], data["model"]["exit_code_strict"]) == (0, 1)
+    assert result.stdout.splitlines()[0] == (
+        "✗ Your model will fail in training: deepcopy, pickle, framework")

@@ -6,7 +6,8 @@ from tabulate import tabulate
 
 from ..core.outcomes import Outcome, exit_code
 from ..core.text import cut, rank_set, shorten, wrap
-from . import header, vocabulary
+from ..report import model_answer
+from . import header, model_block, vocabulary
 from .paint import PLAIN, visible
 
 
@@ -195,15 +196,26 @@ def _host_issue(c):
     return c.probe in HOST_PROBES
 
 
+def _model_failures(report):
+    """The ids of the checks the model block (``render/model_block``) already shows as
+    what the user's model fails: not listed again among the general pitfalls."""
+    found = model_answer.answer(report)
+    return {cid for c in (found or {}).get("capabilities", ())
+            if c["status"] == model_answer.FAILS for cid in c["checks"]}
+
+
 def _pitfall_lines(report, width, paint, strict):
     """The known issues, an entry each (checks of a probe with the same advice as one):
     what the user's code must avoid, then what differs between the hosts; -v has the
-    whole advice and its sources."""
+    whole advice and its sources. What the user's model fails is in its own block."""
     out = []
-    for hosts, title in ((False, "Known torch pitfalls (%d)%s: what your code must avoid"),
+    shown = _model_failures(report)
+    known = ("Other known" if shown else "Known") + " torch pitfalls (%d)%s: what your " \
+        "code must avoid"
+    for hosts, title in ((False, known),
                          (True, "Known differences between hosts (%d)%s: warnings")):
         checks = [c for c in report.checks
-                  if vocabulary.is_pitfall(c) and _host_issue(c) == hosts]
+                  if vocabulary.is_pitfall(c) and _host_issue(c) == hosts and c.id not in shown]
         out += _known_group(checks, title, width, paint, strict)
     return out
 
@@ -270,7 +282,9 @@ def verdict_lines(report, strict=False, paint=PLAIN):
         return [paint("✗ Not ready for distributed training: %s" % ", ".join(bad),
                       "bold red"), "  " + where]
     out = [paint("✓ Ready for distributed training: %s" % where, "bold green")]
-    known = sum(1 for c in report.checks if vocabulary.is_pitfall(c) and not _host_issue(c))
+    model = _model_failures(report)
+    known = sum(1 for c in report.checks if vocabulary.is_pitfall(c) and not _host_issue(c)
+                and c.id not in model)
     hosts = sum(1 for c in report.checks if vocabulary.is_pitfall(c) and _host_issue(c))
     said = []  # a line each: an 80-column screen has no room for both on one
     if known:
@@ -279,7 +293,11 @@ def verdict_lines(report, strict=False, paint=PLAIN):
     if hosts:
         said.append("%d known difference%s between hosts (below)" % (
             hosts, "" if hosts == 1 else "s"))
-    if said:
+    if model:  # the model's failures are the finding (above), not "nothing unexpected"
+        said = [s.replace(" known", " other known", 1) for s in said]
+        out.append("  the node: nothing unexpected")
+        out.extend("  " + line for line in said)
+    elif said:
         out.append("  nothing unexpected; " + said[0])
         out.extend("  " + line for line in said[1:])
     return out
@@ -350,7 +368,8 @@ def render(report, width=None, strict=False, paint=PLAIN, verbose=False,
     terminal = width
     width = width or DEFAULT_WIDTH
     fit = (lambda lines: _fit(lines, width)) if terminal else (lambda lines: lines)
-    out = fit(verdict_lines(report, strict, paint)) + [""]
+    out = model_block.lines(report, width, paint, strict)  # wrapped to the width already
+    out += fit(verdict_lines(report, strict, paint)) + [""]
     action = _action(report, strict)
     title = ["envcheck %s · %s" % (report.envcheck_version, report.created)]
     if verbose:

@@ -114,6 +114,11 @@ class Report:
         d["checks"] = [c.to_dict() for c in self.checks]
         d["summary"] = self.summary()
         d["answer"] = self.answer()
+        from .model_answer import answer as model_answer
+
+        model = model_answer(self)
+        if model is not None:  # with --model: what the user's model can and cannot do
+            d["model"] = model
         return d
 
     @classmethod

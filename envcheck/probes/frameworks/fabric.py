@@ -29,7 +29,7 @@ def _fabric(ctx):
 
 
 def checks(ctx, model, shared, present, torch):
-    from ..shared.copies import verify_copy
+    from ..shared.copies import name_blockers, verify_copy
 
     installed, version, asked = present
     state = {}
@@ -48,7 +48,11 @@ def checks(ctx, model, shared, present, torch):
         if "model" not in state:
             c.skip(ready if installed else "Lightning is not installed")
         c.advice = _advice()
-        clone = copy.deepcopy(state["model"])
+        try:
+            clone = copy.deepcopy(state["model"])
+        except Exception as exc:  # the attributes that stopped it (settled as one fact)
+            name_blockers(c, state["model"].module, model.label, exc)
+            raise
         verify_copy(c, clone.module, state["model"].module, torch, runner=clone)
         c.detail = ("under envcheck's ranks (as under torchrun or srun): deepcopy of the "
                     "model fabric.setup returned: %s" % c.detail)

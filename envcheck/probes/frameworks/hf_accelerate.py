@@ -12,7 +12,7 @@ NAME = "Accelerate"
 
 
 def checks(ctx, model, shared, present, torch):
-    from ..shared.copies import verify_copy
+    from ..shared.copies import name_blockers, verify_copy
 
     installed, version, _ = present
     state = {}
@@ -37,8 +37,12 @@ def checks(ctx, model, shared, present, torch):
                     "copy.deepcopy(accelerator.unwrap_model(model)), or build it fresh and "
                     "load accelerator.unwrap_model(model).state_dict()")
         prepared = state["model"]
-        clone = copy.deepcopy(prepared)
         inner = state["accelerator"].unwrap_model(prepared)
+        try:
+            clone = copy.deepcopy(prepared)
+        except Exception as exc:  # the attributes that stopped it (settled as one fact)
+            name_blockers(c, inner, model.label, exc)
+            raise
         verify_copy(c, state["accelerator"].unwrap_model(clone), inner, torch, runner=clone)
         c.detail = "deepcopy of the model accelerator.prepare returned: %s" % c.detail
 
