@@ -314,6 +314,8 @@ def test_one_failure_seen_by_two_probes_is_one_judgement_with_remedies_tried(tmp
     # The model block: each remedy's status is what the real script found.
     framework = {c["key"]: c for c in data["model"]["capabilities"]}["framework"]
     assert framework["status"] == "fails"
+    # Not asked for: Fabric's own launcher did not run, and the line says so.
+    assert framework["not_run"] == ["Fabric's own launcher (--framework lightning)"]
     statuses = {r["key"]: r["status"] for r in framework["remedies"]}
     assert statuses == {"fresh": "tried here: works", "plain": "tried here: fails too",
                         "lookup": "untested"}

@@ -389,3 +389,38 @@ def test_a_typo_in_model_fails_at_once_in_one_line(tmp_path, spec, message):
     expected = message % tmp_path if "%s" in message else message
     assert result.stderr == "envcheck: error: %s\n" % expected
     assert time.monotonic() - started < 30  # no rank started, no suite run
+
+
+# The page's example as it once stood: example_inputs, but no forward.
+NO_FORWARD = '''
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def example_inputs(self):
+        return torch.ones(2, 4)
+
+
+def build():
+    return Net()
+'''
+
+
+def test_a_model_without_forward_is_told_so_and_no_copy_is_blamed(tmp_path_factory):
+    result, checks = _run(tmp_path_factory, "noforward", ("nofwd.py", NO_FORWARD), "build", 1)
+    model = checks["serialization.model"]
+    assert model["outcome"] == "failed"
+    assert model["error"]["message"].endswith(
+        "nofwd.py:build: its forward on example_inputs raised NotImplementedError: Module "
+        "[Net] is missing the required \"forward\" function")
+    assert "give the model a forward" in model["advice"]
+    for name in DDP_CHECKS:  # nothing is blamed on a copy or on the fresh build
+        assert checks["serialization." + name]["outcome"] == "skipped", name
+    head = " ".join(" ".join(result.stdout.splitlines()[:3]).split())
+    assert head.startswith("✗ Your model does not build or run here: ")
+    assert "its forward on example_inputs raised NotImplementedError" in head
+    assert "building a fresh copy" not in result.stdout

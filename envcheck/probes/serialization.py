@@ -16,7 +16,7 @@ DDP checks run on the user's model instead of the built-in toy.
 """
 
 from ..worker import leaving
-from .shared.copies import MISMATCH_ADVICE, name_blockers, verify_copy
+from .shared.copies import MISMATCH_ADVICE, forward_error, name_blockers, verify_copy
 
 _GROUP_ADVICE = (
     "a process group cannot be pickled or copied: keep it out of objects you copy, save or "
@@ -106,6 +106,15 @@ class _Subject:
             c.data = {"class": "%s.%s" % (type(self.model).__module__,
                                           type(self.model).__qualname__),
                       "parameters": sum(p.numel() for p in self.model.parameters())}
+            broken = forward_error(self.model, torch)
+            if broken:
+                # Here, once, in its own words: not later as a failed copy or a failed
+                # fresh build, whose advice would blame the copy.
+                self.model, c.detail = None, ""
+                c.fail("%s: %s" % (spec["spec"], broken),
+                       advice="give the model a forward that takes its example_inputs (or "
+                              "drop example_inputs: copies are then compared by their "
+                              "tensors only)")
         self.skip = _disagree(ctx, self.model is not None, all_gather_ints,
                               "the model did not load (see serialization.model)")
         self._fresh = lambda seed: user_model(ctx)

@@ -22,14 +22,18 @@ def lines(report, width, paint=PLAIN, strict=False):
         return []
     caps = found["capabilities"]
     failing = [c for c in caps if c["status"] == model_answer.FAILS]
-    if failing:
+    build = next((c for c in failing if c["key"] == "build"), None)
+    if build:
+        head = paint("✗ Your model does not build or run here: %s" % build["detail"], "bold red")
+    elif failing:
         head = paint("✗ Your model will fail in training: %s" % ", ".join(
             c["label"] for c in failing), "bold red")
     else:
         works = [c["label"] for c in caps if c["status"] == model_answer.WORKS]
         head = paint("✓ Your model survives what training does to it here: %s"
                      % ", ".join(works), "bold green")
-    out = [head, "  " + found["spec"]]
+    out = wrap(head, width, subsequent_indent="  ") if build else [head]
+    out.append("  " + found["spec"])
     indent = " " * (4 + LABEL_WIDTH + 1)
     for c in caps:
         glyph, style = GLYPH[c["status"]]
@@ -41,6 +45,8 @@ def lines(report, width, paint=PLAIN, strict=False):
             text = "works: " + c["detail"]
         else:
             text = "not checked: %s" % c["detail"]
+        if c.get("not_run"):
+            text += "; not run: %s" % ", ".join(c["not_run"])
         body = wrap(text, width - len(indent)) or [""]
         out.append("  %s %-*s %s" % (paint(glyph, style), LABEL_WIDTH, c["label"], body[0]))
         out.extend(indent + line for line in body[1:])

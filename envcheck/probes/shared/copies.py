@@ -86,6 +86,28 @@ def _forward(c, runner, original, torch):
     return ", same output"
 
 
+def forward_error(model, torch):
+    """Why the model's forward on its own example_inputs fails ('its forward on
+    example_inputs raised NotImplementedError: Module [Net] is missing the required
+    "forward" function'), or None (it runs, or there are no example_inputs)."""
+    try:
+        inputs = _example_inputs(model, torch)
+        if inputs is None:
+            return None
+        training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                model(*inputs)
+        finally:
+            model.train(training)
+    except Exception as exc:
+        text = str(exc).strip().splitlines()
+        return "its forward on example_inputs raised %s: %s" % (
+            type(exc).__name__, text[0][:200] if text else "")
+    return None
+
+
 def _example_inputs(model, torch):
     inputs = getattr(model, "example_inputs", None)
     if inputs is None:
