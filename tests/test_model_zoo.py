@@ -7,7 +7,8 @@ of blocks, tied weights and persistent and non-persistent buffers, one holding a
 group, and one whose shapes depend on the rank. The truth (tests/data/zoo_truth.py) is
 a torchrun job of plain training code — a DDP step, EMA by deepcopy, pickling, a fresh
 build loaded with the weights and torch.save, an FSDP2 shard and step by each model's own
-stack's units, a DCP round trip — run at the same world size as envcheck.
+stack's units, a DCP round trip and its load at world size 1 — run at the same
+world size as envcheck.
 
 Every capability envcheck calls ``works`` must be ``ok`` in the truth and every one it
 calls ``fails`` must fail there. At 2 ranks every model runs with -p fsdp; at 4 ranks

@@ -161,6 +161,7 @@ def fsdp_and_dcp(name):
         m = state.get("model") or build(name)
         saved = {k: v.full_tensor() if hasattr(v, "full_tensor") else v
                  for k, v in get_model_state_dict(m).items()}
+        state["saved"] = saved
         dcp.save({"model": get_model_state_dict(m)}, checkpoint_id=where[0])
         fresh = sharded() if "model" in state else build(name)
         loaded = {"model": get_model_state_dict(fresh)}
@@ -170,6 +171,25 @@ def fsdp_and_dcp(name):
         must(all(torch.equal(saved[k], got[k]) for k in saved), "dcp.load gave other weights")
 
     out = attempt(round_trip)
+
+    alone = dist.new_group(ranks=[0])  # every rank calls new_group; rank 0 is in it
+
+    def reshard():
+        # Resume at another world size: the N ranks' checkpoint loaded by one rank
+        # (a group of its own) into a plain model, as a 1-rank restart does.
+        plain = build(name)  # on every rank: a factory may make process groups
+        if RANK != 0:
+            return
+        loaded = {"model": plain.state_dict()}
+        dcp.load(loaded, checkpoint_id=where[0], process_group=alone)
+        plain.load_state_dict(loaded["model"])
+        mine = plain.state_dict()
+        must(all(torch.equal(mine[k], v) for k, v in state["saved"].items()),
+             "loaded at world size 1, the weights differ")
+
+    dist.barrier()
+    if out == "ok":
+        out = attempt(reshard)
     dist.barrier()
     if RANK == 0:
         shutil.rmtree(where[0], ignore_errors=True)
