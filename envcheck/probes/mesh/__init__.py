@@ -24,6 +24,7 @@ On CPU the groups are gloo subgroups; on GPUs NCCL's (not observed on hardware y
 """
 
 from ...core import mesh as mesh_mod
+from ...core.text import rank_set
 from . import judge, ops
 
 DIMENSIONS = mesh_mod.NAMES
@@ -36,10 +37,12 @@ GROUP_SHARE = 0.4
 CPU_BYTES, GPU_BYTES, REPEATS = 256 << 10, 64 << 20, 3
 
 ADVICE_HANG = (
-    "a %(dim)s group's collective never completed: look at the stacks of %(ranks)s (the "
-    "rank that is not waiting in the collective is the cause); between hosts, check that "
-    "%(hosts)s reach each other on the interface the job uses (GLOO_SOCKET_IFNAME / "
-    "NCCL_SOCKET_IFNAME) and that no firewall blocks the ports between them")
+    "a %(dim)s group's collective never completed: look at the stacks of %(ranks)s (a "
+    "rank that is not waiting in the collective is the cause)")
+ADVICE_HOSTS = (
+    "; check that %(hosts)s reach each other on the interface the job uses "
+    "(GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME) and that no firewall blocks the ports "
+    "between them")
 ADVICE_PLACEMENT = (
     "build the mesh in the order %(order)s (outermost first, as init_device_mesh's "
     "mesh_dim_names), or launch so that each host's ranks are consecutive: %(dim)s groups "
@@ -137,18 +140,19 @@ def _dimension(ctx, c, torch, dist, layout, dim, state):
     deadline = start + GROUP_SHARE * ctx.timeout
     stacks = _StackAt(deadline - 0.2)
     stalled = error = None
-    checked, skipped, late, seconds = [], {}, 0.0, 0.0
+    checked, skipped, entered, seconds = [], {}, 0.0, 0.0
     try:
-        checked, skipped, late, seconds = ops.run(torch, dist, ctx, dim, group, mine,
-                                                  deadline)
+        checked, skipped, entered, seconds = ops.run(torch, dist, ctx, dim, group, mine,
+                                                     deadline)
     except ops.Stalled as exc:
-        stalled = exc.op
+        stalled, entered = exc.op, exc.entered
     except AssertionError as exc:
         error = str(exc)
     finally:
         stacks.cancel()
-    # What every rank saw: stalled, late (ms), failed: the same judgement on every rank.
-    seen = all_gather_ints(ctx, [int(bool(stalled)), int(late * 1000), int(bool(error))])
+    # What every rank saw: stalled, when it reached its first op (ms), failed: the same
+    # judgement on every rank.
+    seen = all_gather_ints(ctx, [int(bool(stalled)), int(entered * 1000), int(bool(error))])
     gbs = None
     if not any(s[0] for s in seen):
         nbytes = GPU_BYTES if ctx.device.type == "cuda" else CPU_BYTES
@@ -161,21 +165,23 @@ def _dimension(ctx, c, torch, dist, layout, dim, state):
               "hosts": mesh_mod.hosts_of(mine, hosts), "seconds": seconds,
               "hung_groups": hung, "busbw_gbs": gbs}
     if ctx.rank in sum(hung, []):
-        late_ranks = ["rank %d %.1f s late" % (r, seen[r][1] / 1000) for r in mine
-                      if seen[r][1]]
-        waiting = [r for r in mine if seen[r][0]]
-        detail = "%s on %s: %s did not complete within %.1f s%s; %s waited" % (
-            judge.group_name(dim, mine), where(mine), stalled or "its op",
-            GROUP_SHARE * ctx.timeout,
-            " (%s)" % ", ".join(late_ranks) if late_ranks else "",
-            "rank %s" % ",".join(map(str, waiting)) if len(waiting) == 1 else
-            "ranks %s" % ",".join(map(str, waiting)))
+        limit = GROUP_SHARE * ctx.timeout
+        late = [r for r in mine if seen[r][1] / 1000 > limit]
+        waiting = [r for r in mine if r not in late]
+        detail = "%s on %s: %s did not complete within %.1f s" % (
+            judge.group_name(dim, mine), where(mine), stalled or "its op", limit)
+        if late:
+            detail += "; %s reached it only after %s s, %s waited" % (
+                rank_set(late), ", ".join("%.1f" % (seen[r][1] / 1000) for r in late),
+                rank_set(waiting) if waiting else "nobody")
         others = len(layout.groups(dim)) - len(hung)
         if others:
             detail += "; the other %d %s group(s) completed" % (others, dim)
-        c.hang(detail, stack=stacks.dump, advice=ADVICE_HANG % {
-            "dim": dim, "ranks": "ranks %s" % ",".join(map(str, mine)),
-            "hosts": ", ".join(mesh_mod.hosts_of(mine, hosts))})
+        spanned = mesh_mod.hosts_of(mine, hosts)
+        advice = ADVICE_HANG % {"dim": dim, "ranks": rank_set(mine)}
+        if len(spanned) > 1:
+            advice += ADVICE_HOSTS % {"hosts": ", ".join(spanned)}
+        c.hang(detail, stack=stacks.dump, advice=advice)
     if error:
         c.fail("%s on %s: %s" % (judge.group_name(dim, mine), where(mine), error),
                advice="a collective of this group returned wrong values: suspect the "

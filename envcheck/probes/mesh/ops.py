@@ -34,11 +34,13 @@ MISSING = ("not supported", "does not support", "unsupported", "not implemented"
 
 
 class Stalled(Exception):
-    """An op of this rank's group did not complete by the deadline."""
+    """An op of this rank's group did not complete by the deadline; ``entered``: the
+    seconds this rank took to reach its first op (a late rank is the cause)."""
 
-    def __init__(self, op):
+    def __init__(self, op, entered):
         super().__init__(op)
         self.op = op
+        self.entered = entered
 
 
 def plan(dim):
@@ -65,21 +67,33 @@ def stall(dim, rank):
 
 def run(torch, dist, ctx, dim, group, ranks, deadline):
     """Run ``dim``'s ops on ``group`` (global ``ranks``, in group order) until
-    ``deadline`` (time.monotonic). Returns (checked, skipped, late_s, seconds):
-    checked: op names whose values were right; skipped: {op: reason}; late_s: how late
-    past the deadline this rank issued its first op (0: in time). Raises Stalled (an op
-    not done by the deadline), or AssertionError naming a wrong value."""
-    checked, skipped, late = [], {}, 0.0
+    ``deadline`` (time.monotonic). Returns (checked, skipped, entered, seconds):
+    checked: op names whose values were right; skipped: {op: reason}; entered: seconds
+    this rank took to reach its first op. Raises Stalled (an op not done by the
+    deadline), or AssertionError naming a wrong value."""
+    checked, skipped, entered = [], {}, None
     t0 = time.monotonic()
     nap = stall(dim, ctx.rank)
     for i, op in enumerate(plan(dim)):
         if i == 0 and nap:
             time.sleep(nap)
         now = time.monotonic()
-        if i == 0 and now > deadline:
-            late = now - deadline
+        late = False
+        if entered is None:
+            entered = now - t0
+            # Past the deadline already: its peers are waiting in this op (or its
+            # doorbell); issue that all the same, so that theirs completes and nothing is
+            # left pending, then stop.
+            late = now > deadline
         elif now > deadline:
-            raise Stalled(op)
+            raise Stalled(op, entered)
+        limit = max(deadline, time.monotonic() + LATE_GRACE_S) if late else deadline
+        if op in DOORBELL:
+            ring = dist.all_reduce(torch.ones(1, device=ctx.device), group=group,
+                                   async_op=True)
+            _wait(ring, limit, op, entered)
+            if late:
+                raise Stalled(op, entered)
         try:
             works, verify = ISSUE[op](torch, dist, ctx, group, ranks)
         except (RuntimeError, ValueError, NotImplementedError) as exc:
@@ -89,18 +103,36 @@ def run(torch, dist, ctx, dim, group, ranks, deadline):
                 continue
             raise
         for work in works:
-            left = max(deadline - time.monotonic(), LATE_GRACE_S if late else 0.05)
-            try:
-                work.wait(timeout=datetime.timedelta(seconds=left))
-            except RuntimeError as exc:
-                if "timed out" in str(exc).lower() or "timeout" in str(exc).lower():
-                    raise Stalled(op)
-                raise
+            if op in DOORBELL:
+                work.wait()  # every rank is there: the doorbell rang
+            else:
+                _wait(work, limit, op, entered)
         problem = verify()
         if problem:
             raise AssertionError("%s: %s" % (op, problem))
         checked.append(op)
-    return checked, skipped, late, time.monotonic() - t0
+        if late:
+            raise Stalled(op, entered)
+    return checked, skipped, entered or 0.0, time.monotonic() - t0
+
+
+# Ops whose Work does not honour wait(timeout) on gloo (2.13: reduce_scatter runs inside
+# wait; a timed-out send/recv closes the pair for good): a one-element all_reduce on the
+# group (which does) first, so that a rank that never comes is seen there.
+DOORBELL = ("reduce_scatter", "send_recv")
+
+
+def _wait(work, limit, op, entered):
+    """Wait for ``work`` until ``limit`` (time.monotonic); Stalled past it."""
+    left = limit - time.monotonic()
+    if left <= 0 and not work.is_completed():
+        raise Stalled(op, entered)
+    try:
+        work.wait(timeout=datetime.timedelta(seconds=max(left, 0.001)))
+    except RuntimeError as exc:
+        if "timed out" in str(exc).lower() or "timeout" in str(exc).lower():
+            raise Stalled(op, entered)
+        raise
 
 
 def _first_line(exc):
