@@ -285,7 +285,7 @@ def parse_megatron(text: str, where: str) -> Dict[str, int]:
     try:
         words = shlex.split(text, comments=True)
     except ValueError as exc:
-        raise UsageError("%s: cannot read its arguments: %s" % (where, exc))
+        raise UsageError("%s: cannot read its arguments: %s" % (where, exc)) from None
     degrees: Dict[str, int] = {}
     for i, word in enumerate(words):
         flag, eq, value = word.partition("=")
@@ -306,7 +306,7 @@ def read_config(path: str) -> Tuple[Dict[str, int], str]:
             text = f.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError("--mesh-config %s: cannot read it: %s" % (
-            path, getattr(exc, "strerror", None) or exc))
+            path, getattr(exc, "strerror", None) or exc)) from None
     ext = os.path.splitext(path)[1].lower()
     where = "--mesh-config %s" % path
     if ext == ".toml":
@@ -330,11 +330,11 @@ def _torchtitan(text, where):
         try:
             import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
         except ImportError:
-            raise UsageError("%s: reading TOML needs Python 3.11 or tomli" % where)
+            raise UsageError("%s: reading TOML needs Python 3.11 or tomli" % where) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError("%s: not TOML: %s" % (where, exc))
+        raise UsageError("%s: not TOML: %s" % (where, exc)) from None
     section = data.get("parallelism")
     if not isinstance(section, dict):
         raise UsageError("%s: no [parallelism] section (TorchTitan's job config keeps the "
@@ -354,7 +354,7 @@ def _deepspeed(text, where):
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise UsageError("%s: not JSON: %s" % (where, exc))
+        raise UsageError("%s: not JSON: %s" % (where, exc)) from None
     if not isinstance(data, dict):
         raise UsageError("%s: a DeepSpeed config is a JSON object" % where)
     degrees = {}
@@ -388,7 +388,7 @@ def _whole(value, where, key):
             raise ValueError
         return int(str(value))
     except ValueError:
-        raise UsageError("%s: %s = %r: a whole number" % (where, key, value))
+        raise UsageError("%s: %s = %r: a whole number" % (where, key, value)) from None
 
 
 def with_probe(specs, known, skipped=()):

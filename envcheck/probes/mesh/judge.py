@@ -6,9 +6,13 @@ inside a node; when another mesh order keeps every such group inside one host, s
 (``core.mesh.better_order``).
 
 Speed: each group's all_reduce busbw (nccl-tests' all_reduce busbw: bytes * 2(n-1)/n /
-s); a group below the median of every group of the mesh divided by SLOW_RATIO is slow,
-as the bandwidth probe judges a host against its peers (probes/bandwidth/judge.py). On
-one host there is no network to blame: figures only.
+s), reported. Groups are not judged against each other: one inside a host runs over
+loopback, one across hosts over a link, and the first is rightly faster. What is judged
+is the links the groups cross: every ordered host pair some group spans, timed alone
+(send/recv busbw, the receiver's clock); a link below the median of the others divided
+by SLOW_RATIO is slow and names its sender, as the bandwidth probe names a host
+(probes/bandwidth/judge.py; with 2 hosts the receiver is the other suspect), and the
+slowest group over it. On one host there is no link: figures only.
 """
 
 import statistics
@@ -17,6 +21,8 @@ from ...core import mesh as mesh_mod
 from ...core.text import rank_numbers
 
 SLOW_RATIO = 4.0
+# Below the others' median / this, a link is suspect: timed again before the judgement.
+SUSPECT_RATIO = 2.0
 
 
 def busbw(nbytes, n, seconds):
@@ -58,25 +64,36 @@ def span_text(layout, hosts):
     return "; ".join(parts)
 
 
-def slow_groups(figures, ratio=SLOW_RATIO):
-    """[(dim, group, gbs, median)] below the median of every other group / ratio.
-    ``figures``: [(dim, group, gbs)]."""
+def crossed_pairs(layout, hosts):
+    """(sender rank, receiver rank) for every ordered pair of hosts some group spans, once
+    per host pair (the first group's first rank on each host), in a fixed order."""
+    seen, out = set(), []
+    for dim in layout.active:
+        for group in layout.groups(dim):
+            first = {}
+            for r in group:
+                first.setdefault(hosts[r], r)
+            for a, ra in first.items():
+                for b, rb in first.items():
+                    if a != b and (a, b) not in seen:
+                        seen.add((a, b))
+                        out.append((ra, rb))
+    return out
+
+
+def slow_edges(edges, ratio=SLOW_RATIO):
+    """[(sender, receiver, GB/s, median)] of links below the median of the others /
+    ``ratio``, slowest first. ``edges``: [(sender host, receiver host, GB/s)]."""
     slow = []
-    for i, (dim, group, gbs) in enumerate(figures):
-        others = [f for j, (_, _, f) in enumerate(figures) if j != i]
-        if not others:
-            continue
-        median = statistics.median(others)
-        if median and gbs < median / ratio:
-            slow.append((dim, group, gbs, median))
-    return slow
+    for i, (a, b, rate) in enumerate(edges):
+        others = [r for j, (_, _, r) in enumerate(edges) if j != i]
+        median = statistics.median(others) if others else None
+        if median and rate < median / ratio:
+            slow.append((a, b, rate, median))
+    return sorted(slow, key=lambda e: e[2] / e[3])
 
 
-def host_pairs(group, hosts):
-    """(sender rank, receiver rank) for each ordered pair of the group's hosts (the first
-    rank of each host): the edges that name the slow link."""
-    first = {}
-    for r in group:
-        first.setdefault(hosts[r], r)
-    reps = list(first.values())
-    return [(a, b) for a in reps for b in reps if a != b]
+def groups_over(layout, hosts, a, b):
+    """[(dim, group)] of the groups that span both hosts ``a`` and ``b``."""
+    return [(dim, g) for dim in layout.active for g in layout.groups(dim)
+            if {a, b} <= set(mesh_mod.hosts_of(g, hosts))]

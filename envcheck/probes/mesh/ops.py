@@ -131,7 +131,7 @@ def _wait(work, limit, op, entered):
         work.wait(timeout=datetime.timedelta(seconds=max(left, 0.001)))
     except RuntimeError as exc:
         if "timed out" in str(exc).lower() or "timeout" in str(exc).lower():
-            raise Stalled(op, entered)
+            raise Stalled(op, entered) from None
         raise
 
 
