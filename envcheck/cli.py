@@ -172,7 +172,7 @@ def _help_all(ctx: typer.Context, value: bool):
 
 
 def help_all_option(advanced="--startup-timeout, --probe-path, --min-busbw, --for, "
-                               "--mesh-order, --master-port, --metrics"):
+                               "--mesh*, --master-port, --metrics"):
     return typer.Option(False, "--help-all", is_eager=True, callback=_help_all,
                         help="Also the advanced options (%s), and exit." % advanced)
 

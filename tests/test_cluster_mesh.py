@@ -63,8 +63,8 @@ def test_tp_across_hosts_is_the_placement_warning_naming_the_better_order(cluste
     placement = checks["mesh.placement"]
     assert placement["outcome"] == "failed", placement
     assert placement["detail"].startswith(
-        "ranks 0,1 on node1; 2,3 on node2: tp groups [0,2] [1,3] span hosts (node1+node2), where the order dp_shard,tp keeps "
-        "each inside one host"), placement
+        "ranks 0,1 on node1; 2,3 on node2: tp groups [0,2] [1,3] span hosts "
+        "(node1+node2), where the order dp_shard,tp keeps each inside one host"), placement
     assert "build the mesh in the order dp_shard,tp" in placement["advice"]
     # the groups themselves still work
     assert checks["mesh.tp"]["outcome"] == "passed"

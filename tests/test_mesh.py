@@ -2,8 +2,8 @@
 
 8 ranks of TorchTitan's own config (pp 2, dp_shard 2, tp 2); 4 ranks with ep 4 and the
 uneven all_to_all; one rank of one tp group that drops out (it sleeps past its group's
-deadline before its first op: ENVCHECK_TEST_MESH_STALL), named as that group's hang with
-both ranks' stacks while the rest of the mesh is still checked.
+deadline before its first op: tests/data/mesh/dropout/sitecustomize.py), named as that
+group's hang with both ranks' stacks while the rest of the mesh is still checked.
 """
 
 import pytest
@@ -13,6 +13,7 @@ from conftest import ROOT, checks_by_id, load_report, run_cli
 pytestmark = pytest.mark.ranks
 
 TORCHTITAN = ROOT + "/tests/data/mesh/llama3_debug_model.toml"
+DROPOUT = ROOT + "/tests/data/mesh/dropout"
 DIMS = ["pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"]
 
 
@@ -67,7 +68,7 @@ def test_a_rank_that_drops_out_is_its_groups_hang_and_the_rest_is_checked(tmp_pa
     --timeout 10 = 4 s. tp group [2,3] is the hang, with rank 3 named late and both
     ranks' stacks; tp group [0,1], dp_shard and the later checks still run."""
     res, checks = _run(tmp_path, "-n", "4", "--mesh", "dp=2,tp=2", "--timeout", "10",
-                       env={"ENVCHECK_TEST_MESH_STALL": "tp:3:6"})
+                       env={"MESH_DROPOUT": "tp:3:6", "PYTHONPATH": DROPOUT})
     assert res.code == 1, res.stdout + res.stderr
     tp = checks["mesh.tp"]
     assert tp["outcome"] == "hang", tp
@@ -80,10 +81,12 @@ def test_a_rank_that_drops_out_is_its_groups_hang_and_the_rest_is_checked(tmp_pa
     # every rank of the group: its stack, where it was
     # rank 2 waits in its op; rank 3 is still asleep before its first one
     assert tp["ranks"]["2"]["where"]["at"].endswith(" _wait"), tp["ranks"]["2"]
-    assert tp["ranks"]["3"]["where"]["at"].endswith(" run"), tp["ranks"]["3"]
-    assert 'probes/mesh/ops.py", line' in tp["ranks"]["3"]["stack"]
+    assert tp["ranks"]["3"]["where"]["at"].startswith("sitecustomize.py:"), tp["ranks"]["3"]
+    assert "in _late_run" in tp["ranks"]["3"]["stack"]
+    assert "in _wait" not in tp["ranks"]["3"]["stack"]
     assert "stack" not in tp["ranks"]["0"]
     assert "look at the stacks of ranks 2,3" in tp["advice"]
     assert checks["mesh.dp_shard"]["outcome"] == "passed"
     assert checks["mesh.placement"]["outcome"] == "passed"
-    assert "rank 2: at ops.py:" in res.stdout and "rank 3: at ops.py:" in res.stdout
+    assert "rank 2: at ops.py:" in res.stdout
+    assert "rank 3: at sitecustomize.py:" in res.stdout

@@ -326,11 +326,9 @@ def read_config(path: str) -> Tuple[Dict[str, int], str]:
 def _torchtitan(text, where):
     try:
         import tomllib  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # pragma: no cover - Python < 3.11
-        try:
-            import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
-        except ImportError:
-            raise UsageError("%s: reading TOML needs Python 3.11 or tomli" % where) from None
+    except ImportError:  # pragma: no cover - Python < 3.11 (core is stdlib only: no tomli)
+        raise UsageError("%s: reading a TOML file needs Python 3.11 or later (tomllib); "
+                         "give the degrees with --mesh instead" % where) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

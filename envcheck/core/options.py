@@ -64,12 +64,10 @@ SHARED = (
                 "below 90 % of this, as nccl-tests' NCCL_TESTS_MIN_BW does (the bandwidth "
                 "probe; on one host, each rank) [default: judged only against the other "
                 "hosts]."),
-    Option("mesh", ("--mesh",), metavar="NAME=N,...",
-           help="Check the job's device mesh (the mesh probe): degrees by TorchTitan's "
-                "names pp, dp_replicate, dp_shard (dp; -1: the rest), cp, tp, ep, e.g. "
-                "dp_shard=2,tp=2, or Megatron's --tensor-model-parallel-size N ... "
-                "(docs/mesh.md)."),
-    Option("mesh_config", ("--mesh-config",), metavar="FILE",
+    Option("mesh", ("--mesh",), metavar="NAME=N,...", advanced=True,
+           help="Check the job's device mesh: pp, dp_replicate, dp_shard, cp, tp, ep "
+                "degrees (dp_shard=2,tp=2; docs/mesh.md)."),
+    Option("mesh_config", ("--mesh-config",), metavar="FILE", advanced=True,
            help="Check the device mesh a config states: a TorchTitan job config (.toml), "
                 "a DeepSpeed (.json) or Accelerate (.yaml) config, or a file with "
                 "Megatron's arguments."),

@@ -25,7 +25,7 @@ On CPU the groups are gloo subgroups; on GPUs NCCL's (not observed on hardware y
 
 from ...core import mesh as mesh_mod
 from ...core.text import rank_set
-from . import judge, ops
+from . import groups as judge, ops
 
 DIMENSIONS = mesh_mod.NAMES
 # The share of the timeout one dimension's ops may take before its group is a hang: the
@@ -93,7 +93,13 @@ def _layout(ctx, c, torch, dist, layout, state):
     if ctx.world_size != layout.world_size:
         c.fail("the layout is for %d ranks, this job has %d" % (layout.world_size,
                                                                ctx.world_size))
-    from torch.distributed.device_mesh import init_device_mesh
+    try:
+        from torch.distributed.device_mesh import init_device_mesh
+    except ImportError as exc:
+        c.fail("torch %s has no torch.distributed.device_mesh.init_device_mesh (%s): "
+               "the job's mesh cannot be built with it" % (torch.__version__, exc),
+               advice="DeviceMesh and init_device_mesh arrived in torch 2.2: a job built on "
+                      "them (TorchTitan, FSDP2, DTensor) needs torch >= 2.2")
 
     hosts = all_gather_strings(ctx, ctx.host)
     state["hosts"] = hosts
@@ -149,7 +155,7 @@ def _dimension(ctx, c, torch, dist, layout, dim, state):
     checked, skipped, entered, seconds = [], {}, 0.0, 0.0
     try:
         checked, skipped, entered, seconds = ops.run(torch, dist, ctx, dim, group, mine,
-                                                     deadline)
+                                                     start, deadline)
     except ops.Stalled as exc:
         stalled, entered = exc.op, exc.entered
     except AssertionError as exc:

@@ -18,7 +18,6 @@ older torch) is skipped with the reason, not failed.
 """
 
 import datetime
-import os
 import time
 
 # Elements of the value checks (small: correctness, not speed).
@@ -26,9 +25,6 @@ ELEMENTS = 1024
 # After its deadline, a rank that arrives late still issues the op its peers are waiting
 # in (so that theirs completes and no op is left pending), and waits this long for it.
 LATE_GRACE_S = 1.0
-# tests only: "DIM:RANK:SECONDS" makes that rank sleep before its first op of DIM (a rank
-# of one group that drops out), so that the fault is a real one in a real rank.
-STALL_ENV = "ENVCHECK_TEST_MESH_STALL"
 MISSING = ("not supported", "does not support", "unsupported", "not implemented",
            "unimplemented")
 
@@ -55,28 +51,15 @@ def plan(dim):
     }[dim]
 
 
-def stall(dim, rank):
-    """Seconds this rank sleeps before DIM's first op (tests: STALL_ENV), else 0."""
-    text = os.environ.get(STALL_ENV, "")
-    for part in text.split(","):
-        bits = part.split(":")
-        if len(bits) == 3 and bits[0] == dim and bits[1] == str(rank):
-            return float(bits[2])
-    return 0.0
-
-
-def run(torch, dist, ctx, dim, group, ranks, deadline):
-    """Run ``dim``'s ops on ``group`` (global ``ranks``, in group order) until
-    ``deadline`` (time.monotonic). Returns (checked, skipped, entered, seconds):
+def run(torch, dist, ctx, dim, group, ranks, start, deadline):
+    """Run ``dim``'s ops on ``group`` (global ``ranks``, in group order) from ``start``
+    until ``deadline`` (time.monotonic). Returns (checked, skipped, entered, seconds):
     checked: op names whose values were right; skipped: {op: reason}; entered: seconds
-    this rank took to reach its first op. Raises Stalled (an op not done by the
+    from ``start`` to this rank's first op. Raises Stalled (an op not done by the
     deadline), or AssertionError naming a wrong value."""
     checked, skipped, entered = [], {}, None
-    t0 = time.monotonic()
-    nap = stall(dim, ctx.rank)
-    for i, op in enumerate(plan(dim)):
-        if i == 0 and nap:
-            time.sleep(nap)
+    t0 = start
+    for op in plan(dim):
         now = time.monotonic()
         late = False
         if entered is None:
