@@ -6,6 +6,8 @@ deadline before its first op: tests/data/mesh/dropout/sitecustomize.py), named a
 group's hang with both ranks' stacks while the rest of the mesh is still checked.
 """
 
+import os
+
 import pytest
 
 from conftest import ROOT, checks_by_id, load_report, run_cli
@@ -68,7 +70,8 @@ def test_a_rank_that_drops_out_is_its_groups_hang_and_the_rest_is_checked(tmp_pa
     --timeout 10 = 4 s. tp group [2,3] is the hang, with rank 3 named late and both
     ranks' stacks; tp group [0,1], dp_shard and the later checks still run."""
     res, checks = _run(tmp_path, "-n", "4", "--mesh", "dp=2,tp=2", "--timeout", "10",
-                       env={"MESH_DROPOUT": "tp:3:6", "PYTHONPATH": DROPOUT})
+                       env={"MESH_DROPOUT": "tp:3:6", "PYTHONPATH": os.pathsep.join(
+                           p for p in (DROPOUT, os.environ.get("PYTHONPATH")) if p)})
     assert res.code == 1, res.stdout + res.stderr
     tp = checks["mesh.tp"]
     assert tp["outcome"] == "hang", tp
