@@ -143,7 +143,9 @@ def _reduce_scatter(torch, dist, ctx, group, ranks):
     inp = torch.cat([torch.full((k,), float((ctx.rank + 1) * (j + 1))) for j in range(n)])
     inp = inp.to(ctx.device)
     out = torch.empty(k, device=ctx.device)
-    work = dist.reduce_scatter_tensor(out, inp, group=group, async_op=True)
+    # reduce_scatter_single where torch has it (2.13 deprecates reduce_scatter_tensor)
+    fn = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    work = fn(out, inp, group=group, async_op=True)
     expected = float(sum(r + 1 for r in ranks) * (me + 1))
 
     def verify():
@@ -160,7 +162,9 @@ def _all_gather(torch, dist, ctx, group, ranks):
     k = ELEMENTS // n or 1
     t = torch.full((k,), float(ctx.rank), device=ctx.device)
     out = torch.empty(k * n, device=ctx.device)
-    work = dist.all_gather_into_tensor(out, t, group=group, async_op=True)
+    # all_gather_single where torch has it (2.13 deprecates all_gather_into_tensor)
+    fn = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    work = fn(out, t, group=group, async_op=True)
 
     def verify():
         got = [int(v) for v in out.cpu().view(n, k)[:, 0].tolist()]
