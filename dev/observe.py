@@ -91,6 +91,13 @@ VARIANTS = (
     # floor on one host, so a low one (10 MB/s) that a healthy loopback always meets.
     Variant("repeat", 2, False, ["repeat"], None, None, False,
             ("--repeat", "3", "--min-busbw", "0.01")),
+    # The mesh probe (docs/mesh.md), 8 ranks on one host: every dimension in two layouts
+    # (dp_replicate, dp_shard, tp; then pp, cp and TorchTitan's dp2ep ep). Before 2.2
+    # (no init_device_mesh) the first shows mesh.layout failing, saying so.
+    Variant("mesh", 8, False, ["mesh"], None, None, False,
+            ("--mesh", "dp_replicate=2,dp_shard=2,tp=2")),
+    Variant("mesh-pp-cp-ep", 8, False, ["mesh"], "2.2", None, False,
+            ("--mesh", "pp=2,cp=2,ep=4")),
 )
 # After the variants above, with the frameworks of dev/requirements-frameworks.txt
 # installed (those that install beside this torch).

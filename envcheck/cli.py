@@ -172,7 +172,7 @@ def _help_all(ctx: typer.Context, value: bool):
 
 
 def help_all_option(advanced="--startup-timeout, --probe-path, --min-busbw, --for, "
-                               "--master-port, --metrics"):
+                               "--mesh*, --master-port, --metrics"):
     return typer.Option(False, "--help-all", is_eager=True, callback=_help_all,
                         help="Also the advanced options (%s), and exit." % advanced)
 
@@ -337,6 +337,9 @@ def run(
     min_busbw: Optional[str] = shared_option("min_busbw"),
     repeat: Optional[str] = shared_option("repeat"),
     duration: Optional[str] = shared_option("duration"),
+    mesh: Optional[str] = shared_option("mesh"),
+    mesh_config: Optional[str] = shared_option("mesh_config"),
+    mesh_order: Optional[str] = shared_option("mesh_order"),
     framework: List[str] = typer.Option([], "--framework", metavar="NAME",
                                         help="Check the model as this framework wraps and "
                                              "launches it (lightning, accelerate, deepspeed; "
@@ -370,7 +373,7 @@ def run(
         timeout=timeout, python=python, probe_paths=tuple(probe_path), model=model,
         master_port=master_port, startup_timeout=startup_timeout,
         frameworks=tuple(framework), min_busbw=min_busbw, repeat=repeat,
-        duration=duration))
+        duration=duration, mesh=mesh, mesh_config=mesh_config, mesh_order=mesh_order))
     live = api.LiveJudge(plan)
     with Progress(enabled=not quiet, no_color=no_color, plan=plan, judge=live,
                   strict=strict) as progress:

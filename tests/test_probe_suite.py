@@ -173,11 +173,11 @@ def test_no_product_code_reads_a_test_hook():
     assert not hooks
 
 
-def test_the_suite_is_the_catalogs_order_and_fsdp_and_repeat_are_opt_in():
+def test_the_suite_is_the_catalogs_order_and_fsdp_mesh_and_repeat_are_opt_in():
     names = [s.name for s in catalog.builtin_probes()]
     assert names == [s.name for s in SUITE]
-    assert [s.name for s in SUITE if s.opt_in] == ["fsdp", "repeat"]
-    assert [s.name for s in catalog.select(catalog.builtin_probes())] == names[:-2]
+    assert [s.name for s in SUITE if s.opt_in] == ["fsdp", "mesh", "repeat"]
+    assert [s.name for s in catalog.select(catalog.builtin_probes())] == names[:-3]
 
 
 def test_a_probe_declaration_that_cannot_hold_is_refused():

@@ -64,6 +64,17 @@ SHARED = (
                 "below 90 % of this, as nccl-tests' NCCL_TESTS_MIN_BW does (the bandwidth "
                 "probe; on one host, each rank) [default: judged only against the other "
                 "hosts]."),
+    Option("mesh", ("--mesh",), metavar="NAME=N,...", advanced=True,
+           help="Check the job's device mesh: pp, dp_replicate, dp_shard, cp, tp, ep "
+                "degrees (dp_shard=2,tp=2; docs/mesh.md)."),
+    Option("mesh_config", ("--mesh-config",), metavar="FILE", advanced=True,
+           help="Check the device mesh a config states: a TorchTitan job config (.toml), "
+                "a DeepSpeed (.json) or Accelerate (.yaml) config, or a file with "
+                "Megatron's arguments."),
+    Option("mesh_order", ("--mesh-order",), metavar="NAME,...", advanced=True,
+           help="The mesh's dimension order, outermost first, as the job's "
+                "init_device_mesh has it [default: TorchTitan's pp,dp_replicate,dp_shard,"
+                "cp,tp]."),
     Option("repeat", ("--repeat",), metavar="N", help=REPEAT_HELP),
     Option("duration", ("--for",), metavar="DURATION", advanced=True, help=FOR_HELP),
     Option("json_path", ("--json",), metavar="PATH",

@@ -103,6 +103,15 @@ SUITE: Tuple[Probe, ...] = (
         # suite's budget (docs/fsdp.md has the figures).
         opt_in=True),
     Probe(
+        builtin=True, name="mesh", module="envcheck.probes.mesh", function="probe_mesh",
+        summary="the job's device mesh (--mesh, --mesh-config): init_device_mesh as the "
+                "job builds it; each dimension's collectives per group with right values; "
+                "groups' hosts and speed",
+        checks=("layout", "pp", "dp_replicate", "dp_shard", "cp", "tp", "ep", "placement",
+                "speed"),
+        # Runs when --mesh or --mesh-config gives the layout (docs/mesh.md).
+        opt_in=True),
+    Probe(
         builtin=True, name="repeat", module="envcheck.probes.repeat", function="probe_repeat",
         summary="Collectives, bandwidth and round trips in rounds: per host "
                 "best/median/worst, failures",

@@ -20,7 +20,7 @@ SETUP = "setup"
 
 
 def _rank_entry(rec):
-    return {
+    entry = {
         "outcome": rec["outcome"],
         "seconds": rec.get("seconds"),
         "detail": rec.get("detail") or "",
@@ -29,6 +29,10 @@ def _rank_entry(rec):
         "data": rec.get("data") or {},
         "time": rec.get("time"),
     }
+    if rec.get("stack"):  # a hang the probe saw itself (worker/context CheckHung)
+        entry["stack"] = rec["stack"]
+        entry["where"] = blame.whereabouts(rec["stack"])
+    return entry
 
 
 def _abort_entry(abort, rank, info, timeout):

@@ -6,7 +6,8 @@ import os
 import time
 
 from .. import __version__
-from ..core import limits, options as run_options, plan as plan_mod, repeat as repeat_mod
+from ..core import limits, mesh as mesh_mod, options as run_options, plan as plan_mod, \
+    repeat as repeat_mod
 from ..probes import catalog
 from ..core.errors import UsageError
 from ..core import outcomes
@@ -36,6 +37,9 @@ class RunOptions:
     min_busbw: str = None  # GB/s, as given: checked by plan_mod.min_busbw
     repeat: str = None  # --repeat N, as given: checked by core.repeat
     duration: str = None  # --for DURATION, as given
+    mesh: str = None  # --mesh NAME=N,...: the job's layout (core/mesh.py)
+    mesh_config: str = None  # --mesh-config FILE
+    mesh_order: str = None  # --mesh-order NAME,...
 
 
 @dataclasses.dataclass
@@ -127,6 +131,10 @@ def make_plan(opts):
         specs = repeat_mod.with_probe(specs, known)
     if opts.min_busbw is not None:
         options["min_busbw"] = plan_mod.min_busbw(opts.min_busbw)
+    layout = mesh_mod.read(opts.mesh, opts.mesh_config, opts.mesh_order, nproc)
+    if layout is not None:
+        options["mesh"] = layout.to_dict()
+        specs = mesh_mod.with_probe(specs, known, opts.skip)
     if opts.frameworks:
         options["frameworks"] = sorted(set(opts.frameworks))
     if opts.model:

@@ -53,6 +53,16 @@ class CheckFailed(Exception):
         self.advice = advice
 
 
+class CheckHung(Exception):
+    """A probe that watched its own collective past a deadline (the mesh probe's
+    groups): the check is a ``hang``, with this rank's stacks, while the probe goes on."""
+
+    def __init__(self, message, stack=None, advice=None):
+        super().__init__(message)
+        self.stack = stack
+        self.advice = advice
+
+
 class UndeclaredCheck(Exception):
     pass
 
@@ -71,6 +81,11 @@ class Check:
 
     def fail(self, message, advice=None):
         raise CheckFailed(message, advice)
+
+    def hang(self, message, stack=None, advice=None):
+        """This check hung (a collective that never completed), seen by the probe
+        itself: ``stack`` is this rank's faulthandler dump, as the supervisor keeps."""
+        raise CheckHung(message, stack, advice)
 
 
 class _CheckScope:
@@ -98,6 +113,9 @@ class _CheckScope:
         elif isinstance(exc, CheckSkipped):
             fields["outcome"] = "skipped"
             fields["detail"] = str(exc)
+        elif isinstance(exc, CheckHung):
+            fields.update(outcome="hang", detail=str(exc), stack=exc.stack,
+                          advice=exc.advice or c.advice)
         elif not is_stop(exc):
             fields["outcome"] = "failed"
             message = str(exc)

@@ -40,7 +40,7 @@ import signal
 import sys
 import time
 
-from ..core import options, plan as plan_mod, repeat as repeat_mod
+from ..core import mesh as mesh_mod, options, plan as plan_mod, repeat as repeat_mod
 from ..probes import catalog
 from ..core.atomic import write_atomic
 from ..core.errors import UsageError
@@ -53,13 +53,16 @@ from . import hostzygote, identity, relay, reporting, runtime, watcher as watche
 from ..probes.shared.files import SHARED_DIR_ENV
 
 
-def plan_entries(wanted, skipped, probe_paths, rounds=None):
+def plan_entries(wanted, skipped, probe_paths, rounds=None, mesh=False):
     """The probes to run, as plan entries: the same catalog and order as envcheck run
-    (``rounds``: --repeat or --for asked for the repeat probe)."""
+    (``rounds``: --repeat or --for asked for the repeat probe; ``mesh``: a layout, the
+    mesh probe)."""
     known = catalog.all_probes(probe_paths)
     specs = catalog.select(known, wanted, skipped)
     if rounds:
         specs = repeat_mod.with_probe(specs, known)
+    if mesh:
+        specs = mesh_mod.with_probe(specs, known, skipped)
     return [spec.plan_entry() for spec in specs]
 
 
@@ -233,6 +236,10 @@ def prepare(argv):
         args.probe_options["min_busbw"] = plan_mod.min_busbw(args.min_busbw)
     if rounds:
         args.probe_options[repeat_mod.OPTION] = rounds
+    layout = mesh_mod.read(args.mesh, args.mesh_config, args.mesh_order, who[2])
+    if layout is not None:
+        args.probe_options["mesh"] = layout.to_dict()
+        entries = plan_entries(args.probe, args.skip, args.probe_path, rounds, mesh=True)
     if args.checkpoint_dir:
         _check_checkpoint_dir(args.checkpoint_dir)
         os.environ[SHARED_DIR_ENV] = args.checkpoint_dir
