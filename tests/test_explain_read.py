@@ -118,3 +118,21 @@ def test_memory_stays_flat_on_a_log_larger_than_it(tmp_path):
     peak_kib, found, lines = (int(x) for x in proc.stdout.split())
     assert (found, lines) == (1, 112 * 20000 + 1)
     assert peak_kib * 1024 < size / 2
+
+
+def test_an_error_across_the_flush_of_an_endless_cr_line_is_found_once():
+    # A progress bar redrawn with CR, no newline for longer than envcheck holds (the
+    # line is searched and flushed every 4 * MAX_LINE bytes): wherever the error falls
+    # against a read and a flush, it is found, once. Before, an error cut by the flush
+    # was lost.
+    seg = b"\rprogress 50% |#####     | 1234/5678 [00:01<00:02]"
+    err = b"\rRuntimeError: CUDA error: out of memory"
+    missed = []
+    for pos in range(4 * read.MAX_LINE - 200, 4 * read.MAX_LINE + 8400, 11):
+        filler = (seg * (pos // len(seg) + 1))[:pos]
+        data = b"start\n" + filler + err + seg * 10 + b"\nend\n"
+        found = [h for h in read.Scan(io.BytesIO(data), chunk=4096)
+                 if b"out of memory" in h.data]
+        if len(found) != 1 or found[0].number != 2:
+            missed.append((pos, len(found)))
+    assert missed == []

@@ -158,6 +158,19 @@ def _hits(buf, first_number, size, begin=0):
     return out, number + buf.count(b"\n", counted, size)
 
 
+def _flush(carry, number):
+    """A line too long to hold (a progress bar redrawn with CR for hours): its hits up to
+    the last CR before its last MAX_LINE bytes, and the rest, kept to be joined to what
+    comes next. A redraw is never cut in two, so an error the next read completes is not
+    lost; a line with no CR there is cut MAX_LINE bytes from its end. No newline is in
+    ``carry``: the line number stays."""
+    at = carry.rfind(b"\r", 0, len(carry) - MAX_LINE)
+    if at <= 0:
+        at = len(carry) - MAX_LINE
+    hits, _ = _hits(carry, number, at)
+    return hits, carry[at:]
+
+
 class Scan:
     """Iterate over the ``Hit``s of a binary stream, in order; afterwards ``lines`` and
     ``bytes`` say how much was read."""
@@ -188,9 +201,8 @@ class Scan:
                 if nl < 0:
                     carry += block
                     if len(carry) > 4 * MAX_LINE:  # a line with no end in sight
-                        hits, number = _hits(carry, number, len(carry))
+                        hits, carry = _flush(carry, number)
                         yield from hits
-                        carry = b""
                     continue
                 head = carry + block[:nl + 1]
                 hits, number = _hits(head, number, len(head))
@@ -200,9 +212,8 @@ class Scan:
             if cut < 0:
                 carry = block[begin:]
                 if len(carry) > 4 * MAX_LINE:
-                    hits, number = _hits(carry, number, len(carry))
+                    hits, carry = _flush(carry, number)
                     yield from hits
-                    carry = b""
                 continue
             hits, number = _hits(block, number, cut + 1, begin)
             yield from hits
