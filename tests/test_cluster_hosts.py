@@ -129,3 +129,26 @@ def test_odd_numpy_variable_clock_and_shm_are_each_reported_on_their_host(cluste
         assert checks["hosts." + name]["outcome"] == "passed"
     out = res[0].stdout
     assert "hosts.clock" in out and "node3" in out
+
+
+def test_a_check_two_hosts_fail_differently_is_judged_by_the_worse_host(cluster):
+    # node2's /dev/shm is full-size-small (16 MiB: fails, unexpected), node3's merely
+    # small (256 MiB: a warning, a known issue). Whichever host's record came first, the
+    # check is the worse host's: node2, and the run fails. Before, the first record
+    # decided, and node3's warning could leave the job "nothing unexpected", exit 0.
+    node1, node2, node3 = cluster.hosts
+    try:
+        node2.run(["mount", "-t", "tmpfs", "-o", "size=16m", "envcheck-shm", "/dev/shm"])
+        node3.run(["mount", "-t", "tmpfs", "-o", "size=256m", "envcheck-shm", "/dev/shm"])
+        res, path = _run(cluster.hosts, 3)
+    finally:
+        node2.run(["umount", "/dev/shm"], check=False)
+        node3.run(["umount", "/dev/shm"], check=False)
+    assert res[0].code == 1, _where(res)
+    shm = checks_by_id(_report(node1, path))["hosts.shm"]
+    assert (shm["outcome"], shm["verdict"]) == ("failed", "unexpected"), shm
+    assert shm["root_rank"] in (2, 3)
+    assert shm["detail"].startswith("ranks 2,3"), shm["detail"]
+    assert "/dev/shm on node2 is 16 MiB" in shm["detail"]
+    # node3's own words stay in its ranks' entries
+    assert "/dev/shm on node3 is 256 MiB" in shm["ranks"]["4"]["detail"]

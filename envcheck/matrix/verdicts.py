@@ -35,8 +35,11 @@ The check's verdict is its worst finding's; a check whose findings are all harml
 passed.
 """
 
+import dataclasses
+
 from .values import Target
 from ..core.outcomes import Outcome, Verdict
+from ..core.text import rank_set
 
 # The advice of a failure other than the one the matrix expects: explain.diagnose puts
 # the cause its text names before it.
@@ -124,6 +127,44 @@ def unsupported_advice(entry, matrix, target):
     return advice or None
 
 
+# How much a verdict weighs when the ranks of one check failed in different words.
+_SEVERITY = {Verdict.OK: 0, Verdict.NEW: 0, Verdict.FIXED: 1, Verdict.KNOWN: 2,
+             Verdict.UNSUPPORTED: 3, Verdict.FAILURE: 3, Verdict.UNEXPECTED: 4}
+
+
+def _worst_rank(check, applicable, verdict, entry):
+    """(verdict, entry) of the check's worst failing rank. The merge tells a check's
+    story from one rank (the first that failed); where other ranks failed with other
+    words — one host's /dev/shm full, another's merely small — each is judged, and the
+    worst decides: the check then tells that rank's story, host and all."""
+    if verdict is None or not Outcome(check.outcome).is_bad or not check.ranks:
+        return verdict, entry
+    seen = {error_text(check)}
+    for key, rank in sorted(check.ranks.items(), key=lambda kv: int(kv[0])):
+        if not isinstance(rank, dict) or rank.get("outcome") != check.outcome:
+            continue
+        other = dataclasses.replace(check, error=rank.get("error"),
+                                    detail=rank.get("detail") or "")
+        text = error_text(other)
+        if text in seen:
+            continue
+        seen.add(text)
+        theirs, their_entry = judge(other, applicable)
+        if theirs is not None and _SEVERITY[theirs] > _SEVERITY[verdict]:
+            verdict, entry = theirs, their_entry
+            same = sorted(int(k) for k, r in check.ranks.items()
+                          if isinstance(r, dict) and r.get("outcome") == check.outcome
+                          and error_text(dataclasses.replace(
+                              check, error=r.get("error"), detail=r.get("detail") or ""))
+                          == text)
+            check.root_rank = int(key)
+            check.error, check.advice = rank.get("error"), rank.get("advice")
+            detail = rank.get("detail") or ""
+            check.detail = detail if detail.startswith("rank") else "%s: %s" % (
+                rank_set(same), detail)
+    return verdict, entry
+
+
 def apply(report, matrix):
     """Set every check's verdict and expectation, and ``report.matrix``; returns it."""
     backend = report.ranks[0].get("backend") if report.ranks else None
@@ -145,6 +186,7 @@ def apply(report, matrix):
             check.outcome = (Outcome.PASSED if verdict == Verdict.OK else Outcome.FAILED).value
         else:
             verdict, entry = judge(check, applicable)
+            verdict, entry = _worst_rank(check, applicable, verdict, entry)
         check.verdict = verdict.value if verdict else None
         check.expectation = entry.to_dict() if entry else None
         if judged:
