@@ -130,9 +130,10 @@ def _group(dist, mesh, layout, dim, members):
     release has no ``_flatten``)."""
     if len(members) == 1:
         return mesh.get_group(members[0])
-    sub = mesh[members]
-    if hasattr(sub, "_flatten"):
-        return sub._flatten(mesh_dim_name=dim).get_group(dim)
+    if hasattr(type(mesh), "_flatten"):
+        return mesh[members]._flatten(mesh_dim_name=dim).get_group(dim)
+    # Before _flatten, a mesh cannot be sliced by several names either (2.2: KeyError
+    # "Mesh dimension '(...)' does not exist", seen by the release sweep).
     group, _ = dist.new_subgroups_by_enumeration(layout.groups(dim))
     return group
 
