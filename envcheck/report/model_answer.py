@@ -26,7 +26,7 @@ WORKS, FAILS, UNCHECKED = "works", "fails", "not checked"
 # a passing line quotes.
 CAPABILITIES = (
     ("build", "build",
-     ("serialization.model", "checkpoint.model", "fsdp.model"),
+     ("serialization.model", "checkpoint.model"),
      "the model does not build, or its forward fails, in every rank", "-p serialization"),
     ("deepcopy", "deepcopy",
      ("serialization.deepcopy_ddp_module", "serialization.deepcopy_ddp"),
@@ -56,7 +56,7 @@ CAPABILITIES = (
       "frameworks.lightning_save_load", "frameworks.lightning_own_launcher",
       "frameworks.accelerate_prepare", "frameworks.accelerate_deepcopy",
       "frameworks.accelerate_save_load"),
-     "the framework's wrapper fails with it", "--framework lightning|accelerate"),
+     "the framework's wrapper fails with it", "-p frameworks"),
 )
 
 # Checks a copy of the user's model fails in when an attribute cannot be pickled: one
@@ -94,7 +94,6 @@ ANSWERS = {"deepcopy": ("fresh", "plain", "lookup"), "pickle": ("weights", "fres
 DOES = {
     "serialization.model": "the factory in every rank",
     "checkpoint.model": "again for checkpoints",
-    "fsdp.model": "again for FSDP2",
     "serialization.deepcopy_ddp_module": "copy.deepcopy(model)",
     "serialization.deepcopy_ddp": "deepcopy of the DDP wrapper",
     "serialization.pickle_ddp": "pickle round trip",
@@ -103,8 +102,6 @@ DOES = {
     "serialization.ddp_wrap": "DistributedDataParallel(model)",
     "fsdp.model": "fully_shard",
     "fsdp.train_step": "a sharded training step",
-    "fsdp.deepcopy": "deepcopy of the sharded model",
-    "fsdp.ema_copy": "an EMA copy from full tensors",
     "checkpoint.dcp_save_load": "dcp.save/dcp.load",
     "checkpoint.reshard_load": "a load at another world size",
     "fsdp.save_load": "FSDP2's state dict through DCP",
@@ -158,9 +155,9 @@ def _bad(check):
 
 
 def capability_lines(report):
-    """[{key, label, status, checks, blocked_by, detail, in_training}] for a --model run;
-    [] without --model. ``status``: works, fails, or not checked (``detail`` says why or
-    how to get it checked)."""
+    """[{key, label, status, checks, blocked_by, detail, in_training, not_run}] for a
+    --model run; [] without --model. ``status``: works, fails, or not checked (``detail``
+    says why, or which probe to add)."""
     if not spec(report):
         return []
     checks = _by_id(report)
@@ -182,15 +179,15 @@ def capability_lines(report):
                         detail=_failure_text(first))
         elif ran:
             line.update(status=WORKS, detail=_passed_detail(ran, present))
-        elif key == "framework" and not any(c.outcome != Outcome.SKIPPED.value
-                                            or "not installed" not in (c.detail or "")
-                                            for c in present):
+        elif key == "framework" and present and all(
+                c.outcome == Outcome.SKIPPED.value and "not installed" in (c.detail or "")
+                for c in present):
             line.update(status=UNCHECKED, detail=NO_FRAMEWORK)
         else:
             skipped = [c for c in present if c.detail]
             if skipped:
                 why = " ".join(skipped[0].detail.split())
-            elif not ids[0].split(".")[0] in probes:
+            elif ids[0].split(".")[0] not in probes:
                 why = "add %s" % ask
             else:
                 why = "not run"
