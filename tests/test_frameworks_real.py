@@ -20,7 +20,9 @@ import pytest
 
 from conftest import ROOT, checks_by_id, load_report, run_cli
 
-pytestmark = pytest.mark.ranks  # every test here starts real ranks
+# Every test here starts real ranks; one worker under xdist (--dist loadgroup), so that
+# the module's real jobs and envcheck runs are made once, not once per worker.
+pytestmark = [pytest.mark.ranks, pytest.mark.xdist_group("frameworks_real")]
 
 NEEDED = ("lightning", "accelerate", "transformers")
 

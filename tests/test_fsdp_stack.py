@@ -33,7 +33,9 @@ import pytest
 
 from conftest import checks_by_id, launcher_env, load_report, run_cli
 
-pytestmark = pytest.mark.ranks  # every test here starts real ranks
+# Every test here starts real ranks; one worker under xdist (--dist loadgroup), so that
+# the module's real jobs and envcheck runs are made once, not once per worker.
+pytestmark = [pytest.mark.ranks, pytest.mark.xdist_group("fsdp_stack")]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

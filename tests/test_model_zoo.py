@@ -29,7 +29,9 @@ import pytest
 
 from conftest import ROOT, checks_by_id, load_report, run_cli
 
-pytestmark = pytest.mark.ranks
+# One worker under xdist (--dist loadgroup): the truth jobs and each envcheck run are
+# made once and read by every test that needs them.
+pytestmark = [pytest.mark.ranks, pytest.mark.xdist_group("zoo")]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ZOO = os.path.join(HERE, "data", "zoo.py")
@@ -77,7 +79,19 @@ def truth():
     return {2: _truth(2), 4: _truth(4)}
 
 
+_RUNS = {}
+
+
 def _envcheck(tmp_path, name, nproc, fsdp):
+    """envcheck's run on the zoo's model, once per (model, ranks, -p fsdp) in a test
+    process: the tests that look closer at one model read the same run."""
+    key = (name, nproc, fsdp)
+    if key not in _RUNS:
+        _RUNS[key] = _run_envcheck(tmp_path, name, nproc, fsdp)
+    return _RUNS[key]
+
+
+def _run_envcheck(tmp_path, name, nproc, fsdp):
     report = tmp_path / ("%s-%d.json" % (name, nproc))
     probes = ["-p", "serialization", "-p", "checkpoint"] + (["-p", "fsdp"] if fsdp else [])
     result = run_cli("run", "-q", "--model", "%s:%s" % (ZOO, name), "--nproc", str(nproc),
@@ -126,7 +140,7 @@ def test_a_model_that_holds_a_process_group_is_named_and_its_remedy_works(truth,
     assert real["deepcopy"].startswith("TypeError: cannot pickle 'torch._C._distributed_c10d"
                                        ".ProcessGroup' object")
     assert real["state_dict"] == "ok"  # the remedy envcheck prints, done the plain way
-    result, data = _envcheck(tmp_path, "group_holder", 2, False)
+    result, data = _envcheck(tmp_path, "group_holder", 2, True)
     answer = {c["key"]: c for c in data["model"]["capabilities"]}
     assert answer["deepcopy"]["blocked_by"] == ["layers.0.sp_group (ProcessGroup)",
                                                 "layers.1.sp_group (ProcessGroup)"]
