@@ -24,6 +24,7 @@ as file descriptors (``SCM_RIGHTS``)::
     {"fork": {"id": ..., "target": "module:function", "args": [...],
               "env": {...}, "cwd": ..., "argv": [...],   # the fork's own, whole
               "watch": bool,                             # status back, killed with us
+              "cgroup": path,                            # the fork enters it first
               "require": {"python": ..., "affinity": [...], "env_except": [...]}}}
 
 and each reply one JSON line: ``{"ready": import_s}`` once the init target ran,
@@ -33,7 +34,8 @@ rank imports torch itself), ``{"status": S, "pid": N}`` when a watched fork ends
 target is called as ``target(*args, forked={"zygote_pid", "torch_import_s"})``: nothing
 is patched into a module after the fork (``launch/forked.py``).
 
-A fork is its own session (the driver signals its process group), its stdin /dev/null,
+A fork is its own session (the driver signals its process group), in the cgroup its
+request names (``launch/enclosure.py``: its watcher's for it), its stdin /dev/null,
 SIGUSR1 ignored until the rank registers its stack dump for it, and, when watched, dies
 with the server (``PR_SET_PDEATHSIG``). The server dies with whoever started it while it
 imports (a supervisor: always; a torchrun host: until it has forked), never outlives its
@@ -55,7 +57,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import contain, forked, procs, signals
+from . import contain, enclosure, forked, procs, signals
 
 POLL_S = 0.02
 MAX_LINE = 1 << 20  # no request is longer: a connection sending more is closed
@@ -89,6 +91,7 @@ class Conn:
         self.buf = b""
         self.fds: List[int] = []
         self.watched: Dict[int, Any] = {}  # fork pid -> request id
+        self.enclosed: Dict[int, Dict[str, Any]] = {}  # watched fork pid -> its request
 
     def receive(self) -> bool:
         """Read what it sent; False once it closed its end (or sent garbage)."""
@@ -198,8 +201,10 @@ class Server:
 
     def _closed(self, conn: Conn) -> None:
         self.conns.remove(conn)
-        for pid in conn.watched:  # its watcher is gone: so is its rank
+        for pid in conn.watched:  # its watcher is gone: so is its rank, and what it started
             procs.send(pid, signal.SIGKILL)
+            spec = conn.enclosed.get(pid, {})
+            enclosure.end_fork(spec.get("env") or {}, spec.get("cgroup"))
         if conn.pid is not None and conn.pid == self.leader:
             self._stop_listening()
         conn.close()
@@ -250,6 +255,7 @@ class Server:
             os.close(fd)
         if spec.get("watch"):
             conn.watched[pid] = spec.get("id")
+            conn.enclosed[pid] = spec
         conn.reply({"pid": pid, "id": spec.get("id")})
 
     def _become(self, conn: Conn, spec: Dict[str, Any], fds: List[int]) -> None:
@@ -257,6 +263,7 @@ class Server:
         def become() -> Any:
             signals.reset(*signals.SIGNALS, signal.SIGCHLD)
             os.setsid()  # the driver signals the rank's process group
+            enclosure.enter(spec.get("cgroup"))  # its watcher's cgroup for it, if any
             if spec.get("watch"):
                 contain.die_with_parent(os.getppid())
             out, err = fds
@@ -298,6 +305,7 @@ class Server:
                     done, status = pid, 0
                 if done:
                     del conn.watched[pid]
+                    conn.enclosed.pop(pid, None)
                     conn.reply({"status": status, "pid": pid})
 
     def _watching(self) -> bool:
@@ -355,8 +363,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     signals.ignore(signal.SIGUSR1)
     if args.listen:
         # The watchers pass the launcher's SIGTERM on to their ranks, and still need
-        # this server for their statuses.
+        # this server for their statuses. What a fork orphans comes here (not to
+        # local rank 0's watcher, whose own rank may end first), and ends with it.
         signals.ignore(*signals.SIGNALS)
+        contain.set_subreaper(True)
     if args.parent:
         contain.die_with_parent(args.parent)
     server = Server(args.preload)
@@ -384,6 +394,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         contain.outlive_parent()
         if not procs.alive(args.parent):
             return 0  # it ended as the prctl was undone
+        code = server.run()
+        contain.kill_descendants()  # what its forks left: every fork has ended
+        return code
     return server.run()
 
 

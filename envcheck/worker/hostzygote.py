@@ -45,7 +45,7 @@ import socket
 import sys
 import time
 
-from ..launch import forkserver, procs
+from ..launch import enclosure, forkserver, procs
 from . import zygote
 
 OFF_ENV = "ENVCHECK_SHARED_IMPORT"
@@ -54,7 +54,7 @@ POLL_S = 0.02
 # What torchrun sets differently for each local rank: anything else that differs means
 # another environment, whose rank imports torch itself.
 PER_RANK = frozenset(("RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK",
-                      "TORCHELASTIC_ERROR_FILE"))
+                      "TORCHELASTIC_ERROR_FILE", enclosure.MARK))
 KILLED = signal.SIGKILL  # the wait status of a fork that died with the zygote
 
 
@@ -94,9 +94,9 @@ def start(probes, local_world_size, startup_timeout):
     try:
         # Not a session of its own: torchrun kills local rank 0's process group at its
         # teardown, and the zygote with it.
-        procs.popen(cmd, stdin=procs.DEVNULL, stdout=procs.DEVNULL)
+        return procs.popen(cmd, stdin=procs.DEVNULL, stdout=procs.DEVNULL).pid
     except OSError:
-        pass
+        return None
 
 
 def _replies(sock, buf):
@@ -151,9 +151,11 @@ def _trusted_server(sock):
     return uid == os.getuid() and procs.parent_of(leader) == os.getppid(), pid
 
 
-def ask(target, argv, started, reply_s, environ=os.environ, connect_s=CONNECT_S):
+def ask(target, argv, started, reply_s, environ=os.environ, connect_s=CONNECT_S,
+        cgroup=None):
     """This rank, forked by the host's zygote to run ``target(argv, started, forked=...)``
-    (``module:function``): a Fork, or None (fork it yourself). The
+    (``module:function``) with ``environ``, in ``cgroup`` (its enclosure's, or None):
+    a Fork, or None (fork it yourself). The
     zygote imports torch before it forks: its reply may take up to ``reply_s`` (the
     startup timeout); past it the rank is forked by its watcher, and imports torch
     itself."""
@@ -173,7 +175,7 @@ def ask(target, argv, started, reply_s, environ=os.environ, connect_s=CONNECT_S)
             raise OSError("not our zygote")
         request = {"fork": {
             "id": 0, "target": target, "args": [list(argv), started], "env": dict(environ),
-            "cwd": os.getcwd(), "argv": sys.argv, "watch": True,
+            "cwd": os.getcwd(), "argv": sys.argv, "watch": True, "cgroup": cgroup,
             "require": {"python": sys.executable, "env_except": sorted(PER_RANK),
                         "affinity": sorted(os.sched_getaffinity(0))}}}
         forkserver.send(sock, request, (1, 2))

@@ -47,7 +47,7 @@ from ..core.errors import UsageError
 from ..core.outcomes import RankExit
 from ..core.records import MERGED_RECORDS, records_path, stacks_path
 from ..core.text import printable
-from ..launch import procs
+from ..launch import enclosure, procs
 from ..launch.watchdog import grace_for
 from . import hostzygote, identity, relay, reporting, runtime, watcher as watcher_mod
 from ..probes.shared.files import SHARED_DIR_ENV
@@ -264,19 +264,23 @@ def run_forked(argv, started, forked=None):
     return 1
 
 
-def _start_rank(job, argv):
+def _start_rank(job, argv, pen):
     """Fork the rank, or have the host's zygote fork it (one import of torch for every
-    local rank under torchrun): its pid, and the zygote's Fork or None."""
+    local rank under torchrun), in its enclosure ``pen``: its pid, the zygote's Fork or
+    None, and the zygote's pid where this process started it (None)."""
+    zygote = None
     if hostzygote.wanted(job.launcher, job.local_world_size):
         if job.local_rank == 0:
-            hostzygote.start(job.plan["probes"], job.local_world_size, job.startup_timeout)
-        fork = hostzygote.ask(RANK_TARGET, argv, job.started, job.startup_timeout)
+            zygote = hostzygote.start(job.plan["probes"], job.local_world_size,
+                                      job.startup_timeout)
+        fork = hostzygote.ask(RANK_TARGET, argv, job.started, job.startup_timeout,
+                              environ=pen.environ(os.environ), cgroup=pen.path)
         if fork is not None:
-            return fork.pid, fork
+            return fork.pid, fork, zygote
         # Refused, or no fork within the startup timeout (the zygote's import stalled):
         # this rank imports torch itself, with a startup timeout of its own.
         job.started_mono = time.monotonic()
-    return watcher_mod.fork_rank(lambda: _rank_main(job)), None
+    return watcher_mod.fork_rank(lambda: _rank_main(job), pen), None, zygote
 
 
 def main(argv=None):
@@ -291,8 +295,10 @@ def main(argv=None):
             os.remove(stale)  # a previous job's, in a reused --out
         except FileNotFoundError:
             pass
-    pid, fork = _start_rank(job, argv)
-    sys.exit(watcher_mod.Watcher(pid, job, fork).run())
+    # What the rank starts is kept in, and ends with it (launch/enclosure.py).
+    pen = enclosure.Enclosure(job.run_id, job.rank)
+    pid, fork, zygote = _start_rank(job, argv, pen)
+    sys.exit(watcher_mod.Watcher(pid, job, fork, pen, zygote).run())
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from ..core.outcomes import RankExit
 from ..core.phases import PhaseTracker
 from ..core.records import RecordTail, RecordWriter, records_path, stacks_path
 from ..core.text import printable
-from ..launch import contain, procs, signals
+from ..launch import contain, enclosure, procs, signals
 from ..launch.group import RankGroup
 from ..launch.watchdog import Watchdog, grace_for
 
@@ -84,9 +84,14 @@ class _Rank:
 class Watcher:
     """One rank's watcher; ``run()`` returns the exit code for the launcher."""
 
-    def __init__(self, pid, job, fork=None):
+    def __init__(self, pid, job, fork=None, pen=None, zygote=None):
         self.pid = pid
         self.fork = fork  # hostzygote.Fork: the host's zygote forked the rank, not this
+        # launch/enclosure.py: what the rank starts, closed as soon as the rank has ended;
+        # the host's zygote (this process started it) serves other ranks: spared
+        self.pen = pen
+        self.spare = [p for p in (zygote, fork.zygote_pid if fork else None) if p]
+        self.launcher_pid = os.getppid()  # torchrun's agent, srun's step
         self.job = job  # launched.Job: rank, out, timeouts, run id, host, ...
         self.tail = RecordTail(records_path(job.out, job.rank))
         self.stacks = stacks_path(job.out, job.rank)
@@ -117,17 +122,25 @@ class Watcher:
         if self.exit_status is not None:
             return True
         if self.fork is not None:  # its parent, the zygote, sends its wait status
-            self.exit_status = self.fork.status(block)
-            return self.exit_status is not None
-        try:
-            pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
-        except ChildProcessError:
-            self.exit_status = 0
-            return True
-        if pid == 0:
+            status = self.fork.status(block)
+        else:
+            try:
+                pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                pid, status = self.pid, 0
+            if pid == 0:
+                return False
+        if status is None:
             return False
         self.exit_status = status
+        if self.pen is not None:  # the rank is gone: so is whatever it started
+            self.pen.close(self.spare)
         return True
+
+    def _launcher_gone(self):
+        """torchrun's agent (or srun's step) died without tearing the job down (it was
+        SIGKILLed): this process now belongs to init."""
+        return os.getppid() != self.launcher_pid
 
     def _follow(self):
         for rec in self.tail.poll():
@@ -141,6 +154,11 @@ class Watcher:
             if self._reap():
                 self._follow()
                 return self._ended()
+            if self.noted.signum is None and self._launcher_gone():
+                sys.stderr.write(
+                    "envcheck: rank %d on %s: the launcher (pid %d) is gone: ending the "
+                    "rank\n" % (self.job.rank, printable(self.job.host), self.launcher_pid))
+                self.noted.signum = signal.SIGHUP
             if self.noted.signum is not None:
                 return self._torn_down()
             waited = time.monotonic() - self.tracker.started
@@ -248,8 +266,9 @@ class Watcher:
         return job.report_after_failure(collect, silent, code)
 
 
-def fork_rank(run_rank):
-    """Fork the rank (it runs ``run_rank()`` and never returns); the caller watches it."""
+def fork_rank(run_rank, pen):
+    """Fork the rank (it runs ``run_rank()`` and never returns) in its enclosure ``pen``
+    (launch/enclosure.py); the caller watches it."""
     parent = os.getpid()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -261,6 +280,8 @@ def fork_rank(run_rank):
     if pid == 0:
         try:
             contain.die_with_parent(parent)
+            enclosure.enter(pen.path)
+            os.environ.update(pen.environ({}))
             run_rank()
         except BaseException:
             traceback.print_exc()  # the rank's own error, in the launcher's log
