@@ -43,9 +43,10 @@ BATCH4 = [e for e in ENTRIES if e.get("batch") == 4]
 # the figure that counts is the one measured before (docs/explain.md), recorded here.
 WRITTEN_FROM_AFTER = [e for e in ENTRIES if e.get("heldout_when_measured")]
 MEASURED = {"heldout": 61, "right": 55}  # all three batches, each at its first run
-# Batch 4, measured once (2e05e0b, the rules of 71a3084): 18 of 25. No rule was changed
-# after it. The logs it got right must stay right; the 7 misses are listed in
-# docs/explain.md (a family no signature reads, or a wording no rule knows).
+# Batch 4, measured once (2e05e0b, the rules of 71a3084): 18 of 25, and that figure stays.
+# The logs it got right must stay right; the 7 misses are listed in docs/explain.md (a
+# family no signature reads, or a wording no rule knows). Rules were written from all 7
+# after the measurement (8515a36, then phase B), so they are training logs now.
 BATCH4_MEASURED = {"logs": 25, "right": 18}
 BATCH4_MISSED = {
     "https://github.com/meta-pytorch/monarch/pull/1571",  # connect failure printed before the gai error
@@ -63,6 +64,11 @@ NOT_IN_THE_TEXT = {
     # the log holds only NCCL's 'unhandled system error'; the cause (Docker's network
     # isolation) is in the thread's discussion, not in any line of the log
     "https://github.com/pytorch/pytorch/issues/23363": "nccl.system_error",
+    # batch 4, written from after it was measured: the log holds only torch's 'NCCL Error
+    # 2: unhandled system error' (docker's small /dev/shm is in the thread), and only
+    # 'NCCL error: unhandled cuda error' (the bad node is in the thread)
+    "https://github.com/NVIDIA/nccl/issues/473": "nccl.system_error",
+    "https://github.com/vllm-project/vllm/issues/7896": "nccl.cuda_error",
 }
 
 
@@ -140,7 +146,15 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
         "https://github.com/AkariAsai/self-rag/issues/83",
         "https://github.com/2U1/Qwen-VL-Series-Finetune/issues/79",
         "https://github.com/pytorch/gloo/issues/223",
+        # phase B: the other four (an order rule, NCCL's interface lines, two wordings
+        # whose log does not hold the thread's cause)
+        "https://github.com/meta-pytorch/monarch/pull/1571",
+        "https://github.com/NVIDIA/nccl/issues/697",
+        "https://github.com/NVIDIA/nccl/issues/473",
+        "https://github.com/vllm-project/vllm/issues/7896",
     }
+    # every batch-4 miss was written from, and nothing batch 4 got right
+    assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 4} == BATCH4_MISSED
     assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4)
                for e in WRITTEN_FROM_AFTER)
 
@@ -164,6 +178,11 @@ def test_batch4_logs_keep_their_measured_causes(tmp_path, matrix):
     # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
     assert right >= {e["source"] for e in BATCH4} - BATCH4_MISSED, wrong
     assert len(right) >= BATCH4_MEASURED["right"]
+    # the misses written from since: each gets its cause now, or, where the log does not
+    # show the thread's cause, the best its text allows (NOT_IN_THE_TEXT); these are
+    # training results, not a held-out figure
+    assert right >= BATCH4_MISSED - set(NOT_IN_THE_TEXT), wrong
+    assert {w[0] for w in wrong} <= set(NOT_IN_THE_TEXT), wrong
 
 
 def test_batch4_cites_no_thread_of_the_corpus_or_earlier_batches():
