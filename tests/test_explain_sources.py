@@ -143,6 +143,112 @@ BATCH4_SOURCES = [
 ]
 LINES += BATCH4_SOURCES
 
+# Then the families the issue lists, each text as its source prints it, in each release
+# that changed it.
+PHASE_B = [
+    # NCCL src/include/cudawrap.h: a driver-API failure carries its number
+    ("nccl cudawrap.h", "h1:11:22 [0] NCCL WARN Cuda failure 2 'out of memory'",
+     "cuda.out_of_memory"),
+    ("nccl cudawrap.h, after torch's 'Last error:'", "Cuda failure 101 'invalid device ordinal'",
+     "device.invalid_ordinal"),
+    # NCCL src/graph/paths.cc: NVML reports P2P off between NVLink-connected GPUs
+    ("nccl graph/paths.cc",
+     "h1:11:22 [0] graph/paths.cc:396 NCCL WARN P2P is disabled between NVLINK connected GPUs 1 "
+     "and 0. This should not be the case given their connectivity, and is probably due to a "
+     "hardware issue. If you still want to proceed, you can set NCCL_IGNORE_DISABLED_P2P=1.",
+     "cuda.gpu_hardware"),
+    # launchers' reports of a rank killed (SIGKILL: the OOM killer) or aborted
+    ("torch elastic api.py (torch's newer glog-style format)",
+     "E1223 05:18:02.971000 3304089 site-packages/torch/distributed/elastic/multiprocessing/"
+     "api.py:882] failed (exitcode: -9) local_rank: 0 (pid: 3304209) of binary: /usr/bin/python3",
+     "launch.rank_killed"),
+    ("torch elastic api.py (torch's newer glog-style format), SIGABRT",
+     "E0612 10:39:45.170000 140147154405568 torch/distributed/elastic/multiprocessing/api.py:826] "
+     "failed (exitcode: -6) local_rank: 1 (pid: 4412) of binary: /usr/bin/python",
+     "launch.rank_aborted"),
+    ("deepspeed launch.py sigkill_handler (logger.error(f'{cmd} exits with ...'))",
+     "[2024-05-01 10:00:00,000] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', "
+     "'-u', 'train.py', '--local_rank=0', '--deepspeed', 'ds.json'] exits with return code = -9",
+     "launch.rank_killed"),
+    ("python subprocess.CalledProcessError (accelerate's simple_launcher)",
+     "subprocess.CalledProcessError: Command '['/usr/bin/python3', 'train.py']' died with "
+     "<Signals.SIGKILL: 9>.", "launch.rank_killed"),
+    ("torch/multiprocessing/spawn.py",
+     "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL",
+     "launch.rank_killed"),
+    ("torch/multiprocessing/spawn.py, SIGBUS",
+     "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGBUS",
+     "launch.rank_bus_error"),
+    ("linux mm/oom_kill.c (dmesg -T)",
+     "[Mon May  6 10:00:00 2024] Out of memory: Killed process 12345 (python) total-vm:"
+     "123456789kB, anon-rss:98765432kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:200000kB "
+     "oom_score_adj:0", "launch.rank_killed"),
+    ("linux mm/oom_kill.c (before 5.0)",
+     "Out of memory: Kill process 12345 (python) score 912 or sacrifice child",
+     "launch.rank_killed"),
+    ("linux mm/oom_kill.c, a memory cgroup",
+     "Memory cgroup out of memory: Killed process 12345 (python) total-vm:123456kB, "
+     "anon-rss:65432kB, file-rss:0kB, shmem-rss:0kB", "launch.rank_killed"),
+    ("slurm task/cgroup (22.05+)",
+     "slurmstepd: error: Detected 1 oom_kill event in StepId=1234.0. Some of the step tasks have "
+     "been OOM Killed.", "launch.rank_killed"),
+    ("slurm task/cgroup (older)",
+     "slurmstepd: error: Detected 1 oom-kill event(s) in step 1234.batch cgroup. Some of your "
+     "processes may have been killed by the cgroup out-of-memory handler.", "launch.rank_killed"),
+    ("kubernetes (kubectl describe pod)", "      Reason:       OOMKilled", "launch.rank_killed"),
+    # torch ProcessGroupNCCL.cpp's watchdog (2.2+: the sequence numbers; 2.3+: heartbeat)
+    ("ProcessGroupNCCL.cpp, Timeout at NCCL work",
+     "[rank1]:[E1003 18:37:01.833621509 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 1] "
+     "Timeout at NCCL work: 6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.",
+     "nccl.watchdog_timeout"),
+    ("ProcessGroupNCCL.cpp, the watchdog's heartbeat",
+     "[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 0] ProcessGroupNCCL's watchdog got stuck "
+     "for 480 seconds without making progress in monitoring enqueued collectives. This typically "
+     "indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang blocking the watchdog, and could be "
+     "triggered by another thread holding the GIL inside a CUDA api (for example, "
+     "CudaEventDestroy), or other deadlock-prone behaviors.", "nccl.watchdog_timeout"),
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL: ProcessGroupWrapper.cpp's shape check, and
+    # ProcessGroupGloo.cpp's monitoredBarrier (which rank never reached the collective)
+    ("ProcessGroupWrapper.cpp (torch 1.10+)",
+     "RuntimeError: Error when verifying shape tensors for collective ALLREDUCE on rank 0. This "
+     "likely indicates that input shapes into the collective are mismatched across ranks. Got "
+     "shapes:  10", "torch.collective_mismatch"),
+    ("ProcessGroupGloo.cpp monitoredBarrier",
+     "RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in 1800000 ms",
+     "torch.collective_timeout"),
+    ("ProcessGroupGloo.cpp monitoredBarrier(wait_all_ranks=True)",
+     "RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 30000 ms",
+     "torch.collective_timeout"),
+    # aten/src/ATen/MapAllocator.cpp: a tensor shared through /dev/shm (DataLoader workers)
+    ("aten MapAllocator.cpp, shm_open",
+     "RuntimeError: unable to open shared memory object </torch_2345_1234567890_0> in read-write "
+     "mode: No space left on device (28)", "dataloader.shm"),
+    ("aten MapAllocator.cpp, mmap",
+     "RuntimeError: unable to mmap 1048576 bytes from file </torch_2345_1234567890_0>: No space "
+     "left on device (28)", "dataloader.shm"),
+    # CUDA runtime/driver: error 804 (a cuda-compat libcuda on a GPU it does not support)
+    ("cuda runtime 804", "RuntimeError: CUDA error: forward compatibility was attempted on non "
+     "supported HW", "cuda.driver_library_mismatch"),
+    ("torch c10/cuda cudaGetDeviceCount warning, 804",
+     "UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run "
+     "some cuda functions before calling NumCudaDevices() that might have already set an error? "
+     "Error 804: forward compatibility was attempted on non supported HW",
+     "cuda.driver_library_mismatch"),
+    ("cuda driver API 804", "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+     "cuda.driver_library_mismatch"),
+    # torch/cuda/__init__.py _warn_unsupported_code (2.13's wording)
+    ("torch/cuda/__init__.py (2.13)",
+     "Your installed torch==2.13.0+cu130 does not include kernels for this GPU. Reinstall the "
+     "same version against a CUDA build that does, e.g.:", "cuda.no_kernel_image"),
+    ("torch/cuda/__init__.py (2.13), no build",
+     "No published PyTorch CUDA builds for release 2.13.0+cu130 support this GPU. Visit "
+     "https://pytorch.org/get-started/locally/ to find a compatible release.",
+     "cuda.no_kernel_image"),
+    # nvidia-smi (NVML): a GPU gone from the bus
+    ("nvidia-smi", "Unable to determine the device handle for GPU 0000:05:00.0: GPU is lost.  "
+     "Reboot the system to recover this GPU", "cuda.gpu_hardware"),
+]
+LINES += PHASE_B
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # "GPU has fallen" cost the scan 20% on progress lines that print "GiB")
               "EADDRINUSE", "Address already", "Name or service", "Temporary failure",
               "EAI_NONAME", "The client socket", "Rendezvous", "TCP client", "SocketImpl",
-              "Socket Timeout", "Detected mismatch", "ECC", "Xid", "NVRM",
+              "Socket Timeout", "Detected ", "ECC", "Xid", "NVRM",
               "DataLoader", "Connection closed", "Connection reset", "Root Cause",
               # NCCL's own WARN texts, as torch repeats them after "Last error:" on a
               # line of their own (issue #34, from NCCL's source)
@@ -40,8 +40,13 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # Open MPI's MPI_Init failures (mpi4py imported by Lightning, an H200 node)
               "MPI_INIT",
               # phase B of issue #34, from the sources: NCCL's interface lines, the name
-              # lookup's EAI_NODATA
-              "NET/Socket", "No address associated")
+              # lookup's EAI_NODATA, elastic's newer log format, the OOM killer (kernel,
+              # Slurm's "Detected N oom_kill event", Kubernetes), nvidia-smi's "GPU is
+              # lost", NCCL's P2P-over-NVLink warning (a word with a first letter already
+              # here where one will do: each new first letter costs the scan a branch)
+              "NET/Socket", "No address associated", "(exitcode: -", "Out of memory",
+              "Memory cgroup out of memory", "OOMKilled", "Reboot the system to recover",
+              "P2P is disabled")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
