@@ -195,3 +195,52 @@ def test_batch4_cites_no_thread_of_the_corpus_or_earlier_batches():
     earlier = {e["source"] for e in ENTRIES if e.get("batch") != 4}
     cited = set(re.findall(r"https://github\.com/[^\s\"')]+", corpus)) | earlier
     assert not {e["source"] for e in BATCH4} & cited
+
+
+# Batch 5, measured once (c4d6223, the rules of phase B, 377c40a): 22 of 30. No rule was
+# changed after it. Five of the eight misses are causes no signature names (a family
+# `new.*`); three are families that have one, in a wording no rule reads.
+BATCH5_MEASURED = {"logs": 30, "right": 22}
+BATCH5_MISSED = {
+    "https://github.com/pytorch/pytorch/issues/11683",  # torch 0.4's pickling wording
+    "https://github.com/Azure/azhpc-images/issues/327",  # new: NCCL topology file
+    "https://github.com/01-ai/Yi/pull/69",  # new: --local_rank vs --local-rank
+    "https://github.com/msr-fiddle/pipedream/issues/32",  # hostname; named gloo's interface
+    "https://github.com/aws-samples/aws-do-eks/pull/50",  # hostname; nothing read
+    "https://github.com/NVIDIA/nccl/issues/1612",  # new: a stray bootstrap connection
+    "https://github.com/pytorch/pytorch/issues/13369",  # new: a torch without distributed
+    "https://github.com/facebookresearch/fairchem/issues/206",  # new: the same, Windows
+}
+
+
+def test_batch5_logs_keep_their_measured_causes(tmp_path, matrix):
+    """Batch 5 (collected after phase B by someone who read no rule, committed with its
+    causes before explain first ran on it): every log it got right at that first run
+    stays right, no user-code log gets an environment cause, the figure is the measured
+    22 of 30."""
+    right, wrong = set(), []
+    for entry in BATCH5:
+        result = _answer(entry, tmp_path, matrix)
+        if _right(entry, result):
+            right.add(entry["source"])
+        else:
+            first = result.findings[0].signature.id if result.findings else None
+            wrong.append((entry["source"], entry["family"], first))
+    assert len(BATCH5) == BATCH5_MEASURED["logs"]
+    assert all(e["split"] == "heldout" for e in BATCH5)
+    assert sum(e["family"] == "user" for e in BATCH5) >= 7
+    assert not [w for w in wrong if w[1] == "user" and w[2] is not None]
+    # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
+    assert right >= {e["source"] for e in BATCH5} - BATCH5_MISSED, wrong
+    assert len(right) >= BATCH5_MEASURED["right"]
+
+
+def test_batch5_cites_no_thread_of_the_corpus_or_earlier_batches():
+    import re
+    with open(os.path.join(HERE, "data", "explain_corpus.toml"), encoding="utf-8") as f:
+        corpus = f.read()
+    earlier = {e["source"] for e in ENTRIES if e.get("batch") != 5}
+    cited = set(re.findall(r"https://github\.com/[^\s\"')]+", corpus)) | earlier
+    sources = [e["source"] for e in BATCH5]
+    assert len(set(sources)) == len(sources)
+    assert not set(sources) & cited
