@@ -1,6 +1,8 @@
 """The wordings the signatures were widened to from the sources of the error texts
-(issue #34, phase A of batch 4): torch's, NCCL's and gloo's own messages, as their
-format strings print them, in each release that changed them.
+(issue #34: phase A before batch 4, phase B after it): torch's, NCCL's, gloo's, CUDA's
+and the launchers' own messages, as their format strings print them, in each release that
+changed them; and the order rules phase B added (a cause that explains another, NCCL's
+interface lines as a conditional cause).
 
 These are not users' logs (those are in explain_corpus.toml and explain_unseen.toml):
 each line is a format string of the named source file with its fields filled in, the
@@ -88,6 +90,166 @@ LINES = [
      "closed by remote peer h2<57557>", "torch.peer_closed"),
 ]
 
+# Phase B (after batch 4 was measured, issue #34). First the wordings of batch 4's misses,
+# from their sources: torch's and nccl-tests' wrappers of NCCL's error strings, NCCL's
+# interface lines, c10d's name lookup.
+BATCH4_SOURCES = [
+    # torch/csrc/cuda/nccl.cpp throw_nccl_error: "NCCL Error " << status << ": " <<
+    # ncclGetErrorString(status); NCCL src/init.cc ncclGetErrorString (< 2.13: no hint)
+    ("torch cuda/nccl.cpp, NCCL < 2.13", "RuntimeError: NCCL Error 2: unhandled system error",
+     "nccl.system_error"),
+    ("torch cuda/nccl.cpp, NCCL 2.13+",
+     "RuntimeError: NCCL Error 1: unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+     "nccl.cuda_error"),
+    # torch NCCLUtils.hpp C10D_NCCL_CHECK and getNcclErrorDetailStr
+    ("torch NCCLUtils.hpp",
+     "[rank7]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/"
+     "c10d/NCCLUtils.hpp:275, unhandled cuda error (run with NCCL_DEBUG=INFO for details), "
+     "NCCL version 2.20.5", "nccl.cuda_error"),
+    ("torch getNcclErrorDetailStr", "ncclUnhandledCudaError: Call to CUDA function failed.",
+     "nccl.cuda_error"),
+    # nccl-tests src/common.h NCCLCHECK: "%s: Test NCCL failure %s:%d '%s / %s'"
+    ("nccl-tests common.h",
+     "node1: Test NCCL failure common.cu:1005 'unhandled system error (run with NCCL_DEBUG=INFO "
+     "for details) / '", "nccl.system_error"),
+    ("nccl-tests common.h (older)", "Test NCCL failure common.cu:777 'unhandled cuda error'",
+     "nccl.cuda_error"),
+    # NCCL transport/net_socket.cc, net_ib.cc and bootstrap.cc INFO lines: the interfaces
+    # NCCL chose (" [%d]%s:%s" each), then the connect or system error they lead to
+    ("nccl net_socket.cc 'NET/Socket : Using' with a connect failure",
+     "h1:1:2 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0> [1]docker0:172.17.0.1<0>\n"
+     "h1:1:2 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 172.17.0.2<45763> "
+     "failed : No route to host", "nccl.socket_interface"),
+    ("nccl net_ib.cc OOB interface with a system error",
+     "h1:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [RO]; OOB br-3f2a9c1d0e4b:"
+     "172.18.0.1<0>\n"
+     "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+     "NCCLUtils.hpp:317, unhandled system error (run with NCCL_DEBUG=INFO for details), "
+     "NCCL version 2.21.5", "nccl.socket_interface"),
+    ("nccl bootstrap.cc (2.24+) with a connect failure",
+     "h1:1:2 [0] NCCL INFO Bootstrap: Using veth1a2b3c4:172.17.0.5<0>\n"
+     "h1:1:2 [0] NCCL WARN socketStartConnect: Connect to 172.17.0.9<43221> failed : "
+     "Connection refused", "nccl.socket_interface"),
+    # torch/csrc/distributed/c10d/socket.cpp: the name did not resolve, printed after the
+    # connect that failed for want of it (EAI_NODATA's wording; the same rank's failure)
+    ("c10d socket.cpp gai error after the connect",
+     "[W socket.cpp:767] [c10d] The client socket has failed to connect to [node-1.cluster]:"
+     "29500 (errno: 22 - Invalid argument).\n"
+     "[W socket.cpp:767] [c10d] The IPv4 network addresses of (node-1.cluster, 29500) cannot "
+     "be retrieved (gai error: -5 - No address associated with hostname).",
+     "rendezvous.hostname"),
+    ("python socket.gaierror", "socket.gaierror: [Errno -5] No address associated with hostname",
+     "rendezvous.hostname"),
+]
+LINES += BATCH4_SOURCES
+
+# Then the families the issue lists, each text as its source prints it, in each release
+# that changed it.
+PHASE_B = [
+    # NCCL src/include/cudawrap.h: a driver-API failure carries its number
+    ("nccl cudawrap.h", "h1:11:22 [0] NCCL WARN Cuda failure 2 'out of memory'",
+     "cuda.out_of_memory"),
+    ("nccl cudawrap.h, after torch's 'Last error:'", "Cuda failure 101 'invalid device ordinal'",
+     "device.invalid_ordinal"),
+    # NCCL src/graph/paths.cc: NVML reports P2P off between NVLink-connected GPUs
+    ("nccl graph/paths.cc",
+     "h1:11:22 [0] graph/paths.cc:396 NCCL WARN P2P is disabled between NVLINK connected GPUs 1 "
+     "and 0. This should not be the case given their connectivity, and is probably due to a "
+     "hardware issue. If you still want to proceed, you can set NCCL_IGNORE_DISABLED_P2P=1.",
+     "cuda.gpu_hardware"),
+    # launchers' reports of a rank killed (SIGKILL: the OOM killer) or aborted
+    ("torch elastic api.py (torch's newer glog-style format)",
+     "E1223 05:18:02.971000 3304089 site-packages/torch/distributed/elastic/multiprocessing/"
+     "api.py:882] failed (exitcode: -9) local_rank: 0 (pid: 3304209) of binary: /usr/bin/python3",
+     "launch.rank_killed"),
+    ("torch elastic api.py (torch's newer glog-style format), SIGABRT",
+     "E0612 10:39:45.170000 140147154405568 torch/distributed/elastic/multiprocessing/api.py:826] "
+     "failed (exitcode: -6) local_rank: 1 (pid: 4412) of binary: /usr/bin/python",
+     "launch.rank_aborted"),
+    ("deepspeed launch.py sigkill_handler (logger.error(f'{cmd} exits with ...'))",
+     "[2024-05-01 10:00:00,000] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', "
+     "'-u', 'train.py', '--local_rank=0', '--deepspeed', 'ds.json'] exits with return code = -9",
+     "launch.rank_killed"),
+    ("python subprocess.CalledProcessError (accelerate's simple_launcher)",
+     "subprocess.CalledProcessError: Command '['/usr/bin/python3', 'train.py']' died with "
+     "<Signals.SIGKILL: 9>.", "launch.rank_killed"),
+    ("torch/multiprocessing/spawn.py",
+     "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL",
+     "launch.rank_killed"),
+    ("torch/multiprocessing/spawn.py, SIGBUS",
+     "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGBUS",
+     "launch.rank_bus_error"),
+    ("linux mm/oom_kill.c (dmesg -T)",
+     "[Mon May  6 10:00:00 2024] Out of memory: Killed process 12345 (python) total-vm:"
+     "123456789kB, anon-rss:98765432kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:200000kB "
+     "oom_score_adj:0", "launch.rank_killed"),
+    ("linux mm/oom_kill.c (before 5.0)",
+     "Out of memory: Kill process 12345 (python) score 912 or sacrifice child",
+     "launch.rank_killed"),
+    ("linux mm/oom_kill.c, a memory cgroup",
+     "Memory cgroup out of memory: Killed process 12345 (python) total-vm:123456kB, "
+     "anon-rss:65432kB, file-rss:0kB, shmem-rss:0kB", "launch.rank_killed"),
+    ("slurm task/cgroup (22.05+)",
+     "slurmstepd: error: Detected 1 oom_kill event in StepId=1234.0. Some of the step tasks have "
+     "been OOM Killed.", "launch.rank_killed"),
+    ("slurm task/cgroup (older)",
+     "slurmstepd: error: Detected 1 oom-kill event(s) in step 1234.batch cgroup. Some of your "
+     "processes may have been killed by the cgroup out-of-memory handler.", "launch.rank_killed"),
+    ("kubernetes (kubectl describe pod)", "      Reason:       OOMKilled", "launch.rank_killed"),
+    # torch ProcessGroupNCCL.cpp's watchdog (2.2+: the sequence numbers; 2.3+: heartbeat)
+    ("ProcessGroupNCCL.cpp, Timeout at NCCL work",
+     "[rank1]:[E1003 18:37:01.833621509 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 1] "
+     "Timeout at NCCL work: 6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.",
+     "nccl.watchdog_timeout"),
+    ("ProcessGroupNCCL.cpp, the watchdog's heartbeat",
+     "[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 0] ProcessGroupNCCL's watchdog got stuck "
+     "for 480 seconds without making progress in monitoring enqueued collectives. This typically "
+     "indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang blocking the watchdog, and could be "
+     "triggered by another thread holding the GIL inside a CUDA api (for example, "
+     "CudaEventDestroy), or other deadlock-prone behaviors.", "nccl.watchdog_timeout"),
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL: ProcessGroupWrapper.cpp's shape check, and
+    # ProcessGroupGloo.cpp's monitoredBarrier (which rank never reached the collective)
+    ("ProcessGroupWrapper.cpp (torch 1.10+)",
+     "RuntimeError: Error when verifying shape tensors for collective ALLREDUCE on rank 0. This "
+     "likely indicates that input shapes into the collective are mismatched across ranks. Got "
+     "shapes:  10", "torch.collective_mismatch"),
+    ("ProcessGroupGloo.cpp monitoredBarrier",
+     "RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in 1800000 ms",
+     "torch.collective_timeout"),
+    ("ProcessGroupGloo.cpp monitoredBarrier(wait_all_ranks=True)",
+     "RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 30000 ms",
+     "torch.collective_timeout"),
+    # aten/src/ATen/MapAllocator.cpp: a tensor shared through /dev/shm (DataLoader workers)
+    ("aten MapAllocator.cpp, shm_open",
+     "RuntimeError: unable to open shared memory object </torch_2345_1234567890_0> in read-write "
+     "mode: No space left on device (28)", "dataloader.shm"),
+    ("aten MapAllocator.cpp, mmap",
+     "RuntimeError: unable to mmap 1048576 bytes from file </torch_2345_1234567890_0>: No space "
+     "left on device (28)", "dataloader.shm"),
+    # CUDA runtime/driver: error 804 (a cuda-compat libcuda on a GPU it does not support)
+    ("cuda runtime 804", "RuntimeError: CUDA error: forward compatibility was attempted on non "
+     "supported HW", "cuda.driver_library_mismatch"),
+    ("torch c10/cuda cudaGetDeviceCount warning, 804",
+     "UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run "
+     "some cuda functions before calling NumCudaDevices() that might have already set an error? "
+     "Error 804: forward compatibility was attempted on non supported HW",
+     "cuda.driver_library_mismatch"),
+    ("cuda driver API 804", "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+     "cuda.driver_library_mismatch"),
+    # torch/cuda/__init__.py _warn_unsupported_code (2.13's wording)
+    ("torch/cuda/__init__.py (2.13)",
+     "Your installed torch==2.13.0+cu130 does not include kernels for this GPU. Reinstall the "
+     "same version against a CUDA build that does, e.g.:", "cuda.no_kernel_image"),
+    ("torch/cuda/__init__.py (2.13), no build",
+     "No published PyTorch CUDA builds for release 2.13.0+cu130 support this GPU. Visit "
+     "https://pytorch.org/get-started/locally/ to find a compatible release.",
+     "cuda.no_kernel_image"),
+    # nvidia-smi (NVML): a GPU gone from the bus
+    ("nvidia-smi", "Unable to determine the device handle for GPU 0000:05:00.0: GPU is lost.  "
+     "Reboot the system to recover this GPU", "cuda.gpu_hardware"),
+]
+LINES += PHASE_B
+
 
 @pytest.fixture(scope="module")
 def matrix():
@@ -100,3 +262,53 @@ def test_source_wording_is_recognised(source, line, expect, tmp_path, matrix):
     log.write_text(line + "\n", encoding="utf-8")
     result = command.explain([str(log)], matrix=matrix)
     assert [f.signature.id for f in result.findings][:1] == [expect], source
+
+
+def _first(text, tmp_path, matrix):
+    log = tmp_path / "job.log"
+    log.write_text(text, encoding="utf-8")
+    result = command.explain([str(log)], matrix=matrix)
+    return [f.signature.id for f in result.findings], result
+
+
+NET_SOCKET_DOCKER = ("h1:1:2 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0> "
+                     "[1]docker0:172.17.0.1<0>\n")
+CONNECT = ("[rank{r}]:[W socket.cpp:767] [c10d] The client socket has failed to connect to "
+           "[node-1.cluster]:29500 (errno: 22 - Invalid argument).\n")
+GAI = ("[rank{r}]:[W socket.cpp:767] [c10d] The IPv6 network addresses of (node-1.cluster, "
+       "29500) cannot be retrieved (gai error: -2 - Name or service not known).\n")
+
+
+def test_nccl_interface_lines_alone_are_no_cause(tmp_path, matrix):
+    """Every working job with NCCL_DEBUG=INFO prints the interfaces NCCL chose."""
+    found, result = _first(NET_SOCKET_DOCKER + "h1:1:2 [0] NCCL INFO Bootstrap : Using "
+                           "lo:127.0.0.1<0>\n", tmp_path, matrix)
+    assert found == [] and int(result.exit_code) == 1
+
+
+def test_nccl_interface_lines_come_after_a_cause_a_line_states(tmp_path, matrix):
+    found, _ = _first(NET_SOCKET_DOCKER
+                      + "h1:1:2 [0] NCCL WARN Error while creating shared memory segment "
+                      "/dev/shm/nccl-c8G2vd (size 5767520)\n"
+                      "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG="
+                      "INFO for details), NCCL version 2.20.5\n", tmp_path, matrix)
+    assert found[:1] == ["nccl.shm_full"]
+
+
+def test_interfaces_listed_on_lines_of_their_own_are_read(tmp_path, matrix):
+    """A pasted log that broke NCCL's interface list onto lines of its own (nccl#697)."""
+    found, _ = _first("NCCL INFO NET/Socket : Using\n[0]bond0:192.168.1.161<0>\n"
+                      "[1]br-05ab815fa14e:172.19.0.1<0>\n"
+                      "ncclSystemError: System call (socket, malloc, munmap, etc) failed.\n",
+                      tmp_path, matrix)
+    assert found[:1] == ["nccl.socket_interface"]
+
+
+def test_a_name_that_does_not_resolve_explains_the_same_ranks_connect(tmp_path, matrix):
+    """c10d prints the failed connect before the lookup's error (monarch#1571's order): on
+    the same rank the name is the cause; on another rank it is another failure."""
+    found, result = _first(CONNECT.format(r=0) + GAI.format(r=0), tmp_path, matrix)
+    assert found == ["rendezvous.hostname"]
+    assert [f.signature.id for f in result.consequences] == ["rendezvous.unreachable"]
+    found, _ = _first(CONNECT.format(r=0) + GAI.format(r=1), tmp_path, matrix)
+    assert found == ["rendezvous.unreachable", "rendezvous.hostname"]

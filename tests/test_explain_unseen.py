@@ -35,7 +35,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(HERE, "data", "explain_unseen.toml"), "rb") as f:
     ENTRIES = tomllib.load(f)["entry"]
 TRAIN = [e for e in ENTRIES if e["split"] == "train"]
-HELDOUT = [e for e in ENTRIES if e["split"] == "heldout" and e.get("batch") != 4]
+HELDOUT = [e for e in ENTRIES if e["split"] == "heldout" and e.get("batch") not in (4, 5)]
+# Batch 5: collected after phase B (377c40a), committed with its causes before explain
+# was first run on it.
+BATCH5 = [e for e in ENTRIES if e.get("batch") == 5]
 # Batch 4: collected after the rules were widened from the sources (phase A), committed with
 # its causes before explain was first run on it; asserted at its measured level below.
 BATCH4 = [e for e in ENTRIES if e.get("batch") == 4]
@@ -43,9 +46,10 @@ BATCH4 = [e for e in ENTRIES if e.get("batch") == 4]
 # the figure that counts is the one measured before (docs/explain.md), recorded here.
 WRITTEN_FROM_AFTER = [e for e in ENTRIES if e.get("heldout_when_measured")]
 MEASURED = {"heldout": 61, "right": 55}  # all three batches, each at its first run
-# Batch 4, measured once (2e05e0b, the rules of 71a3084): 18 of 25. No rule was changed
-# after it. The logs it got right must stay right; the 7 misses are listed in
-# docs/explain.md (a family no signature reads, or a wording no rule knows).
+# Batch 4, measured once (2e05e0b, the rules of 71a3084): 18 of 25, and that figure stays.
+# The logs it got right must stay right; the 7 misses are listed in docs/explain.md (a
+# family no signature reads, or a wording no rule knows). Rules were written from all 7
+# after the measurement (8515a36, then phase B), so they are training logs now.
 BATCH4_MEASURED = {"logs": 25, "right": 18}
 BATCH4_MISSED = {
     "https://github.com/meta-pytorch/monarch/pull/1571",  # connect failure printed before the gai error
@@ -63,6 +67,11 @@ NOT_IN_THE_TEXT = {
     # the log holds only NCCL's 'unhandled system error'; the cause (Docker's network
     # isolation) is in the thread's discussion, not in any line of the log
     "https://github.com/pytorch/pytorch/issues/23363": "nccl.system_error",
+    # batch 4, written from after it was measured: the log holds only torch's 'NCCL Error
+    # 2: unhandled system error' (docker's small /dev/shm is in the thread), and only
+    # 'NCCL error: unhandled cuda error' (the bad node is in the thread)
+    "https://github.com/NVIDIA/nccl/issues/473": "nccl.system_error",
+    "https://github.com/vllm-project/vllm/issues/7896": "nccl.cuda_error",
 }
 
 
@@ -140,7 +149,15 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
         "https://github.com/AkariAsai/self-rag/issues/83",
         "https://github.com/2U1/Qwen-VL-Series-Finetune/issues/79",
         "https://github.com/pytorch/gloo/issues/223",
+        # phase B: the other four (an order rule, NCCL's interface lines, two wordings
+        # whose log does not hold the thread's cause)
+        "https://github.com/meta-pytorch/monarch/pull/1571",
+        "https://github.com/NVIDIA/nccl/issues/697",
+        "https://github.com/NVIDIA/nccl/issues/473",
+        "https://github.com/vllm-project/vllm/issues/7896",
     }
+    # every batch-4 miss was written from, and nothing batch 4 got right
+    assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 4} == BATCH4_MISSED
     assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4)
                for e in WRITTEN_FROM_AFTER)
 
@@ -164,6 +181,11 @@ def test_batch4_logs_keep_their_measured_causes(tmp_path, matrix):
     # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
     assert right >= {e["source"] for e in BATCH4} - BATCH4_MISSED, wrong
     assert len(right) >= BATCH4_MEASURED["right"]
+    # the misses written from since: each gets its cause now, or, where the log does not
+    # show the thread's cause, the best its text allows (NOT_IN_THE_TEXT); these are
+    # training results, not a held-out figure
+    assert right >= BATCH4_MISSED - set(NOT_IN_THE_TEXT), wrong
+    assert {w[0] for w in wrong} <= set(NOT_IN_THE_TEXT), wrong
 
 
 def test_batch4_cites_no_thread_of_the_corpus_or_earlier_batches():
@@ -173,3 +195,52 @@ def test_batch4_cites_no_thread_of_the_corpus_or_earlier_batches():
     earlier = {e["source"] for e in ENTRIES if e.get("batch") != 4}
     cited = set(re.findall(r"https://github\.com/[^\s\"')]+", corpus)) | earlier
     assert not {e["source"] for e in BATCH4} & cited
+
+
+# Batch 5, measured once (c4d6223, the rules of phase B, 377c40a): 22 of 30. No rule was
+# changed after it. Five of the eight misses are causes no signature names (a family
+# `new.*`); three are families that have one, in a wording no rule reads.
+BATCH5_MEASURED = {"logs": 30, "right": 22}
+BATCH5_MISSED = {
+    "https://github.com/pytorch/pytorch/issues/11683",  # torch 0.4's pickling wording
+    "https://github.com/Azure/azhpc-images/issues/327",  # new: NCCL topology file
+    "https://github.com/01-ai/Yi/pull/69",  # new: --local_rank vs --local-rank
+    "https://github.com/msr-fiddle/pipedream/issues/32",  # hostname; named gloo's interface
+    "https://github.com/aws-samples/aws-do-eks/pull/50",  # hostname; nothing read
+    "https://github.com/NVIDIA/nccl/issues/1612",  # new: a stray bootstrap connection
+    "https://github.com/pytorch/pytorch/issues/13369",  # new: a torch without distributed
+    "https://github.com/facebookresearch/fairchem/issues/206",  # new: the same, Windows
+}
+
+
+def test_batch5_logs_keep_their_measured_causes(tmp_path, matrix):
+    """Batch 5 (collected after phase B by someone who read no rule, committed with its
+    causes before explain first ran on it): every log it got right at that first run
+    stays right, no user-code log gets an environment cause, the figure is the measured
+    22 of 30."""
+    right, wrong = set(), []
+    for entry in BATCH5:
+        result = _answer(entry, tmp_path, matrix)
+        if _right(entry, result):
+            right.add(entry["source"])
+        else:
+            first = result.findings[0].signature.id if result.findings else None
+            wrong.append((entry["source"], entry["family"], first))
+    assert len(BATCH5) == BATCH5_MEASURED["logs"]
+    assert all(e["split"] == "heldout" for e in BATCH5)
+    assert sum(e["family"] == "user" for e in BATCH5) >= 7
+    assert not [w for w in wrong if w[1] == "user" and w[2] is not None]
+    # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
+    assert right >= {e["source"] for e in BATCH5} - BATCH5_MISSED, wrong
+    assert len(right) >= BATCH5_MEASURED["right"]
+
+
+def test_batch5_cites_no_thread_of_the_corpus_or_earlier_batches():
+    import re
+    with open(os.path.join(HERE, "data", "explain_corpus.toml"), encoding="utf-8") as f:
+        corpus = f.read()
+    earlier = {e["source"] for e in ENTRIES if e.get("batch") != 5}
+    cited = set(re.findall(r"https://github\.com/[^\s\"')]+", corpus)) | earlier
+    sources = [e["source"] for e in BATCH5]
+    assert len(set(sources)) == len(sources)
+    assert not set(sources) & cited

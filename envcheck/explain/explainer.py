@@ -9,6 +9,7 @@ empty input or binary data).
 import dataclasses
 import gzip
 import os
+import re
 import sys
 
 from ..core.errors import UsageError
@@ -28,6 +29,29 @@ NEXT_STEPS = (
     "run 'envcheck check' for the torch you install, on each node: driver, GPU arch, "
     "Python and glibc, before installing",
 )
+
+# NCCL's "Using" INFO lines list the interfaces it chose (" [0]eth0:10.0.0.1<0> [1]...");
+# a log pasted into a thread (or a terminal of fixed width) often breaks that list onto
+# lines of their own, one interface each: read them back into the line (NVIDIA/nccl#697).
+USING = re.compile(r"(?:NET/Socket|NET/IB|Bootstrap) ?: ?Using\s*$")
+INTERFACE = re.compile(r"^\s*\[\d+\]\S+:\S*<\d+>\s*$")
+INTERFACES_READ = 64  # NCCL's MAX_IFS
+
+
+def _interfaces(hit, ln):
+    """``ln`` with the interface list that follows an NCCL "Using" line on lines of its
+    own read back into it (the line as it is otherwise)."""
+    if not USING.search(ln.text):
+        return ln
+    listed = []
+    for raw in hit.lookahead(INTERFACES_READ):
+        text = line_mod.clean(raw)
+        if not INTERFACE.match(text):
+            break
+        listed.append(text.strip())
+    if not listed:
+        return ln
+    return dataclasses.replace(ln, text="%s %s" % (ln.text, " ".join(listed)))
 
 
 @dataclasses.dataclass
@@ -76,7 +100,7 @@ def explain(paths, matrix_dirs=(), matrix=None):
         scan = read.Scan(stream)
         try:
             for hit in scan:
-                ln = line_mod.parse(hit.number, hit.data, hit.before)
+                ln = _interfaces(hit, line_mod.parse(hit.number, hit.data, hit.before))
                 structure.feed(hit, ln, name, matcher.feed(ln, name))
                 facts.feed(ln, name)
                 frameworks += [k for k in hit.frameworks if k not in frameworks]

@@ -116,6 +116,40 @@ class Matcher:
         causes = [f for f in found if not f.signature.symptom]
         symptoms = [f for f in found if f.signature.symptom]
         symptoms.sort(key=lambda f: self.rank[f.signature.id])
+        causes, explained = _explained(causes)
         if causes:
-            return causes, symptoms
+            return causes, explained + symptoms
         return symptoms[:1], symptoms[1:]
+
+
+def _same_failure(a, b):
+    """Whether two findings can be one rank's (or one host's) failure: their ranks meet,
+    or, where the log does not say whose lines they are, their hosts do."""
+    if a.ranks and b.ranks:
+        return bool(a.ranks & b.ranks)
+    if a.hosts and b.hosts:
+        return bool(a.hosts & b.hosts)
+    return True
+
+
+def _explained(causes):
+    """(causes, explained): a cause whose signature ``explains`` another one found on the
+    same ranks takes that one's place (the more specific cause, wherever the log shows
+    it: ``rendezvous.hostname`` after the connect that failed for want of the name), and
+    the other becomes its consequence. A conditional cause (``needs``: read from normal
+    INFO lines, such as the interface or transport NCCL chose) comes after the causes
+    that a log line states, unless it explains one of them."""
+    position = {id(f): i for i, f in enumerate(causes)}
+    explained = []
+    for f in causes:
+        for g in causes:
+            if (g is not f and g.signature.id in f.signature.explains
+                    and _same_failure(f, g) and not any(g is e for e in explained)):
+                explained.append(g)
+                position[id(f)] = min(position[id(f)], position[id(g)])
+    kept = [f for f in causes if not any(f is g for g in explained)]
+    leads = {id(f) for f in kept
+             if not f.signature.needs or any(g.signature.id in f.signature.explains
+                                             for g in explained)}
+    kept.sort(key=lambda f: (id(f) not in leads, position[id(f)]))
+    return kept, explained

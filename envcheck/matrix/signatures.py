@@ -30,7 +30,7 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # "GPU has fallen" cost the scan 20% on progress lines that print "GiB")
               "EADDRINUSE", "Address already", "Name or service", "Temporary failure",
               "EAI_NONAME", "The client socket", "Rendezvous", "TCP client", "SocketImpl",
-              "Socket Timeout", "Detected mismatch", "ECC", "Xid", "NVRM",
+              "Socket Timeout", "Detected ", "ECC", "Xid", "NVRM",
               "DataLoader", "Connection closed", "Connection reset", "Root Cause",
               # NCCL's own WARN texts, as torch repeats them after "Last error:" on a
               # line of their own (issue #34, from NCCL's source)
@@ -38,12 +38,21 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # older gloo's "connect [ADDR]:PORT: Connection refused" (pair.cc)
               "Connection refused",
               # Open MPI's MPI_Init failures (mpi4py imported by Lightning, an H200 node)
-              "MPI_INIT")
+              "MPI_INIT",
+              # phase B of issue #34, from the sources: NCCL's interface lines, the name
+              # lookup's EAI_NODATA, elastic's newer log format, the OOM killer (kernel,
+              # Slurm's "Detected N oom_kill event", Kubernetes), nvidia-smi's "GPU is
+              # lost", NCCL's P2P-over-NVLink warning (a word with a first letter already
+              # here where one will do: each new first letter costs the scan a branch)
+              "NET/Socket", "No address associated", "(exitcode: -", "Out of memory",
+              "Memory cgroup out of memory", "OOMKilled", "Reboot the system to recover",
+              "P2P is disabled")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
 SIGNATURE_KEYS = {"id", "cause", "match", "advice", "advice_from", "framework_advice",
-                  "source", "caught_by", "gpu", "symptom", "differ", "needs", "note"}
+                  "source", "caught_by", "gpu", "symptom", "differ", "needs", "explains",
+                  "note"}
 
 _ID = re.compile(r"^[a-z0-9_-]+\.[a-z0-9_.-]+$")
 
@@ -63,6 +72,11 @@ class Signature:
     symptom: bool = False  # usually the consequence of another failure (a timeout...)
     differ: bool = False  # fires when the pattern's first group differs between ranks
     needs: Tuple[str, ...] = ()  # fires only where one of these signatures fired too
+    # signatures whose findings this one explains: where both fire on the same ranks (or
+    # where the log does not say whose lines they are), this one is the cause and those
+    # its consequences, whichever the log shows first (a name that does not resolve, then
+    # the connect that failed for want of it)
+    explains: Tuple[str, ...] = ()
     note: str = ""
 
     def search(self, text):
@@ -164,12 +178,13 @@ def parse(errors, where, e, probes, framework_advice):
             value = False
         flags[key] = value
     needs = _optional_strings(errors, where, label, e, "needs")
+    explains = _optional_strings(errors, where, label, e, "explains")
     fw = framework_advice(errors, where, e) if advice is not None else ()
     if not patterns:
         return None
     return Signature(sid, e.get("cause") or "", tuple(patterns), e.get("source") or "",
                      where, advice, advice_from, fw, caught_by, needs=needs,
-                     note=e.get("note", ""), **flags)
+                     explains=explains, note=e.get("note", ""), **flags)
 
 
 def resolve(errors, signatures, expectations, builtin=None):
@@ -183,10 +198,11 @@ def resolve(errors, signatures, expectations, builtin=None):
     fallback = []
     ids = {s.id for s in signatures}
     for s in signatures:
-        for other in s.needs:
-            if other not in ids or other == s.id:
-                errors.add(s.where, "signature %s: needs %r: no other signature has that id"
-                           % (s.id, other))
+        for key in ("needs", "explains"):
+            for other in getattr(s, key):
+                if other not in ids or other == s.id:
+                    errors.add(s.where, "signature %s: %s %r: no other signature has that id"
+                               % (s.id, key, other))
         if s.id in seen:
             errors.add(s.where, "signature %s is already defined at %s" % (s.id, seen[s.id]))
         seen.setdefault(s.id, s.where)
