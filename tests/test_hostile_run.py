@@ -6,6 +6,7 @@ the zygote right after its first fork, a real daemon, real closed fds, real ulim
 import os
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -284,18 +285,78 @@ def _limit(kind, value):
     return apply
 
 
-@pytest.mark.parametrize("files", [12, 40])
-def test_too_few_file_descriptors_is_one_line_naming_the_limit(tmp_path, files):
-    """``ulimit -n``: 12 is too few to start the zygote (before: a traceback, OSError
-    Too many open files); 40 lets envcheck start but not a rank's process group (before:
-    a hang or a failure in the report, depending on the count): refused up front."""
-    proc = _envcheck(["run", "-p", "launch"], tmp_path,
-                     preexec_fn=_limit(resource.RLIMIT_NOFILE, files))
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert lines[0].startswith("envcheck: error: ")
-    assert "open-file limit is too low (ulimit -n is %d)" % files in lines[0]
+def _limit_report(proc, path):
+    """The report of a run under a limit: written, and the limit its finding."""
+    assert "Traceback" not in proc.stderr and "error:" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    return checks_by_id(load_report(path))
+
+
+@pytest.mark.parametrize("files, started", [(10, False), (40, True)])
+def test_too_few_file_descriptors_is_a_finding_in_the_report(tmp_path, files, started):
+    """``ulimit -n``: a fact about the host, not the user's input. At 10 envcheck run
+    cannot start a rank (its zygote's import fails at 11): the supervisor writes the
+    report, setup.open_files failed, nothing else run. At 40 the ranks start and find it
+    themselves before init_process_group (2 gloo ranks need 44: measured, they fail at
+    40 with 'Too many open files' in ddp-sync). (Before: exit 2, one line, no report: a
+    CI gate lost its JSON.)"""
+    report = tmp_path / "r.json"
+    proc = _envcheck(["run", "-p", "launch", "--nproc", "2", "--json", str(report)],
+                     tmp_path, preexec_fn=_limit(resource.RLIMIT_NOFILE, files))
+    checks = _limit_report(proc, report)
+    found = checks["setup.open_files"]
+    # judged by the matrix (expected to pass) where the ranks said which torch; without
+    # a rank, no torch is known and no expectation applies: a failure the matrix has no
+    # word on; both fail the run
+    assert (found["outcome"], found["verdict"]) == (
+        "failed", "unexpected" if started else "failure"), found
+    assert found["detail"].startswith(
+        "ulimit -n is %d on %s; a rank of this 2-rank gloo job opens up to about 44 "
+        % (files, socket.gethostname())), found["detail"]
+    assert found["advice"].startswith("raise it: ulimit -n 65536")
+    assert checks["launch.run" if not started else "setup.init_process_group"][
+        "outcome"] == "skipped"
+    assert ("setup.import_torch" in checks) == started  # the ranks' own setup, or none
+
+
+def test_under_torchrun_each_host_finds_its_own_limit(tmp_path):
+    """Launcher mode: torchrun's agent under ``ulimit -n 40``, 3 local ranks (gloo needs
+    48 each): every rank finds it before init_process_group, rank 0 reports it, exit 1,
+    and the agent's log has the host's one line with the fix. (Before: every rank waited
+    in init_process_group or failed with 'Too many open files', far from its cause.)"""
+    from conftest import launcher_env, starts_ranks
+    from envcheck.run.supervisor import free_port
+
+    starts_ranks("torchrun")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
+           "--nproc-per-node", "3", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+           "127.0.0.1:%d" % free_port(), "-m", "envcheck.worker.launched", "--out", str(out),
+           "-p", "collectives", "--timeout", "60", "--json", str(tmp_path / "r.json")]
+    agent = subprocess.run(cmd, cwd=str(tmp_path), env=launcher_env(ENVCHECK_HOST="nodeA"),
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                           timeout=240, preexec_fn=_limit(resource.RLIMIT_NOFILE, 40))
+    assert agent.returncode != 0, agent.stdout + agent.stderr
+    assert "Traceback" not in agent.stdout
+    found = checks_by_id(load_report(tmp_path / "r.json"))["setup.open_files"]
+    assert (found["outcome"], found["verdict"]) == ("failed", "unexpected"), found
+    assert sorted(found["ranks"]) == ["0", "1", "2"]
+    assert found["detail"].startswith("ulimit -n is 40 on nodeA; a rank of this 3-rank gloo "
+                                      "job opens up to about 48 "), found
+    assert "envcheck: nodeA: setup.open_files failed: ulimit -n is 40" in agent.stderr
+
+
+def test_a_limit_a_run_fits_in_is_no_finding(tmp_path):
+    """``ulimit -n 48``, 2 ranks, every default check: the run passes, and says what the
+    limit is and what it needed. (Before: refused outright, exit 2: the floor was 64.)"""
+    report = tmp_path / "r.json"
+    proc = _envcheck(["run", "--nproc", "2", "--json", str(report)], tmp_path,
+                     preexec_fn=_limit(resource.RLIMIT_NOFILE, 48))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found = checks_by_id(load_report(report))["setup.open_files"]
+    assert found["outcome"] == "passed"
+    assert "ulimit -n is 48 on %s; a rank of this 2-rank gloo job needs about 44" % (
+        socket.gethostname()) in found["detail"], found
 
 
 def _counted_as_nobody(nproc):
@@ -313,19 +374,33 @@ def _counted_as_nobody(nproc):
     return apply
 
 
-@pytest.mark.parametrize("tasks", [2, 3, 12])
-def test_a_process_limit_is_one_line_naming_the_limit(tmp_path, tasks):
-    """``ulimit -u``: at 2, envcheck and its first zygote, then nothing more; at 3 or 12
-    ranks are forked but cannot start their threads. (Before: a traceback,
-    BlockingIOError; or every rank 'crashed' with "can't start new thread".)"""
-    proc = _envcheck(["run", "-p", "launch"], tmp_path,
-                     preexec_fn=_counted_as_nobody(tasks))
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert lines[0].startswith("envcheck: error: ")
-    assert "the limit on processes is" in lines[0]
-    assert "(ulimit -u is %d" % tasks in lines[0]
+@pytest.mark.parametrize("tasks, nproc", [(6, 8), (12, 1)])
+def test_a_process_limit_is_a_finding_naming_the_ranks_it_stops(tmp_path, tasks, nproc):
+    """``ulimit -u 6`` with 8 ranks, ``12`` with one: no room to start the ranks (each
+    starts about 16 threads). The report says so, as setup.processes, on this host, for
+    every rank that could not start; nothing else ran. (Before: exit 2, one line, no
+    report.)"""
+    import shutil
+    import tempfile
+
+    # envcheck checks --json's directory with the real uid, nobody's: one it may reach
+    out = tempfile.mkdtemp(prefix="envcheck-nproc-", dir="/tmp")
+    try:
+        os.chmod(out, 0o777)
+        report = os.path.join(out, "r.json")
+        proc = _envcheck(["run", "-p", "launch", "--nproc", str(nproc), "--json", report],
+                         tmp_path, preexec_fn=_counted_as_nobody(tasks))
+        checks = _limit_report(proc, report)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    found = checks["setup.processes"]
+    assert (found["outcome"], found["verdict"]) == ("failed", "failure"), found  # no rank: no torch
+    assert found["detail"].startswith("ulimit -u is %d on %s, and this user has " % (
+        tasks, socket.gethostname())), found["detail"]
+    assert "%d rank(s) on this host need about %d more" % (nproc, 16 * nproc + 4) \
+        in found["detail"], found["detail"]
+    assert sorted(found["ranks"]) == [str(r) for r in range(nproc)]
+    assert checks["launch.run"]["outcome"] == "skipped"
 
 
 SLEEPY = '''

@@ -50,33 +50,74 @@ def ensure_std_fds():
 
 
 def _limit(name):
+    """The soft limit ``name`` (``..._HARD``: the hard one), as text; None where unknown."""
     if resource is None:
         return None
+    hard = name.endswith("_HARD")
     try:
-        soft, _ = resource.getrlimit(getattr(resource, name))
+        value = resource.getrlimit(getattr(resource, name[:-5] if hard else name))[hard]
     except (AttributeError, ValueError, OSError):
         return None
-    return "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
 
 
-# Below this many open files a rank cannot even set up torch.distributed (its store,
-# a socket per peer, its record and output files): refused before any rank starts.
-MIN_OPEN_FILES = 64
+# What one rank of envcheck's checks opens at most (files, pipes, sockets): alone, or a
+# base and, with gloo, a socket pair to every peer of each group. Measured with torch
+# 2.13.0+cpu, gloo, envcheck's default checks, the run at ``ulimit -n`` N (soft and
+# hard) on one host:
+#   1 rank: fails at 24, passes at 28;  2 ranks: fail 40, pass 44;  3: fail 44, pass 52;
+#   4: fail 48, pass 56;  8: fail 64, pass 72   (docs/safety.md).
+# ``files_needed`` lies between each failing and each passing limit. With NCCL a rank
+# holds a few sockets whatever the world size: the base and its host's ranks only
+# (unverified on a GPU). Other probes than the default ones may need more.
+FILES_ALONE = 28
+FILES_BASE = 36
+FILES_PER_RANK = 4
+FILES_FIX = ("raise it: ulimit -n 65536 before the launcher (up to the hard limit; "
+             "docker run --ulimit nofile=65536; LimitNOFILE= in a systemd unit; nofile "
+             "in /etc/security/limits.conf)")
 
 
-def check_open_files():
-    """A one-line reason when the open-file limit is too low for any run, else None."""
+def files_needed(world_size, local_world_size, backend):
+    """About how many open files one rank of this job needs at most."""
+    peers = local_world_size if backend == "nccl" else world_size
+    return FILES_ALONE if peers <= 1 else FILES_BASE + FILES_PER_RANK * peers
+
+
+# Below this, envcheck run cannot start its ranks (measured: at 11 the zygote's import of
+# torch fails with EMFILE, at 12 both ranks start and report setup.open_files).
+START_FILES = 16
+
+
+def too_few_to_start():
+    """The open-file limit leaves envcheck run no room to start a rank."""
     soft = _limit("RLIMIT_NOFILE")
-    if soft is None or soft == "unlimited" or int(soft) >= MIN_OPEN_FILES:
-        return None
-    return ("the open-file limit is too low (ulimit -n is %s); envcheck and "
-            "torch.distributed need at least %d per process: raise it (ulimit -n 1024)"
-            % (soft, MIN_OPEN_FILES))
+    return soft not in (None, "unlimited") and int(soft) < START_FILES
+
+
+def open_files(world_size, local_world_size, backend, host):
+    """(outcome, detail, advice, data) for this process's open-file limit."""
+    soft = _limit("RLIMIT_NOFILE")
+    hard = _limit("RLIMIT_NOFILE_HARD")
+    need = files_needed(world_size, local_world_size, backend)
+    data = {"soft": soft, "hard": hard, "needed": need}
+    job = "a rank of this %d-rank %s job" % (world_size, backend)
+    if soft is None:
+        return "skipped", "the open-file limit cannot be read here", None, data
+    if soft != "unlimited" and int(soft) < need:
+        return ("failed", "ulimit -n is %s on %s; %s opens up to about %d files and "
+                "sockets (with fewer, gloo fails with 'Too many open files', or a rank "
+                "waits in init_process_group until its timeout)" % (soft, host, job, need),
+                FILES_FIX, data)
+    return "passed", "ulimit -n is %s on %s; %s needs about %d" % (soft, host, job, need), \
+        None, data
 
 
 # Threads count against ``ulimit -u`` as processes do: a rank has torch's thread pools,
 # gloo's, the lifeline's. Fewer free than this per rank, and ranks cannot even start.
 TASKS_PER_RANK = 16
+TASKS_FIX = ("raise it (ulimit -u; nproc in /etc/security/limits.conf; TasksMax= or "
+             "LimitNPROC= in a systemd unit; docker run --pids-limit), or run fewer ranks")
 
 
 def _tasks_of(uid):
@@ -97,19 +138,38 @@ def _tasks_of(uid):
     return count
 
 
-def check_processes(nproc):
-    """A one-line reason when ``ulimit -u`` leaves too few processes for ``nproc``
-    ranks, else None. (Root's real uid is exempt from the limit.)"""
+def _threads_here():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def processes(local_world_size, host, started=True):
+    """(outcome, detail, advice, data) for ``ulimit -u`` and this host's ranks:
+    ``started``, in a rank (each of them is running, with its first threads); else
+    before any rank starts (envcheck run's supervisor). Root's real uid is exempt."""
     soft = _limit("RLIMIT_NPROC")
-    if soft is None or soft == "unlimited" or os.getuid() == 0:
-        return None
+    data = {"soft": soft}
+    if soft is None:
+        return "skipped", "the limit on processes cannot be read here", None, data
+    if soft == "unlimited" or os.getuid() == 0:
+        return "passed", "ulimit -u is %s on %s%s" % (
+            soft, host, " (root: not bound by it)" if os.getuid() == 0 else ""), None, data
     used = _tasks_of(os.getuid())
-    needed = TASKS_PER_RANK * nproc + 4  # the zygote and envcheck's own threads
-    if int(soft) - used >= needed:
-        return None
-    return ("the limit on processes is too low (ulimit -u is %s, and this user has %d "
-            "processes and threads already); %d ranks need about %d more: raise it, or "
-            "run fewer ranks (--nproc)" % (soft, used, nproc, needed))
+    # still to come: each local rank's threads (in a rank: beyond those it has now);
+    # before the ranks, also the zygote and envcheck's own threads
+    more = (TASKS_PER_RANK - (_threads_here() if started else 0)) * local_world_size
+    need = max(0, more) + (0 if started else 4)
+    data.update(used=used, needed=need)
+    if int(soft) - used < need:
+        return ("failed", "ulimit -u is %s on %s, and this user has %d processes and "
+                "threads there already; %d rank(s) on this host need about %d more "
+                "(each starts about %d threads)" % (soft, host, used, local_world_size,
+                                                   need, TASKS_PER_RANK),
+                TASKS_FIX, data)
+    return "passed", "ulimit -u is %s on %s; %d in use, %d rank(s) need about %d more" % (
+        soft, host, used, local_world_size, need), None, data
 
 
 def os_error_line(exc):
@@ -121,9 +181,8 @@ def os_error_line(exc):
                 "is %s); envcheck needs one per rank and a few more: raise the limit or "
                 "run fewer ranks (--nproc)" % _limit("RLIMIT_NPROC"))
     if exc.errno == errno.EMFILE:
-        return "too many open files: %s" % (check_open_files() or (
-            "the open-file limit is reached (ulimit -n is %s): raise it (ulimit -n 1024)"
-            % _limit("RLIMIT_NOFILE")))
+        return ("too many open files: the open-file limit is reached (ulimit -n is %s): "
+                "raise it (ulimit -n 65536)" % _limit("RLIMIT_NOFILE"))
     if exc.errno == errno.ENFILE:
         return "too many open files on this machine (the system-wide limit, fs.file-max)"
     if exc.errno == errno.ENOMEM:

@@ -10,7 +10,7 @@ from ..core import limits, mesh as mesh_mod, options as run_options, plan as pla
     repeat as repeat_mod
 from ..probes import catalog
 from ..core.errors import UsageError
-from ..core import outcomes
+from ..core import host, outcomes
 from ..preinstall import discovery, nvidia_smi
 from ..report.model import Report
 from . import follow_up, interpreter, merge
@@ -54,6 +54,9 @@ class Plan:
     master_port: int = None
     startup_timeout: float = None
     gpus: int = 0  # GPUs nvidia-smi shows: an NCCL run has at most one rank per GPU
+    # A limit of this host that leaves no room to start the ranks (core/limits.py): the
+    # report says so, as the setup check it is, and no rank is started.
+    no_room: dict = None
 
     def follow_ups(self):
         """The phases at other world sizes the chosen probes declare (core.plan)."""
@@ -83,9 +86,6 @@ def make_plan(opts):
     if opts.master_port is not None and not 1 <= opts.master_port <= 65535:
         raise UsageError("--master-port %d: not a TCP port (1-65535)" % opts.master_port)
     run_options.timeouts(timeout=opts.timeout, startup_timeout=opts.startup_timeout)
-    too_few = limits.check_open_files()
-    if too_few:
-        raise UsageError(too_few)
     notes = []
     try:
         gpus = discovery.discover().gpus  # NVML, else nvidia-smi (R470 included)
@@ -111,9 +111,15 @@ def make_plan(opts):
                          "on CPU" % (opts.nproc, shown, "is" if shown == 1 else "are",
                                      shown))
     nproc = opts.nproc or (shown if shown else 2)
-    too_few = limits.check_processes(nproc)
-    if too_few:
-        raise UsageError(too_few)
+    outcome, detail, advice, data = limits.processes(nproc, host.host_name(), started=False)
+    no_room = None
+    if outcome == "failed":
+        no_room = {"check": "processes", "detail": detail, "advice": advice, "data": data}
+    outcome, detail, advice, data = limits.open_files(
+        nproc, nproc, "nccl" if opts.backend == "nccl" else "gloo", host.host_name())
+    if outcome == "failed" and limits.too_few_to_start():
+        # the ranks could not even start to say it themselves (their setup.open_files)
+        no_room = {"check": "open_files", "detail": detail, "advice": advice, "data": data}
     from ..core.frameworks import FRAMEWORKS
 
     for name in opts.frameworks:
@@ -144,12 +150,37 @@ def make_plan(opts):
     interp = interpreter.resolve(opts.python)
     startup = float(opts.startup_timeout or plan_mod.startup_timeout(float(opts.timeout)))
     return Plan(nproc, opts.backend, specs, float(opts.timeout), interp, options, notes,
-                opts.master_port, startup, gpus=shown)
+                opts.master_port, startup, gpus=shown, no_room=no_room)
+
+
+def _no_room_report(plan, created):
+    """The report of a run whose ranks this host's limits leave no room to start: the
+    setup check that says so, and every check of the plan not run."""
+    from ..report.model import CheckResult
+
+    room = plan.no_room
+    checks, env, ranks = merge.results([], [p.name for p in plan.probes], plan.nproc,
+                                       plan.timeout)
+    why = "not run: %s" % room["detail"].split(";")[0]
+    for c in checks:
+        c.detail = why
+    failed = CheckResult(probe=catalog.SETUP, check=room["check"], outcome="failed",
+                         seconds=0.0, detail=room["detail"], advice=room["advice"],
+                         ranks={str(r): {"outcome": "failed", "detail": "not started",
+                                         "host": host.host_name()} for r in range(plan.nproc)})
+    ranks = [{"host": host.host_name(), "pid": None, "local_rank": r, "device": None,
+              "backend": plan.backend, "cuda_visible_devices": None, "rank": r}
+             for r in range(plan.nproc)]  # never started: where they would have run
+    return Report(envcheck_version=__version__, created=created, plan=plan.to_dict(),
+                  environment=env, ranks=ranks, checks=[failed] + checks, duration_s=0.0,
+                  interrupted=None, attempts=[])
 
 
 def execute(plan, on_event=None, while_starting=None, head=None):
     started = time.monotonic()
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    if plan.no_room:
+        return _no_room_report(plan, created)
     rank_plan = plan_mod.rank_plan(plan.backend, plan.timeout,
                                    [p.plan_entry() for p in plan.probes], plan.options)
     # Probes that declare phases at other world sizes (FOLLOW_UPS): run after the main run.

@@ -34,7 +34,8 @@ def situation(plan, host, identity, backend, environ=os.environ):
     store_here = (not own_store and rank == 0
                   and environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True")
     return checks_mod.Situation(environ, backend, host, local_world_size < world_size,
-                                store_here, float(plan["timeout"]) * 0.5, own_store)
+                                store_here, float(plan["timeout"]) * 0.5, own_store,
+                                world_size, local_world_size)
 
 
 def run(plan, records, host, identity, backend):

@@ -2,6 +2,9 @@
 
 Reported as checks of the pseudo-probe ``setup`` (``probes/catalog.py``: SETUP_CHECKS):
 
+- ``open_files``, ``processes``: this host's ``ulimit -n`` and ``ulimit -u`` leave a
+  rank of this job what it needs (``core/limits.py``: measured): a limit is a finding
+  about the host, never a refusal;
 - ``master_addr``: MASTER_ADDR resolves here (``compare`` then holds each host's answer
   against the others');
 - ``master_port``: MASTER_ADDR:MASTER_PORT answers from here: torchrun's agent store,
@@ -21,8 +24,10 @@ import time
 from . import interfaces as ifs
 from .reach import OPEN, REFUSED, SILENT, UNREACHABLE, connect, source_for
 from .lookup import bindable, is_loopback, resolve
+from .. import limits
 
-CHECKS = ("master_addr", "master_port", "host_name", "socket_interface")
+CHECKS = ("open_files", "processes", "master_addr", "master_port", "host_name",
+          "socket_interface")
 RESOLVE_S = 3.0  # a resolver slower than this is a problem of its own
 CONNECT_S = 3.0  # one connect attempt; a LAN answers in well under a millisecond
 RETRY_S = 0.1
@@ -38,8 +43,9 @@ class Situation:
     """What the checks need to know about this rank."""
 
     def __init__(self, environ, backend, host, several_hosts, store_here, wait_s,
-                 own_store):
+                 own_store, world_size=1, local_world_size=1):
         self.environ = environ
+        self.world_size, self.local_world_size = world_size, local_world_size
         self.backend = backend
         self.host = host  # the name envcheck reports (ENVCHECK_HOST or the host name)
         self.several_hosts = several_hosts
@@ -300,10 +306,22 @@ def _fail_iface(s, var, value, detail):
                    suggested=iface.name if iface else None)
 
 
+def open_files(s):
+    outcome, detail, advice, data = limits.open_files(
+        s.world_size, s.local_world_size, s.backend, s.host)
+    return _result("open_files", outcome, detail, advice, **data)
+
+
+def processes(s):
+    outcome, detail, advice, data = limits.processes(s.local_world_size, s.host)
+    return _result("processes", outcome, detail, advice, **data)
+
+
 def run(situation):
     """Every pre-check, in order, each with its seconds."""
     out = []
-    for check in (master_addr, master_port, host_name, socket_interface):
+    for check in (open_files, processes, master_addr, master_port, host_name,
+                  socket_interface):
         t0 = time.monotonic()
         try:
             result = check(situation)
