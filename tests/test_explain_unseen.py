@@ -133,7 +133,7 @@ def test_heldout_logs_get_their_cause(tmp_path, matrix):
     # from since (whose misses the measured figure keeps); the two misses left are
     # package versions no signature covers
     assert len(HELDOUT) == MEASURED["heldout"] - len(
-        [e for e in WRITTEN_FROM_AFTER if e.get("batch") != 4]) == 57
+        [e for e in WRITTEN_FROM_AFTER if e.get("batch") not in (4, 5)]) == 57
     assert len(right) >= 55, wrong
 
 
@@ -155,10 +155,12 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
         "https://github.com/NVIDIA/nccl/issues/697",
         "https://github.com/NVIDIA/nccl/issues/473",
         "https://github.com/vllm-project/vllm/issues/7896",
-    }
-    # every batch-4 miss was written from, and nothing batch 4 got right
+    } | BATCH5_MISSED
+    # every batch-4 miss was written from, and nothing batch 4 got right; the same for
+    # batch 5 (phase C)
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 4} == BATCH4_MISSED
-    assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4)
+    assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 5} == BATCH5_MISSED
+    assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4, 5)
                for e in WRITTEN_FROM_AFTER)
 
 
@@ -197,9 +199,11 @@ def test_batch4_cites_no_thread_of_the_corpus_or_earlier_batches():
     assert not {e["source"] for e in BATCH4} & cited
 
 
-# Batch 5, measured once (c4d6223, the rules of phase B, 377c40a): 22 of 30. No rule was
-# changed after it. Five of the eight misses are causes no signature names (a family
-# `new.*`); three are families that have one, in a wording no rule reads.
+# Batch 5, measured once (c4d6223, the rules of phase B, 377c40a): 22 of 30, and that
+# figure stays. Five of the eight misses were causes no signature named (a family
+# `new.*`, kept as family_when_measured); three were families that have one, in a wording
+# no rule read. Rules were written from all eight after the measurement (phase C), so
+# they are training logs now, with the new signature as their family.
 BATCH5_MEASURED = {"logs": 30, "right": 22}
 BATCH5_MISSED = {
     "https://github.com/pytorch/pytorch/issues/11683",  # torch 0.4's pickling wording
@@ -227,12 +231,20 @@ def test_batch5_logs_keep_their_measured_causes(tmp_path, matrix):
             first = result.findings[0].signature.id if result.findings else None
             wrong.append((entry["source"], entry["family"], first))
     assert len(BATCH5) == BATCH5_MEASURED["logs"]
-    assert all(e["split"] == "heldout" for e in BATCH5)
+    assert all(e["split"] == "heldout" or e.get("heldout_when_measured") for e in BATCH5)
+    assert {e["source"] for e in BATCH5 if e.get("family_when_measured", "").startswith(
+        "new.")} == BATCH5_MISSED - {
+        "https://github.com/pytorch/pytorch/issues/11683",
+        "https://github.com/msr-fiddle/pipedream/issues/32",
+        "https://github.com/aws-samples/aws-do-eks/pull/50"}
     assert sum(e["family"] == "user" for e in BATCH5) >= 7
     assert not [w for w in wrong if w[1] == "user" and w[2] is not None]
     # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
     assert right >= {e["source"] for e in BATCH5} - BATCH5_MISSED, wrong
     assert len(right) >= BATCH5_MEASURED["right"]
+    # the misses written from since (phase C): each gets its cause now (every one's log
+    # shows it); these are training results, not a held-out figure
+    assert right >= BATCH5_MISSED, wrong
 
 
 def test_batch5_cites_no_thread_of_the_corpus_or_earlier_batches():

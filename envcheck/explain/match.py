@@ -14,7 +14,11 @@ Three kinds of signature behave differently:
 - ``differ``: fires when its pattern's first group differs between ranks or hosts
   (NCCL versions); the same value everywhere is no finding.
 - ``needs``: fires only when one of the signatures it names fired too (P2P transport
-  lines are normal; with a collective timeout they are the likely cause).
+  lines are normal; with a collective timeout they are the likely cause). A signature's
+  ``weak_match`` patterns are read the same way, with ``weak_needs``: a line that only a
+  failing job's other lines make a cause (torch's loopback fallback when the host name
+  does not resolve, then a failed connect), where its ``match`` patterns are the cause
+  wherever they show. Only a line no ``match`` pattern takes is tried against them.
 """
 
 import dataclasses
@@ -31,6 +35,7 @@ class Finding:
     hosts: set = dataclasses.field(default_factory=set)
     count: int = 0
     values: Optional[dict] = None  # differ: {value: first "file:line"}
+    conditional: bool = False  # from a needs signature or a weak_match line
 
     @property
     def where(self):
@@ -48,15 +53,17 @@ class Matcher:
     def __init__(self, signatures):
         self.rank = {s.id: i for i, s in enumerate(signatures)}
         self.plain = [s for s in signatures if not s.differ]
+        self.weak = [s for s in self.plain if s.weak]
         self.differ = [s for s in signatures if s.differ]
         # One search tells most lines apart from every signature at once (None: try each;
         # a team's pattern with a global flag such as (?i) cannot be joined to others).
         try:
             self.any = re.compile("|".join("(?:%s)" % p.pattern for s in self.plain
-                                           for p in s.patterns)) if self.plain else None
+                                           for p in s.patterns + s.weak)) if self.plain else None
         except re.error:
             self.any = None
         self.found = {}  # signature id -> Finding
+        self.weak_found = {}  # signature id -> Finding of its weak_match lines
         self.order = []  # ids in the order first seen
         self.values = {}  # differ signature id -> {who: (value, file, line)}
 
@@ -69,6 +76,12 @@ class Matcher:
                     self._record(s, line, file)
                     matched = s
                     break
+            else:
+                for s in self.weak:
+                    if s.weak_search(line.text):
+                        self._record(s, line, file, self.weak_found)
+                        matched = s
+                        break
         for s in self.differ:
             m = s.search(line.text)
             if m:
@@ -78,11 +91,13 @@ class Matcher:
                 self.values.setdefault(s.id, {}).setdefault(who, (m.group(1), file, line))
         return matched
 
-    def _record(self, s, line, file):
-        f = self.found.get(s.id)
+    def _record(self, s, line, file, found=None):
+        found = self.found if found is None else found
+        f = found.get(s.id)
         if f is None:
-            f = self.found[s.id] = Finding(s, file, line)
-            self.order.append(s.id)
+            f = found[s.id] = Finding(s, file, line)
+            if s.id not in self.order:
+                self.order.append(s.id)
         f.add(line)
 
     def _differences(self):
@@ -109,9 +124,20 @@ class Matcher:
         """(findings, consequences): root causes in the order seen, and the symptoms;
         with no root cause, the most specific symptom and the others."""
         fired = set(self.found)
-        found = [self.found[i] for i in self.order
-                 if not self.found[i].signature.needs
-                 or fired & set(self.found[i].signature.needs)]
+        found = []
+        for i in self.order:
+            f = self.found.get(i)
+            if f is not None:
+                if f.signature.needs:
+                    if not fired & set(f.signature.needs):
+                        continue
+                    f.conditional = True
+                found.append(f)
+                continue
+            f = self.weak_found[i]  # only weak_match lines showed it
+            if fired & set(f.signature.weak_needs):
+                f.conditional = True
+                found.append(f)
         found += self._differences()
         causes = [f for f in found if not f.signature.symptom]
         symptoms = [f for f in found if f.signature.symptom]
@@ -149,7 +175,7 @@ def _explained(causes):
                 position[id(f)] = min(position[id(f)], position[id(g)])
     kept = [f for f in causes if not any(f is g for g in explained)]
     leads = {id(f) for f in kept
-             if not f.signature.needs or any(g.signature.id in f.signature.explains
-                                             for g in explained)}
+             if not f.conditional or any(g.signature.id in f.signature.explains
+                                         for g in explained)}
     kept.sort(key=lambda f: (id(f) not in leads, position[id(f)]))
     return kept, explained

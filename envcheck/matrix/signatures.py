@@ -46,13 +46,19 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # here where one will do: each new first letter costs the scan a branch)
               "NET/Socket", "No address associated", "(exitcode: -", "Out of memory",
               "Memory cgroup out of memory", "OOMKilled", "Reboot the system to recover",
-              "P2P is disabled")
+              "P2P is disabled",
+              # phase C of issue #34: torch's loopback fallback (a TORCH_WARN, "Warning: "
+              # or Python's "UserWarning: "), and the rank argument a launcher passes
+              # (argparse's "unrecognized arguments: --local-rank=N": every word of that
+              # line starts lower-case; "-" costs the scan less than "u" would); the
+              # other phase C wordings hold a word already here ("Error", "CUDA", ...)
+              "Warning: Unable to resolve", "--local")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
 SIGNATURE_KEYS = {"id", "cause", "match", "advice", "advice_from", "framework_advice",
                   "source", "caught_by", "gpu", "symptom", "differ", "needs", "explains",
-                  "note"}
+                  "weak_match", "weak_needs", "note"}
 
 _ID = re.compile(r"^[a-z0-9_-]+\.[a-z0-9_.-]+$")
 
@@ -77,11 +83,24 @@ class Signature:
     # its consequences, whichever the log shows first (a name that does not resolve, then
     # the connect that failed for want of it)
     explains: Tuple[str, ...] = ()
+    # patterns that name this cause only where one of ``weak_needs`` fired too: a warning
+    # that a working job prints as well (torch's fallback to the loopback address when
+    # the host name does not resolve, harmless on one node), read as a conditional cause
+    weak: Tuple[re.Pattern, ...] = ()
+    weak_needs: Tuple[str, ...] = ()
     note: str = ""
 
     def search(self, text):
         """The first match of any pattern in ``text``, or None."""
         for p in self.patterns:
+            m = p.search(text)
+            if m:
+                return m
+        return None
+
+    def weak_search(self, text):
+        """The first match of a ``weak_match`` pattern in ``text``, or None."""
+        for p in self.weak:
             m = p.search(text)
             if m:
                 return m
@@ -118,6 +137,28 @@ def _optional_strings(errors, where, label, e, key):
         return ()
 
 
+def _patterns(errors, where, label, e, sources, key):
+    """The compiled patterns of ``sources`` (``e[key]``); errors for those that do not
+    compile or hold no scan word."""
+    patterns = []
+    for source in sources:
+        try:
+            pattern = re.compile(source)
+        except re.error as exc:
+            errors.add(where, "%s: %s %r is not a regular expression: %s"
+                       % (label, key, source, exc))
+            continue
+        if not any(word in source for word in SCAN_WORDS):
+            errors.add(where, "%s: %s %r holds none of the words the log scan looks "
+                       "for (%s): its lines would never be read"
+                       % (label, key, source, ", ".join(SCAN_WORDS)))
+        if e.get("differ") and pattern.groups < 1:
+            errors.add(where, "%s: differ = true needs a group in %s %r (the value "
+                       "that must be the same on every rank)" % (label, key, source))
+        patterns.append(pattern)
+    return patterns
+
+
 def parse(errors, where, e, probes, framework_advice):
     """One ``[[signature]]`` table, validated; None when it cannot be built.
     ``framework_advice``: load's parser of that table (shared with expectations)."""
@@ -137,22 +178,18 @@ def parse(errors, where, e, probes, framework_advice):
     except ValueError as exc:
         errors.add(where, "%s: match: %s" % (label, exc))
         return None
-    patterns = []
-    for source in sources:
+    patterns = _patterns(errors, where, label, e, sources, "match")
+    weak = ()
+    if "weak_match" in e:
         try:
-            pattern = re.compile(source)
-        except re.error as exc:
-            errors.add(where, "%s: match %r is not a regular expression: %s"
-                       % (label, source, exc))
-            continue
-        if not any(word in source for word in SCAN_WORDS):
-            errors.add(where, "%s: match %r holds none of the words the log scan looks "
-                       "for (%s): its lines would never be read"
-                       % (label, source, ", ".join(SCAN_WORDS)))
-        if e.get("differ") and pattern.groups < 1:
-            errors.add(where, "%s: differ = true needs a group in match %r (the value "
-                       "that must be the same on every rank)" % (label, source))
-        patterns.append(pattern)
+            weak = tuple(_patterns(errors, where, label, e, _strings(e["weak_match"]),
+                                   "weak_match"))
+        except ValueError as exc:
+            errors.add(where, "%s: weak_match: %s" % (label, exc))
+    weak_needs = _optional_strings(errors, where, label, e, "weak_needs")
+    if bool(weak) != bool(weak_needs):
+        errors.add(where, "%s: weak_match and weak_needs come together (the patterns, and "
+                   "the signatures one of which must fire too)" % label)
     advice, advice_from = e.get("advice"), e.get("advice_from")
     if (advice is None) == (advice_from is None):
         errors.add(where, "%s: give advice or advice_from (a check whose expected failure "
@@ -184,7 +221,8 @@ def parse(errors, where, e, probes, framework_advice):
         return None
     return Signature(sid, e.get("cause") or "", tuple(patterns), e.get("source") or "",
                      where, advice, advice_from, fw, caught_by, needs=needs,
-                     explains=explains, note=e.get("note", ""), **flags)
+                     explains=explains, weak=weak, weak_needs=weak_needs,
+                     note=e.get("note", ""), **flags)
 
 
 def resolve(errors, signatures, expectations, builtin=None):
@@ -198,7 +236,7 @@ def resolve(errors, signatures, expectations, builtin=None):
     fallback = []
     ids = {s.id for s in signatures}
     for s in signatures:
-        for key in ("needs", "explains"):
+        for key in ("needs", "explains", "weak_needs"):
             for other in getattr(s, key):
                 if other not in ids or other == s.id:
                     errors.add(s.where, "signature %s: %s %r: no other signature has that id"
