@@ -259,3 +259,45 @@ def test_batch5_cites_no_thread_of_the_corpus_or_earlier_batches():
     sources = [e["source"] for e in BATCH5]
     assert len(set(sources)) == len(sources)
     assert not set(sources) & cited
+
+
+# Batch 6, measured once (cb122fa, the rules of phase C, e5064cd): 6 of 10. No rule was
+# changed after it.
+BATCH6_MEASURED = {"logs": 10, "right": 6}
+BATCH6_MISSED = {
+    "https://github.com/NVIDIA/nccl/issues/257",  # P2P hang: NCCL's INFO lines only
+    "https://github.com/NVIDIA/nccl/issues/1000",  # a peer connect, in a wording no rule reads
+    "https://github.com/zhijian-liu/torchpack/issues/36",  # new: MPICH for Open MPI
+    "https://github.com/CASIA-LMC-Lab/AnomalyGPT/issues/43",  # OOM killer; a wording no rule reads
+}
+
+
+def test_batch6_logs_keep_their_measured_causes(tmp_path, matrix):
+    """Batch 6 (collected after phase C, committed with its causes before explain first
+    ran on it): every log it got right at that first run stays right, no user-code log
+    gets an environment cause, the figure is the measured 6 of 10."""
+    right, wrong = set(), []
+    for entry in BATCH6:
+        result = _answer(entry, tmp_path, matrix)
+        if _right(entry, result):
+            right.add(entry["source"])
+        else:
+            first = result.findings[0].signature.id if result.findings else None
+            wrong.append((entry["source"], entry["family"], first))
+    assert len(BATCH6) == BATCH6_MEASURED["logs"]
+    assert all(e["split"] == "heldout" for e in BATCH6)
+    assert not [w for w in wrong if w[1] == "user" and w[2] is not None]
+    # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
+    assert right >= {e["source"] for e in BATCH6} - BATCH6_MISSED, wrong
+    assert len(right) >= BATCH6_MEASURED["right"]
+
+
+def test_batch6_cites_no_thread_of_the_corpus_or_earlier_batches():
+    import re
+    with open(os.path.join(HERE, "data", "explain_corpus.toml"), encoding="utf-8") as f:
+        corpus = f.read()
+    earlier = {e["source"] for e in ENTRIES if e.get("batch") != 6}
+    cited = set(re.findall(r"https://github\.com/[^\s\"')]+", corpus)) | earlier
+    sources = [e["source"] for e in BATCH6]
+    assert len(set(sources)) == len(sources)
+    assert not set(sources) & cited
