@@ -385,3 +385,62 @@ def test_a_host_name_holding_terminal_escapes_is_shown_escaped_on_its_own_agents
                            "probe;"), line
     assert "\x1b" not in line and "\x07" not in line
     assert "\x1b" not in results[0][0] and "\x07" not in results[0][0]
+
+
+HUGE = '''
+CHECKS = ("huge", "after")
+
+
+def probe_huge(ctx):
+    """rank 2 fails a check with a 9 MiB message (random letters: it does not compress
+    under the store's 8 MiB limit), then hangs in the next"""
+    import random
+    import string
+    import time
+
+    with ctx.check("huge") as c:
+        if ctx.rank == 2:
+            rnd = random.Random(1)
+            c.fail("".join(rnd.choice(string.ascii_letters) for _ in range(9 << 20)))
+    with ctx.check("after"):
+        if ctx.rank == 2:
+            time.sleep(600)
+'''
+
+
+def test_a_record_over_the_stores_limit_is_spooled_and_the_rank_that_hung_is_named(tmp_path):
+    """Two agents (nodeA, nodeB), rank 2 on nodeB fails a check with a 9 MiB message and
+    then hangs: the record keeps 64 KiB of it and the whole in a file beside nodeB's
+    records, the relay carries the rest, and rank 0 names rank 2 on nodeB for both.
+    (Before: a value over the store's 8 MiB broke the relay; rank 0's report said '4
+    ranks on nodeA' and 'rank 2 could not start', and the rank that hung was never
+    named.)"""
+    probe = tmp_path / "huge.py"
+    probe.write_text(HUGE)
+    out, report = tmp_path / "out", tmp_path / "r.json"
+    args = ["--out", str(out), "--json", str(report), "-p", "huge", "--probe-path",
+            str(probe), "--timeout", "20"]
+    port = free_port()
+    agents = [torchrun(sys.executable, 2, i, 2, port, args, str(tmp_path), "node%s" % "AB"[i])
+              for i in (0, 1)]
+    logs = [a.communicate(timeout=240) for a in agents]
+    assert all(a.returncode != 0 for a in agents), logs
+    assert report.stat().st_size < 1 << 20  # not 37 MB of the same letters
+    rep = load_report(str(report))
+    assert [(r["rank"], r["host"]) for r in rep["ranks"]] == [
+        (0, "nodeA"), (1, "nodeA"), (2, "nodeB"), (3, "nodeB")]
+    checks = checks_by_id(rep)
+    after = checks["huge.after"]
+    assert (after["outcome"], after["root_rank"]) == ("hang", 2), after
+    assert after["detail"].startswith("rank 2 on nodeB: no progress for "), after["detail"]
+    huge = checks["huge.huge"]
+    assert (huge["outcome"], huge["root_rank"]) == ("failed", 2), huge
+    message = huge["error"]["message"]
+    kept, _, note = message.partition(" … [cut: ")
+    assert len(kept) == 64 << 10
+    assert note.startswith("%d more characters; the whole text: " % ((9 << 20) - (64 << 10)))
+    spooled = note.split("the whole text: ", 1)[1].rstrip("]")
+    assert spooled.startswith(str(out / "records-rank2.spool"))
+    with open(spooled) as f:
+        whole = f.read()
+    assert len(whole) == 9 << 20 and whole.startswith(kept)

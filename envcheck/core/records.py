@@ -37,24 +37,67 @@ def stacks_path(out_dir, rank):
     return os.path.join(out_dir, "stacks-rank%d.txt" % rank)
 
 
+# A record is bounded: a text longer than MAX_TEXT (a check's detail, an error's message
+# or traceback: a probe or a user's model may raise one of megabytes) keeps its first
+# MAX_TEXT characters, and its whole is spooled to a file beside the records, named in
+# what is kept. Records travel through the launcher's store (worker/relay.py), whose
+# values are bounded too, and end up in the report.
+MAX_TEXT = 64 << 10
+# Only records whose line is over this are looked into.
+MAX_LINE = 4 * MAX_TEXT
+
+
+def spool_dir(records_file):
+    return records_file[:-len(".jsonl")] + ".spool" if records_file.endswith(".jsonl") \
+        else records_file + ".spool"
+
+
 class RecordWriter:
     """Writes a rank's records, each as one ``write``. A record that cannot be written
     (the disk full: a probe's checkpoint filled it) is kept and written before the next
     one, once there is room again (the probe's files removed): a check that failed for
     want of space is reported as such, not lost. A line cut short by the full disk is
-    ended first, and read back as torn."""
+    ended first, and read back as torn. A record's long texts are cut (``MAX_TEXT``)."""
 
     def __init__(self, path, rank):
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._path = path
         self._rank = rank
         self._pending = []
         self._cut = False  # a write may have left part of a line
+        self._spooled = 0
+
+    def _spool(self, kind, name, text):
+        """``text`` cut to MAX_TEXT characters, and the whole of it in a file."""
+        self._spooled += 1
+        directory = spool_dir(self._path)
+        path = os.path.join(directory, "%s-%d-%s.txt" % (kind, self._spooled, name))
+        try:
+            os.makedirs(directory, exist_ok=True)
+            with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
+                f.write(text)
+            where = "the whole text: %s" % os.path.abspath(path)
+        except OSError as exc:
+            where = "the whole text could not be kept: %s" % (exc.strerror or exc)
+        return "%s … [cut: %d more characters; %s]" % (
+            text[:MAX_TEXT], len(text) - MAX_TEXT, where)
+
+    def _bounded(self, kind, fields, prefix=""):
+        for key, value in list(fields.items()):
+            if isinstance(value, str) and len(value) > MAX_TEXT:
+                fields[key] = self._spool(kind, prefix + key, value)
+            elif isinstance(value, dict):
+                fields[key] = self._bounded(kind, dict(value), prefix + key + ".")
+        return fields
 
     def write(self, kind, **fields):
         fields["t"] = kind
         fields["rank"] = self._rank
         fields["time"] = time.time()
-        self._pending.append((json.dumps(fields, default=repr) + "\n").encode("utf-8"))
+        line = json.dumps(fields, default=repr)
+        if len(line) > MAX_LINE:
+            line = json.dumps(self._bounded(kind, fields), default=repr)
+        self._pending.append((line + "\n").encode("utf-8"))
         data = (b"\n" if self._cut else b"") + b"".join(self._pending)
         try:
             while data:
