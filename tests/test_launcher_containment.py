@@ -115,3 +115,43 @@ def test_nothing_a_rank_started_outlives_torchrun(tmp_path, sig, ranks, cgroup):
     assert not left, (left, log[-3000:])
     if sig == "SIGKILL":
         assert "the launcher (pid %d) is gone: ending the rank" % agent.pid in log, log
+
+
+STOP_IN_ZYGOTE = '''
+import os
+with open("/proc/self/cmdline", "rb") as _f:
+    if b"envcheck.launch.forkserver" in _f.read():
+        import signal
+        open(os.environ["STOPPED_FLAG"], "w").write(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGSTOP)  # stopped before any of its own code ran
+'''
+
+
+def test_a_host_zygote_stopped_early_in_its_life_ends_with_the_job(tmp_path):
+    """The host zygote stopped (SIGSTOP) as its interpreter starts, before its own code
+    runs (a sitecustomize stops it there): each rank forks itself after looking for the
+    zygote, the job passes, and the zygote ends with local rank 0's watcher. (Before: its
+    death-with-parent was set by its own code, after that point: it was left in state T
+    with ppid 1.)"""
+    starts_ranks("torchrun")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(STOP_IN_ZYGOTE)
+    flag = tmp_path / "stopped"
+    env = launcher_env(STOPPED_FLAG=str(flag))
+    env["PYTHONPATH"] = os.pathsep.join((str(site), env["PYTHONPATH"]))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
+           "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+           "127.0.0.1:%d" % free_port(), "-m", "envcheck.worker.launched",
+           "--out", str(tmp_path / "out"), "-p", "collectives", "--timeout", "60"]
+    log = tmp_path / "agent.log"  # not a pipe: a zygote left behind would hold it open
+    with open(log, "w") as f:
+        agent = subprocess.run(cmd, cwd=str(tmp_path), env=env, stdout=f,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                               timeout=240)
+    assert agent.returncode == 0, log.read_text()[-3000:]
+    zygote = int(flag.read_text())
+    left = _left(["envcheck.launch.forkserver"], 10)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert zygote not in left and not left, left

@@ -45,7 +45,7 @@ import socket
 import sys
 import time
 
-from ..launch import enclosure, forkserver, procs
+from ..launch import contain, enclosure, forkserver, procs
 from . import zygote
 
 OFF_ENV = "ENVCHECK_SHARED_IMPORT"
@@ -91,10 +91,14 @@ def start(probes, local_world_size, startup_timeout):
            "--listen", name(os.getppid()), "--agent", str(os.getppid()),
            "--parent", str(os.getpid()), "--clients", str(local_world_size),
            "--seconds", repr(float(startup_timeout))]
+    parent = os.getpid()
     try:
         # Not a session of its own: torchrun kills local rank 0's process group at its
-        # teardown, and the zygote with it.
-        return procs.popen(cmd, stdin=procs.DEVNULL, stdout=procs.DEVNULL).pid
+        # teardown, and the zygote with it. It dies with this process from before its
+        # exec (the prctl survives it): stopped early in its life (SIGSTOP), before its
+        # own code could say so, it would otherwise outlive the job in state T.
+        return procs.popen(cmd, stdin=procs.DEVNULL, stdout=procs.DEVNULL,
+                           preexec_fn=lambda: contain.die_with_parent(parent)).pid
     except OSError:
         return None
 
