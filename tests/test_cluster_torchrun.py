@@ -457,3 +457,50 @@ def test_the_rendezvous_host_unreachable_at_start_ends_the_other_hosts_ranks(clu
     port = next(r for r in recs if r.get("check") == "master_port")
     assert port["outcome"] == "failed" and port["data"]["address"] == "198.18.0.1"
     assert not any(r["t"] == "hang" for r in recs)
+
+
+SPAWNY = '''
+CHECKS = ("spawn",)
+
+
+def probe_spawny(ctx):
+    """every rank starts three helpers, each hidden deeper, then waits to be stopped"""
+    import os
+    import subprocess
+    import time
+
+    with ctx.check("spawn"):
+        subprocess.Popen(["sleep", "6001"])
+        subprocess.Popen(["setsid", "sleep", "6002"])
+        subprocess.Popen(["setsid", "env", "-i", "sleep", "6003"])
+        open(os.path.join(os.environ["SPAWNY_DIR"], "rank%d" % ctx.rank), "w").close()
+        time.sleep(600)
+'''
+
+
+def test_sigterm_to_every_hosts_torchrun_leaves_nothing_on_any_host(cluster):
+    """A scheduler's cancel: SIGTERM to torchrun on both hosts while each of the 4 ranks
+    has three helpers running (a plain child, one in its own session, one in its own
+    session with an empty environment). Every rank and helper ends on both hosts (the
+    cluster fixture fails a test that leaves a process), and rank 0 still reports.
+    (Before launch/enclosure.py: 12 helpers left, 6 on each host, with ppid 1.)"""
+    flags = os.path.join(cluster.shared, "spawny-flags")
+    os.makedirs(flags, exist_ok=True)
+    for name in os.listdir(flags):
+        os.remove(os.path.join(flags, name))
+    job, path = _fault_job(cluster, ("spawny", _probe(cluster, "spawny.py", SPAWNY)),
+                           env={"SPAWNY_DIR": "/mnt/shared/spawny-flags"})
+    deadline = time.monotonic() + 120
+    while len(os.listdir(flags)) < 4:
+        assert time.monotonic() < deadline, "the ranks never started their helpers"
+        time.sleep(0.1)
+    helpers = {h.name: len(h.processes()) for h in cluster.hosts[:2]}
+    for agent in job.agents.values():
+        agent.send_signal(15)
+    res = job.wait(120)
+    assert all(r.code != 0 for r in res), _where(res)
+    left = cluster.wait_gone(15.0)
+    assert not left, (helpers, left)
+    report = _report(cluster.hosts[0], path)
+    spawn = checks_by_id(report)["spawny.spawn"]
+    assert "terminated by the launcher (SIGTERM)" in spawn["detail"], spawn
