@@ -317,3 +317,47 @@ def _wait_for(ready, slurm, what, timeout=30.0):
         assert time.monotonic() < deadline, "%s: not after %s s\n%s" % (
             what, timeout, slurm.logs(1500))
         time.sleep(0.2)
+
+
+SQUAT = ("import socket, sys, time\n"
+         "s = socket.socket()\n"
+         "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+         "s.bind(('0.0.0.0', int(sys.argv[1])))\n"
+         "s.listen(1)\n"
+         "print('listening', flush=True)\n"
+         "time.sleep(600)\n")
+
+
+def test_a_taken_store_port_under_srun_ends_within_the_timeout(slurm, cluster, shared_dir):
+    """MASTER_PORT already taken on rank 0's host (node1) by a process that listens and
+    never answers: rank 0 cannot host the job's store, and says so at once; every other
+    rank ends within --timeout 10 plus its last words' bounded connect, and rank 0's
+    report names the port in use. (Issue #39: the job ignored --timeout 10 and gave its
+    report after about 100 s.)"""
+    import time
+
+    out, outside = shared_dir
+    port = next(_ports)
+    squatter = cluster.hosts[0].popen([sys.executable, "-c", SQUAT, str(port)])
+    try:
+        assert squatter.stdout.readline().strip() == "listening"
+        script = EXPORTS % port + (
+            "srun -N2 --ntasks-per-node 2 %s -p launch --timeout 10" % _launched(out, ()))
+        t0 = time.monotonic()
+        proc = _salloc(slurm, 2, script)
+        took = time.monotonic() - t0
+    finally:
+        squatter.kill()
+        squatter.communicate()
+    assert proc.returncode != 0, _explain(slurm, proc)
+    # 10 s, the grace (2 s), a rank's stacks and its last words' connect (5 s), srun's
+    # own start and teardown
+    assert took < 45, (took, _explain(slurm, proc))
+    with open(os.path.join(outside, "report.json"), encoding="utf-8") as f:
+        report = validate_report(json.load(f))
+    port_check = checks_by_id(report)["setup.master_port"]
+    # rank 0's words, the cause (before: the other ranks' 'a firewall drops the port')
+    assert (port_check["outcome"], port_check["root_rank"]) == ("failed", 0), port_check
+    assert "MASTER_PORT %d is already taken on node1, where rank 0 hosts the job's store" \
+        % port in port_check["detail"], port_check["detail"]
+    assert port_check["advice"].startswith("give each job on a host its own port")

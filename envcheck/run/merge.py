@@ -114,6 +114,10 @@ def _merge(probe, check, ranks, root_rank=None):
     if root_rank is None or root_rank not in ranks \
             or ranks[root_rank]["outcome"] != outcome.value:
         candidates = [r for r, e in ranks.items() if e["outcome"] == outcome.value]
+        # A rank whose failure is the others' cause says so (data.cause: the store's
+        # host, whose port is taken): its story, whenever it wrote it.
+        causes = [r for r in candidates if (ranks[r].get("data") or {}).get("cause")]
+        candidates = causes or candidates
         # A failure's story comes from the rank that failed first; otherwise rank 0's
         # words, so the same run always reads the same.
         root_rank = min(candidates, key=lambda r: (ranks[r].get("time") or 0, r)) \

@@ -18,6 +18,7 @@ A failed one is *fatal*: the rank then skips ``init_process_group``, which would
 wait for the others until its timeout, and ends at once with the host and the fix.
 """
 
+import os
 import socket
 import time
 
@@ -117,6 +118,46 @@ def _holds_rank0(s):
         return False
 
 
+def _listeners(port):
+    """The inodes of the sockets listening on TCP ``port`` in this network namespace
+    (/proc/net/tcp and tcp6): read only, so that nothing here races the store's bind."""
+    found = set()
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name, encoding="ascii", errors="replace") as f:
+                lines = f.readlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == "0A" \
+                    and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                found.add(fields[9])
+    return found
+
+
+def _own_sockets():
+    found = set()
+    try:
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink("/proc/self/fd/" + fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                found.add(target[8:-1])
+    except OSError:
+        pass
+    return found
+
+
+def _taken(port):
+    """Whether a process other than this one listens on ``port`` here: rank 0 under srun
+    hosts the job's store there (its own listener, made by now or soon, is no finding)."""
+    others = _listeners(port) - _own_sockets()
+    return "another process listens on it" if others else None
+
+
 def master_port(s):
     where = "%s:%d" % (s.addr, s.port)
     if s.target and s.target != s.addr:
@@ -124,6 +165,18 @@ def master_port(s):
     if s.own_store:
         return _result("master_port", "skipped", "envcheck run's own store on this host")
     if s.store_here:
+        taken = _taken(s.port)
+        if taken:
+            # The others' connects then meet whatever holds it (no answer, or not a
+            # store's): this rank's words are the cause, theirs the consequence.
+            return _result("master_port", "failed",
+                           "MASTER_PORT %d is already taken on %s, where rank 0 hosts the "
+                           "job's store: %s (another job, or a leftover process of an "
+                           "earlier one)" % (s.port, s.host, taken),
+                           "give each job on a host its own port (export MASTER_PORT= a "
+                           "free one, e.g. from the job id), or end what holds it: ss "
+                           "-ltnp 'sport = :%d' on %s names it" % (s.port, s.host),
+                           port=s.port, cause=True)
         return _result("master_port", "skipped",
                        "rank 0 hosts the store at %s: the other ranks check it" % where)
     if not s.target:
