@@ -103,8 +103,12 @@ def _run_envcheck(tmp_path, name, nproc, fsdp):
     return result, load_report(str(report))
 
 
-SHAPES = [(name, 2, True) for name in MODELS] + [(name, 4, name == "titan_llama3")
-                                                 for name in MODELS]
+# FSDP2 beside real training: every model at 2 ranks but GPT-2, whose FSDP2 training,
+# save and reshard tests/test_fsdp_stack.py compares already (sharded per block, as its
+# users do), and TorchTitan's llama3 at 4 (its follow-ups start 5 ranks, then 1: about
+# 40 s a model on 2 cores).
+SHAPES = [(name, 2, name != "gpt2") for name in MODELS] + [
+    (name, 4, name == "titan_llama3") for name in MODELS]
 
 
 @pytest.mark.parametrize("name,nproc,fsdp", SHAPES,
