@@ -99,6 +99,31 @@ def _right(entry, result):
     return first.signature.id == entry["family"]
 
 
+def _scored(entries, tmp_path, matrix):
+    """The sources explain names right, and (source, family, what it named) of the rest."""
+    right, wrong = set(), []
+    for entry in entries:
+        result = _answer(entry, tmp_path, matrix)
+        if _right(entry, result):
+            right.add(entry["source"])
+        else:
+            first = result.findings[0].signature.id if result.findings else None
+            wrong.append((entry["source"], entry["family"], first))
+    return right, wrong
+
+
+def _cites_nothing_earlier(batch):
+    """A batch's threads: each once, none the corpus or another batch cites."""
+    import re
+    with open(os.path.join(HERE, "data", "explain_corpus.toml"), encoding="utf-8") as f:
+        corpus = f.read()
+    earlier = {e["source"] for e in ENTRIES if e.get("batch") != batch}
+    cited = set(re.findall(r"https://github\.com/[^\s\"')]+", corpus)) | earlier
+    sources = [e["source"] for e in ENTRIES if e.get("batch") == batch]
+    assert len(set(sources)) == len(sources)
+    assert not set(sources) & cited
+
+
 def test_the_split_is_by_source_and_both_halves_hold_user_code():
     sources = [e["source"] for e in ENTRIES]
     assert len(set(sources)) == len(sources) >= 70
@@ -171,14 +196,7 @@ def test_batch4_logs_keep_their_measured_causes(tmp_path, matrix):
     """Batch 4 (collected after the rules were widened from the sources, committed before
     explain first ran on it): every log it got right at that first run stays right, no
     user-code log gets an environment cause, and the figure is the measured 18 of 25."""
-    right, wrong = set(), []
-    for entry in BATCH4:
-        result = _answer(entry, tmp_path, matrix)
-        if _right(entry, result):
-            right.add(entry["source"])
-        else:
-            first = result.findings[0].signature.id if result.findings else None
-            wrong.append((entry["source"], entry["family"], first))
+    right, wrong = _scored(BATCH4, tmp_path, matrix)
     assert len(BATCH4) == BATCH4_MEASURED["logs"]
     assert all(e["split"] == "heldout" or e.get("heldout_when_measured") for e in BATCH4)
     assert sum(e["family"] == "user" for e in BATCH4) >= 5
@@ -194,12 +212,7 @@ def test_batch4_logs_keep_their_measured_causes(tmp_path, matrix):
 
 
 def test_batch4_cites_no_thread_of_the_corpus_or_earlier_batches():
-    import re
-    with open(os.path.join(HERE, "data", "explain_corpus.toml"), encoding="utf-8") as f:
-        corpus = f.read()
-    earlier = {e["source"] for e in ENTRIES if e.get("batch") != 4}
-    cited = set(re.findall(r"https://github\.com/[^\s\"')]+", corpus)) | earlier
-    assert not {e["source"] for e in BATCH4} & cited
+    _cites_nothing_earlier(4)
 
 
 # Batch 5, measured once (c4d6223, the rules of phase B, 377c40a): 22 of 30, and that
@@ -225,14 +238,7 @@ def test_batch5_logs_keep_their_measured_causes(tmp_path, matrix):
     causes before explain first ran on it): every log it got right at that first run
     stays right, no user-code log gets an environment cause, the figure is the measured
     22 of 30."""
-    right, wrong = set(), []
-    for entry in BATCH5:
-        result = _answer(entry, tmp_path, matrix)
-        if _right(entry, result):
-            right.add(entry["source"])
-        else:
-            first = result.findings[0].signature.id if result.findings else None
-            wrong.append((entry["source"], entry["family"], first))
+    right, wrong = _scored(BATCH5, tmp_path, matrix)
     assert len(BATCH5) == BATCH5_MEASURED["logs"]
     assert all(e["split"] == "heldout" or e.get("heldout_when_measured") for e in BATCH5)
     assert {e["source"] for e in BATCH5 if e.get("family_when_measured", "").startswith(
@@ -251,14 +257,7 @@ def test_batch5_logs_keep_their_measured_causes(tmp_path, matrix):
 
 
 def test_batch5_cites_no_thread_of_the_corpus_or_earlier_batches():
-    import re
-    with open(os.path.join(HERE, "data", "explain_corpus.toml"), encoding="utf-8") as f:
-        corpus = f.read()
-    earlier = {e["source"] for e in ENTRIES if e.get("batch") != 5}
-    cited = set(re.findall(r"https://github\.com/[^\s\"')]+", corpus)) | earlier
-    sources = [e["source"] for e in BATCH5]
-    assert len(set(sources)) == len(sources)
-    assert not set(sources) & cited
+    _cites_nothing_earlier(5)
 
 
 # Batch 6, measured once (cb122fa, the rules of phase C, e5064cd): 6 of 10. No rule was
@@ -276,14 +275,7 @@ def test_batch6_logs_keep_their_measured_causes(tmp_path, matrix):
     """Batch 6 (collected after phase C, committed with its causes before explain first
     ran on it): every log it got right at that first run stays right, no user-code log
     gets an environment cause, the figure is the measured 6 of 10."""
-    right, wrong = set(), []
-    for entry in BATCH6:
-        result = _answer(entry, tmp_path, matrix)
-        if _right(entry, result):
-            right.add(entry["source"])
-        else:
-            first = result.findings[0].signature.id if result.findings else None
-            wrong.append((entry["source"], entry["family"], first))
+    right, wrong = _scored(BATCH6, tmp_path, matrix)
     assert len(BATCH6) == BATCH6_MEASURED["logs"]
     assert all(e["split"] == "heldout" for e in BATCH6)
     assert not [w for w in wrong if w[1] == "user" and w[2] is not None]
@@ -293,11 +285,4 @@ def test_batch6_logs_keep_their_measured_causes(tmp_path, matrix):
 
 
 def test_batch6_cites_no_thread_of_the_corpus_or_earlier_batches():
-    import re
-    with open(os.path.join(HERE, "data", "explain_corpus.toml"), encoding="utf-8") as f:
-        corpus = f.read()
-    earlier = {e["source"] for e in ENTRIES if e.get("batch") != 6}
-    cited = set(re.findall(r"https://github\.com/[^\s\"')]+", corpus)) | earlier
-    sources = [e["source"] for e in BATCH6]
-    assert len(set(sources)) == len(sources)
-    assert not set(sources) & cited
+    _cites_nothing_earlier(6)
