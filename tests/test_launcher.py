@@ -419,7 +419,7 @@ def test_a_record_over_the_stores_limit_is_spooled_and_the_rank_that_hung_is_nam
     probe.write_text(HUGE)
     out, report = tmp_path / "out", tmp_path / "r.json"
     args = ["--out", str(out), "--json", str(report), "-p", "huge", "--probe-path",
-            str(probe), "--timeout", "20"]
+            str(probe), "--timeout", "10"]
     port = free_port()
     agents = [torchrun(sys.executable, 2, i, 2, port, args, str(tmp_path), "node%s" % "AB"[i])
               for i in (0, 1)]
