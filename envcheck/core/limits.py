@@ -172,6 +172,104 @@ def processes(local_world_size, host, started=True):
         soft, host, used, local_world_size, need), None, data
 
 
+# The temporary directory, chosen as Python's tempfile chooses it (``gettempdir``: the
+# first of TMPDIR, TEMP, TMP, /tmp, /var/tmp, /usr/tmp and the working directory in
+# which a file can be created and written). torch takes it from there (torch.compile's
+# caches, DCP's staging, elastic's log directories). Two things go unsaid there:
+# - a TMPDIR that cannot be written (read-only, missing, full) is passed over in
+#   silence: Python, and torch with it, write to the next candidate, while programs that
+#   take TMPDIR as given fail ("mktemp: failed to create file via template
+#   '$TMPDIR/tmp.XXXXXXXXXX': Read-only file system");
+# - with no candidate left, tempfile raises "No usable temporary directory found".
+# envcheck run gives its ranks a TMPDIR of its own, inside its run directory; the user's
+# (unset: empty) travels to them in this variable, so that they judge the user's.
+USER_TMPDIR = "ENVCHECK_USER_TMPDIR"
+# What envcheck's own checks write there at most: checkpoint.async_snapshot's 4 MiB
+# tensor (DCP, one copy whatever the world size). Measured with TMPDIR on a tmpfs of N MiB,
+# ``envcheck run -p checkpoint``, torch 2.13.0+cpu: fails at 4, passes at 5, with 1, 2, 4
+# and 8 ranks alike.
+TMP_NEEDED = 5 << 20
+TMP_FIX = ("point TMPDIR at a writable directory with room (export TMPDIR=/scratch/$USER; "
+           "in a container, mount one), or unset it")
+
+
+def temp_candidates(environ):
+    """tempfile's candidates in its order, from the user's variables: (where, path)."""
+    named = dict(environ)
+    if USER_TMPDIR in environ:  # envcheck run: the user's own TMPDIR, or none
+        named["TMPDIR"] = environ[USER_TMPDIR]
+    out = [("%s=%s" % (v, named[v]), named[v]) for v in ("TMPDIR", "TEMP", "TMP")
+           if named.get(v)]
+    out += [(d, d) for d in ("/tmp", "/var/tmp", "/usr/tmp")]
+    try:
+        out.append(("the working directory %s" % os.getcwd(), os.getcwd()))
+    except OSError:
+        pass
+    return out
+
+
+def _unwritable(path):
+    """None when a file can be created and written in ``path`` (tempfile's own test),
+    else why not."""
+    name = os.path.join(path, ".envcheck-tmp-%d-%s" % (os.getpid(), os.urandom(4).hex()))
+    try:
+        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    try:
+        os.write(fd, b"blat")
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        os.close(fd)
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
+    return None
+
+
+def _mib(nbytes):
+    return "%.1f GiB" % (nbytes / (1 << 30)) if nbytes >= 1 << 30 else \
+        "%d MiB" % (nbytes >> 20)
+
+
+def tmpdir(environ, host):
+    """(outcome, detail, advice, data) for the temporary directory the job's Python gets.
+    A failure says in ``data["usable"]`` whether any directory is left (None: none)."""
+    tried = []
+    for where, path in temp_candidates(environ):
+        why = _unwritable(os.path.abspath(path))
+        if why is None:
+            break
+        tried.append((where, why))
+    else:
+        return ("failed", "no usable temporary directory on %s: %s: Python's tempfile "
+                "raises 'No usable temporary directory found', and whatever writes a "
+                "temporary file fails (torch.compile, checkpoint staging)" % (
+                    host, "; ".join("%s: %s" % t for t in tried)), TMP_FIX,
+                {"usable": None, "tried": [w for w, _ in tried]})
+    path = os.path.abspath(path)
+    try:
+        st = os.statvfs(path)
+        free = st.f_frsize * st.f_bavail
+    except OSError:
+        free = None
+    data = {"usable": path, "free": free, "needed": TMP_NEEDED,
+            "tried": [w for w, _ in tried]}
+    room = "" if free is None else " (%s free)" % _mib(free)
+    if tried and tried[0][0].startswith("TMPDIR="):
+        return ("failed", "%s on %s cannot be written (%s): Python's tempfile, and torch "
+                "with it, silently use %s instead%s, and programs that take TMPDIR as "
+                "given fail (mktemp)" % (tried[0][0], host, tried[0][1], path, room),
+                TMP_FIX, data)
+    if free is not None and free < TMP_NEEDED:
+        return ("failed", "%s on %s has %s free: envcheck's checkpoint checks need %d "
+                "MiB there (measured), a job's checkpoints and caches far more" % (
+                    path, host, _mib(free), TMP_NEEDED >> 20), TMP_FIX, data)
+    return "passed", "temporary files on %s go to %s%s" % (host, path, room), None, data
+
+
 def os_error_line(exc):
     """What an OSError envcheck could not recover from says to the user, in one line."""
     what = exc.strerror or str(exc)

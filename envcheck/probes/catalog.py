@@ -29,7 +29,8 @@ from .suite import SUITE
 # What the drivers report outside any probe, as the pseudo-probe ``setup``.
 SETUP = "setup"
 # The rendezvous pre-checks (core/network/prechecks.py) run between the two first.
-SETUP_CHECKS = ("import_torch", "open_files", "processes", "master_addr", "master_port",
+SETUP_CHECKS = ("import_torch", "open_files", "processes", "tmpdir", "master_addr",
+                "master_port",
                 "host_name", "socket_interface",
                 "init_process_group", "final_barrier", "between_probes")
 # Every probe may also report ``run``: it broke outside any of its checks.

@@ -25,6 +25,7 @@ import uuid
 from . import spawn
 from ..launch import signals
 from ..launch import contain
+from ..core import limits
 
 
 def make_shim(workdir):
@@ -72,6 +73,8 @@ class Workspace:
         env.update(ENVCHECK_LAUNCHER="local", PYTHONUNBUFFERED="1",
                    # Temporary files and torch's caches die with the run's directory.
                    TMPDIR=os.path.join(self.dir, "tmp"))
+        # ... and the user's own, which the ranks' setup.tmpdir judges (core/limits.py)
+        env[limits.USER_TMPDIR] = os.environ.get("TMPDIR", "")
         env.update({contain.MARKER: self.id, contain.LIFELINE: str(lifeline_fd),
                     contain.WORKDIR: self.dir})
         env["PYTHONPATH"] = os.pathsep.join(

@@ -46,7 +46,7 @@ def run(plan, records, host, identity, backend):
         # envcheck run: one host, its own store; what does not apply there (the store's
         # port, the host's name as others see it) is left out rather than listed skipped
         results = [r for r in results if r["outcome"] != "skipped"]
-    failed = [r for r in results if r["outcome"] == "failed"]
+    failed = [r for r in results if r["outcome"] == "failed" and r["fatal"]]
     for r in results:
         records.write("check", probe="setup", check=r["check"], outcome=r["outcome"],
                       seconds=r["seconds"], detail=r["detail"], advice=r["advice"],

@@ -5,6 +5,8 @@ Reported as checks of the pseudo-probe ``setup`` (``probes/catalog.py``: SETUP_C
 - ``open_files``, ``processes``: this host's ``ulimit -n`` and ``ulimit -u`` leave a
   rank of this job what it needs (``core/limits.py``: measured): a limit is a finding
   about the host, never a refusal;
+- ``tmpdir``: the temporary directory the job's Python gets is the one TMPDIR names, and
+  has room (``core/limits.py``); not fatal: nothing before the probes writes there;
 - ``master_addr``: MASTER_ADDR resolves here (``compare`` then holds each host's answer
   against the others');
 - ``master_port``: MASTER_ADDR:MASTER_PORT answers from here: torchrun's agent store,
@@ -14,7 +16,7 @@ Reported as checks of the pseudo-probe ``setup`` (``probes/catalog.py``: SETUP_C
 - ``socket_interface``: the interface gloo or NCCL will use exists here and, with
   several hosts, is not a loopback one and reaches MASTER_ADDR.
 
-A failed one is *fatal*: the rank then skips ``init_process_group``, which would only
+A failed one is *fatal* (but ``tmpdir``): the rank then skips ``init_process_group``, which would only
 wait for the others until its timeout, and ends at once with the host and the fix.
 """
 
@@ -27,7 +29,7 @@ from .reach import OPEN, REFUSED, SILENT, UNREACHABLE, connect, source_for
 from .lookup import bindable, is_loopback, resolve
 from .. import limits
 
-CHECKS = ("open_files", "processes", "master_addr", "master_port", "host_name",
+CHECKS = ("open_files", "processes", "tmpdir", "master_addr", "master_port", "host_name",
           "socket_interface")
 RESOLVE_S = 3.0  # a resolver slower than this is a problem of its own
 CONNECT_S = 3.0  # one connect attempt; a LAN answers in well under a millisecond
@@ -61,9 +63,9 @@ class Situation:
         self.same_machine = False  # MASTER_ADDR is loopback and the job's store is here
 
 
-def _result(check, outcome, detail, advice=None, **data):
+def _result(check, outcome, detail, advice=None, fatal=True, **data):
     return {"check": check, "outcome": outcome, "detail": detail, "advice": advice,
-            "data": data}
+            "data": data, "fatal": fatal}
 
 
 def master_addr(s):
@@ -370,10 +372,15 @@ def processes(s):
     return _result("processes", outcome, detail, advice, **data)
 
 
+def tmpdir(s):
+    outcome, detail, advice, data = limits.tmpdir(s.environ, s.host)
+    return _result("tmpdir", outcome, detail, advice, fatal=False, **data)
+
+
 def run(situation):
     """Every pre-check, in order, each with its seconds."""
     out = []
-    for check in (open_files, processes, master_addr, master_port, host_name,
+    for check in (open_files, processes, tmpdir, master_addr, master_port, host_name,
                   socket_interface):
         t0 = time.monotonic()
         try:
