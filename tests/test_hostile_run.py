@@ -480,6 +480,120 @@ def test_a_full_tmpdir_is_blamed_on_the_space(tmp_path):
     assert snap["advice"].startswith("the filesystem is full, not the code under test")
     assert "do not modify the state" not in proc.stdout
     assert "checkpoint.no_process_group" in checks
+    # and before any probe, every rank said there was not room enough for them
+    room = checks["setup.tmpdir"]
+    assert (room["outcome"], room["verdict"]) == ("failed", "unexpected"), room
+    assert room["detail"].startswith("%s on %s has " % (full, load_report(report)["ranks"][0]
+                                                         ["host"])), room
+    assert " free: envcheck's checkpoint checks need " in room["detail"]
+
+
+def _private_mounts(script, env, cwd=ROOT, timeout=300):
+    """``script`` (sh) as root in a private mount namespace: its mounts end with it."""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) for a private mount namespace")
+    full = {k: v for k, v in os.environ.items()
+            if k not in ("TMPDIR", "TEMP", "TMP", "SLURM_PROCID")}
+    full.update(env)
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                           script], capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd, env=full, stdin=subprocess.DEVNULL)
+
+
+# What the job's own Python and a program that takes TMPDIR as given do with it, run
+# beside envcheck in the same mount namespace: the truth the report is held against.
+BESIDE = ("%s -c 'import tempfile; print(\"python:\", tempfile.gettempdir())' 2>&1 | "
+          "tail -n 1; mktemp 2>&1; " % sys.executable)
+
+
+@pytest.mark.parametrize("launcher", ["run", "torchrun"])
+def test_a_read_only_tmpdir_is_named_with_the_directory_used_instead(tmp_path, launcher):
+    """TMPDIR on a read-only bind mount, 2 ranks, the checkpoint checks: Python's tempfile
+    passes over it in silence (observed beside the run) and mktemp fails, so every rank's
+    setup.tmpdir names TMPDIR, why it cannot be written, and the directory Python uses
+    instead, a known warning; the checkpoint checks run there and pass. Under envcheck
+    run (its ranks get a TMPDIR of its own) and under torchrun (the user's). (Before:
+    the run passed without a word about TMPDIR.)"""
+    from conftest import launcher_env
+    from envcheck.run.supervisor import free_port
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    report = tmp_path / "r.json"
+    if launcher == "run":
+        run = "%s -m envcheck run -p checkpoint -n 2 -q --json %s" % (sys.executable, report)
+        env = {}
+    else:
+        run = ("%s -m torch.distributed.run --nnodes 1 --nproc-per-node 2 --rdzv-backend "
+               "c10d --rdzv-endpoint 127.0.0.1:%d -m envcheck.worker.launched --out %s -p "
+               "checkpoint --timeout 60 --json %s" % (
+                   sys.executable, free_port(), tmp_path / "out", report))
+        env = {k: v for k, v in launcher_env().items() if k not in ("TMPDIR", "TEMP", "TMP")}
+    script = "mount --bind {ro} {ro} && mount -o remount,bind,ro {ro} && {beside}exec {run}"
+    proc = _private_mounts(script.format(ro=ro, beside=BESIDE, run=run),
+                           dict(env, TMPDIR=str(ro)))
+    assert "Traceback" not in proc.stdout + proc.stderr
+    python_uses = proc.stdout.splitlines()[0]
+    assert python_uses.startswith("python: ") and python_uses != "python: %s" % ro
+    assert "mktemp: failed to create file via template '%s/tmp.XXXXXXXXXX': Read-only " \
+        "file system" % ro in proc.stdout.replace("\u2018", "'").replace("\u2019", "'")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    r = load_report(report)
+    host = r["ranks"][0]["host"]
+    checks = checks_by_id(r)
+    found = checks["setup.tmpdir"]
+    assert (found["outcome"], found["verdict"]) == ("failed", "known"), found
+    assert sorted(found["ranks"]) == ["0", "1"]
+    assert found["detail"].startswith(
+        "TMPDIR=%s on %s cannot be written (Read-only file system): Python's tempfile, and "
+        "torch with it, silently use %s instead (" % (ro, host, python_uses[8:])), found
+    assert found["advice"].startswith("point TMPDIR at a writable directory")
+    assert checks["checkpoint.async_snapshot"]["outcome"] == "passed"
+
+
+def test_no_usable_temporary_directory_is_a_report_naming_each_candidate(tmp_path):
+    """TMPDIR, /tmp and /var/tmp read-only, /usr/tmp missing here, the working directory
+    read-only: Python's tempfile has nowhere to go (observed beside the run). envcheck
+    run starts no rank and writes its report (to a directory that can be written) with
+    setup.tmpdir failed, every candidate and why, exit 1. (Before: exit 2, 'no usable
+    temporary directory for the run', and no report.)"""
+    if os.path.exists("/usr/tmp"):
+        pytest.skip("/usr/tmp exists here: tempfile could fall back to it")
+    ro, out = tmp_path / "ro", tmp_path / "out"
+    ro.mkdir()
+    out.mkdir()
+    report = out / "r.json"
+    script = ("mount -t tmpfs -o size=8m tmpfs {out} && mount --bind {ro} {ro} && "
+              "mount -o remount,bind,ro {ro} && mount --rbind /tmp /tmp && "
+              "mount -o remount,bind,ro /tmp && mount --bind /var/tmp /var/tmp && "
+              "mount -o remount,bind,ro /var/tmp && {beside}{py} -m envcheck run -n 3 "
+              "--json {report}; echo rc=$?; cat {report}")
+    proc = _private_mounts(script.format(out=out, ro=ro, beside=BESIDE, py=sys.executable,
+                                         report=report), {"TMPDIR": str(ro)}, cwd=str(ro))
+    assert "Traceback" not in proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("FileNotFoundError: [Errno 2] No usable temporary "
+                               "directory found in ['%s', '/tmp', '/var/tmp', '/usr/tmp', "
+                               "'%s']" % (ro, ro)), proc.stdout
+    assert "rc=1" in lines, proc.stdout + proc.stderr
+    import json
+
+    r = json.loads(proc.stdout.split("rc=1\n", 1)[1])
+    found = checks_by_id(r)["setup.tmpdir"]
+    # no rank ran, so no torch to judge by: a failure of the environment
+    assert (found["outcome"], found["verdict"]) == ("failed", "failure"), found
+    host = r["ranks"][0]["host"]
+    assert found["detail"] == (
+        "no usable temporary directory on %s: TMPDIR=%s: Read-only file system; /tmp: "
+        "Read-only file system; /var/tmp: Read-only file system; /usr/tmp: No such file or "
+        "directory; the working directory %s: Read-only file system: Python's tempfile "
+        "raises 'No usable temporary directory found', and whatever writes a temporary "
+        "file fails (torch.compile, checkpoint staging)" % (host, ro, ro)), found
+    assert sorted(found["ranks"]) == ["0", "1", "2"]
+    assert {v["detail"] for v in found["ranks"].values()} == {"not started"}
+    assert r["checks"][1]["detail"].startswith("not run: no usable temporary directory")
 
 
 STARTED = '''

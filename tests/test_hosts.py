@@ -143,10 +143,10 @@ def test_a_known_difference_between_hosts_has_its_own_heading_not_the_code_pitfa
                     [{"rank": 0, "host": "h", "backend": "gloo"}], [pickle, c], 1.0)
     lines = table.render(report, width=80).splitlines()
     assert lines[1:3] == ["  nothing unexpected; 1 known torch pitfall your code must avoid "
-                          "(below)", "  1 known difference between hosts (below)"]
+                          "(below)", "  1 known warning about the hosts (below)"]
     heads = [l for l in lines if l.startswith("Known ")]
     assert heads == ["Known torch pitfalls (1): what your code must avoid; -v: advice, "
                      "sources",
-                     "Known differences between hosts (1): warnings; -v: advice, sources"]
+                     "Known warnings about the hosts (1); -v: advice, sources"]
     below = lines[lines.index(heads[1]) + 1]
     assert below.startswith("  ! hosts.skew: make node2 match the other hosts")

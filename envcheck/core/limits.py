@@ -185,10 +185,20 @@ def processes(local_world_size, host, started=True):
 # (unset: empty) travels to them in this variable, so that they judge the user's.
 USER_TMPDIR = "ENVCHECK_USER_TMPDIR"
 # What envcheck's own checks write there at most: checkpoint.async_snapshot's 4 MiB
-# tensor (DCP, one copy whatever the world size). Measured with TMPDIR on a tmpfs of N MiB,
-# ``envcheck run -p checkpoint``, torch 2.13.0+cpu: fails at 4, passes at 5, with 1, 2, 4
-# and 8 ranks alike.
-TMP_NEEDED = 5 << 20
+# tensor (DCP: one copy) and a little more per rank (each rank's DCP files). Measured as
+# the free space the check saw, with TMPDIR on a tmpfs of N KiB, ``envcheck run -p
+# checkpoint``, torch 2.13.0+cpu, every checkpoint check passing or not (KiB free):
+#   1 rank: fails 4216, passes 4248;  2: fails 4276, passes 4308;
+#   4: fails 4436, passes 4464;       8: fails 4724, passes 4856.
+# ``tmp_needed`` lies between each failing and each passing figure.
+TMP_BASE = 4160 << 10
+TMP_PER_RANK = 72 << 10
+
+
+def tmp_needed(local_world_size):
+    return TMP_BASE + TMP_PER_RANK * max(1, local_world_size)
+
+
 TMP_FIX = ("point TMPDIR at a writable directory with room (export TMPDIR=/scratch/$USER; "
            "in a container, mount one), or unset it")
 
@@ -230,11 +240,12 @@ def _unwritable(path):
 
 
 def _mib(nbytes):
-    return "%.1f GiB" % (nbytes / (1 << 30)) if nbytes >= 1 << 30 else \
-        "%d MiB" % (nbytes >> 20)
+    if nbytes >= 1 << 30:
+        return "%.1f GiB" % (nbytes / (1 << 30))
+    return ("%.1f MiB" if nbytes < 10 << 20 else "%.0f MiB") % (nbytes / (1 << 20))
 
 
-def tmpdir(environ, host):
+def tmpdir(environ, host, local_world_size=1):
     """(outcome, detail, advice, data) for the temporary directory the job's Python gets.
     A failure says in ``data["usable"]`` whether any directory is left (None: none)."""
     tried = []
@@ -255,7 +266,8 @@ def tmpdir(environ, host):
         free = st.f_frsize * st.f_bavail
     except OSError:
         free = None
-    data = {"usable": path, "free": free, "needed": TMP_NEEDED,
+    need = tmp_needed(local_world_size)
+    data = {"usable": path, "free": free, "needed": need,
             "tried": [w for w, _ in tried]}
     room = "" if free is None else " (%s free)" % _mib(free)
     if tried and tried[0][0].startswith("TMPDIR="):
@@ -263,10 +275,11 @@ def tmpdir(environ, host):
                 "with it, silently use %s instead%s, and programs that take TMPDIR as "
                 "given fail (mktemp)" % (tried[0][0], host, tried[0][1], path, room),
                 TMP_FIX, data)
-    if free is not None and free < TMP_NEEDED:
-        return ("failed", "%s on %s has %s free: envcheck's checkpoint checks need %d "
-                "MiB there (measured), a job's checkpoints and caches far more" % (
-                    path, host, _mib(free), TMP_NEEDED >> 20), TMP_FIX, data)
+    if free is not None and free < need:
+        return ("failed", "%s on %s has %s free: envcheck's checkpoint checks need about "
+                "%s there with %d rank(s) on this host (measured), a job's checkpoints and "
+                "caches far more" % (path, host, _mib(free), _mib(need), local_world_size),
+                TMP_FIX, data)
     return "passed", "temporary files on %s go to %s%s" % (host, path, room), None, data
 
 

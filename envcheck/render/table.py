@@ -183,17 +183,24 @@ def _todo_lines(report, width, terminal, paint, strict):
 
 def pitfall_text(c):
     """A known issue in a few words: its advice's gist ('do not deepcopy a model that
-    stores a process group'), else what happened."""
-    return vocabulary.advice_gist(c.advice) or " ".join(story(c)[0].split())
+    stores a process group'), else what happened; for a setup check, which is about the
+    host, what it found there first ('TMPDIR=/x on node1 cannot be written (...)')."""
+    gist = vocabulary.advice_gist(c.advice)
+    if c.probe == "setup" and c.detail:
+        found = " ".join(c.detail.split(": ")[0].split())
+        return "%s: %s" % (found, gist) if gist else found
+    return gist or " ".join(story(c)[0].split())
 
 
 # Probes whose known issues are about the hosts (what differs between them, their
-# limits), not something the user's code must avoid: listed under a heading of their own.
+# limits), not something the user's code must avoid: listed under a heading of their
+# own, with the setup checks that can be a warning (a TMPDIR Python passes over).
 HOST_PROBES = ("hosts",)
+HOST_CHECKS = ("setup.tmpdir",)
 
 
 def _host_issue(c):
-    return c.probe in HOST_PROBES
+    return c.probe in HOST_PROBES or c.id in HOST_CHECKS
 
 
 def _model_failures(report):
@@ -213,7 +220,7 @@ def _pitfall_lines(report, width, paint, strict):
     known = ("Other known" if shown else "Known") + " torch pitfalls (%d)%s: what your " \
         "code must avoid"
     for hosts, title in ((False, known),
-                         (True, "Known differences between hosts (%d)%s: warnings")):
+                         (True, "Known warnings about the hosts (%d)%s")):
         checks = [c for c in report.checks
                   if vocabulary.is_pitfall(c) and _host_issue(c) == hosts and c.id not in shown]
         out += _known_group(checks, title, width, paint, strict)
@@ -291,7 +298,7 @@ def verdict_lines(report, strict=False, paint=PLAIN):
         said.append("%d known torch pitfall%s your code must avoid (below)" % (
             known, "" if known == 1 else "s"))
     if hosts:
-        said.append("%d known difference%s between hosts (below)" % (
+        said.append("%d known warning%s about the hosts (below)" % (
             hosts, "" if hosts == 1 else "s"))
     if model:  # the model's failures are the finding (above), not "nothing unexpected"
         said = [s.replace(" known", " other known", 1) for s in said]

@@ -120,7 +120,7 @@ def make_plan(opts):
     if outcome == "failed" and limits.too_few_to_start():
         # the ranks could not even start to say it themselves (their setup.open_files)
         no_room = {"check": "open_files", "detail": detail, "advice": advice, "data": data}
-    outcome, detail, advice, data = limits.tmpdir(os.environ, host.host_name())
+    outcome, detail, advice, data = limits.tmpdir(os.environ, host.host_name(), nproc)
     if outcome == "failed" and data["usable"] is None:
         # nowhere to put the run's directory: the ranks cannot start to say it themselves
         no_room = {"check": "tmpdir", "detail": detail, "advice": advice, "data": data}

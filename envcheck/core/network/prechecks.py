@@ -16,8 +16,9 @@ Reported as checks of the pseudo-probe ``setup`` (``probes/catalog.py``: SETUP_C
 - ``socket_interface``: the interface gloo or NCCL will use exists here and, with
   several hosts, is not a loopback one and reaches MASTER_ADDR.
 
-A failed one is *fatal* (but ``tmpdir``): the rank then skips ``init_process_group``, which would only
-wait for the others until its timeout, and ends at once with the host and the fix.
+A failed one is *fatal* (``tmpdir`` excepted): the rank then skips
+``init_process_group``, which would only wait for the others until its timeout, and ends
+at once with the host and the fix.
 """
 
 import os
@@ -373,7 +374,7 @@ def processes(s):
 
 
 def tmpdir(s):
-    outcome, detail, advice, data = limits.tmpdir(s.environ, s.host)
+    outcome, detail, advice, data = limits.tmpdir(s.environ, s.host, s.local_world_size)
     return _result("tmpdir", outcome, detail, advice, fatal=False, **data)
 
 
