@@ -41,7 +41,12 @@ def test_symptoms_alone_give_the_most_specific_as_the_finding(signatures):
 
 
 def test_p2p_lines_are_a_cause_only_with_a_timeout(signatures):
-    assert _results(signatures, [P2P]) == ([], [])
+    # alone (no timeout, no other finding), P2P lines are a guess said as one (phase D)
+    m = match.Matcher(signatures)
+    m.feed(line.parse(1, P2P.encode()), "job.log")
+    (f,), rest = m.results()
+    assert (f.signature.id, f.alone, rest) == ("nccl.p2p_hang", True, [])
+    assert f.cause.startswith("possibly")
     assert _results(signatures, [P2P, WATCHDOG]) == (["nccl.p2p_hang"],
                                                      ["nccl.watchdog_timeout"])
 

@@ -19,6 +19,12 @@ Three kinds of signature behave differently:
   failing job's other lines make a cause (torch's loopback fallback when the host name
   does not resolve, then a failed connect), where its ``match`` patterns are the cause
   wherever they show. Only a line no ``match`` pattern takes is tried against them.
+- ``alone_match`` (with ``alone_cause``): lines a working job prints too (NCCL's INFO
+  trace of a failed socket call, its init lines and then nothing) that name a cause only
+  where the log shows nothing else: no other finding, no symptom, no exception of the
+  program (``structure.arrange``). The finding then says ``alone_cause``, a guess worded
+  as one ("likely", "possibly"); a ``needs`` signature whose needs did not fire is read
+  the same way where it has an ``alone_cause``.
 """
 
 import dataclasses
@@ -36,6 +42,14 @@ class Finding:
     count: int = 0
     values: Optional[dict] = None  # differ: {value: first "file:line"}
     conditional: bool = False  # from a needs signature or a weak_match line
+    alone: bool = False  # only lines a working job prints too, and nothing else found
+
+    @property
+    def cause(self):
+        """The cause as said for this finding: a guess where it was read alone."""
+        if self.alone and self.signature.alone_cause:
+            return self.signature.alone_cause
+        return self.signature.cause
 
     @property
     def where(self):
@@ -54,16 +68,18 @@ class Matcher:
         self.rank = {s.id: i for i, s in enumerate(signatures)}
         self.plain = [s for s in signatures if not s.differ]
         self.weak = [s for s in self.plain if s.weak]
+        self.alone = [s for s in self.plain if s.alone]
         self.differ = [s for s in signatures if s.differ]
         # One search tells most lines apart from every signature at once (None: try each;
         # a team's pattern with a global flag such as (?i) cannot be joined to others).
         try:
             self.any = re.compile("|".join("(?:%s)" % p.pattern for s in self.plain
-                                           for p in s.patterns + s.weak)) if self.plain else None
+                                           for p in s.patterns + s.weak + s.alone)) if self.plain else None
         except re.error:
             self.any = None
         self.found = {}  # signature id -> Finding
         self.weak_found = {}  # signature id -> Finding of its weak_match lines
+        self.alone_found = {}  # signature id -> Finding of its alone_match lines
         self.order = []  # ids in the order first seen
         self.values = {}  # differ signature id -> {who: (value, file, line)}
 
@@ -82,6 +98,11 @@ class Matcher:
                         self._record(s, line, file, self.weak_found)
                         matched = s
                         break
+                else:
+                    for s in self.alone:
+                        if s.alone_search(line.text):
+                            self._record(s, line, file, self.alone_found)
+                            break
         for s in self.differ:
             m = s.search(line.text)
             if m:
@@ -125,20 +146,29 @@ class Matcher:
         with no root cause, the most specific symptom and the others."""
         fired = set(self.found)
         found = []
+        alone = []  # read only where nothing else is found
         for i in self.order:
             f = self.found.get(i)
             if f is not None:
                 if f.signature.needs:
                     if not fired & set(f.signature.needs):
+                        if f.signature.alone_cause:
+                            alone.append(f)
                         continue
                     f.conditional = True
                 found.append(f)
                 continue
-            f = self.weak_found[i]  # only weak_match lines showed it
-            if fired & set(f.signature.weak_needs):
+            f = self.weak_found.get(i)  # only weak_match lines showed it
+            if f is not None and fired & set(f.signature.weak_needs):
                 f.conditional = True
                 found.append(f)
+            elif i in self.alone_found:
+                alone.append(self.alone_found[i])
         found += self._differences()
+        if not found and alone:
+            lead = alone[0]
+            lead.alone = lead.conditional = True
+            return [lead], []
         causes = [f for f in found if not f.signature.symptom]
         symptoms = [f for f in found if f.signature.symptom]
         symptoms.sort(key=lambda f: self.rank[f.signature.id])

@@ -268,6 +268,9 @@ def arrange(structure, findings, consequences):
     program = structure.program()
     if not program:
         return findings, consequences
+    # a guess read from lines a working job prints too never stands before (or beside)
+    # the program's own error
+    findings = [f for f in findings if not getattr(f, "alone", False)]
     lead = program[0]
     causes = [f for f in findings if not f.signature.symptom]
     symptoms = [f for f in findings if f.signature.symptom]

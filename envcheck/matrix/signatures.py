@@ -52,13 +52,25 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # (argparse's "unrecognized arguments: --local-rank=N": every word of that
               # line starts lower-case; "-" costs the scan less than "u" would); the
               # other phase C wordings hold a word already here ("Error", "CUDA", ...)
-              "Warning: Unable to resolve", "--local")
+              "Warning: Unable to resolve", "--local",
+              # phase D of issue #34: DeepSpeed's launcher's "exits with return code =
+              # -9" on a line of its own and torchrun's summary "exitcode  : -9" ("-9"
+              # where "-" is here already); bash's "Killed", kubectl's "Exit Code: 137"
+              # and sacct's OUT_OF_MEMORY (K and O: rare first letters); MPICH's Hydra
+              # errors (HYD...), srun's "Out Of Memory", Open MPI's "OMPI was not built";
+              # PMI's "PMI2_Init failed"
+              "-9", "Killed", "Exit Code", "OUT_OF_MEMORY", "Out Of Memory", "HYD",
+              "OMPI was not built", "PMI")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
 SIGNATURE_KEYS = {"id", "cause", "match", "advice", "advice_from", "framework_advice",
                   "source", "caught_by", "gpu", "symptom", "differ", "needs", "explains",
-                  "weak_match", "weak_needs", "note"}
+                  "weak_match", "weak_needs", "alone_match", "alone_cause", "note"}
+
+# A cause read from lines a working job prints too, where the log shows nothing else, is a
+# guess: its wording must say so (issue #34, phase D)
+CONFIDENCE_WORDS = ("likely", "possibly", "probably")
 
 _ID = re.compile(r"^[a-z0-9_-]+\.[a-z0-9_.-]+$")
 
@@ -88,6 +100,13 @@ class Signature:
     # the host name does not resolve, harmless on one node), read as a conditional cause
     weak: Tuple[re.Pattern, ...] = ()
     weak_needs: Tuple[str, ...] = ()
+    # patterns that name this cause only where the log shows nothing else (no other
+    # finding, no symptom, no exception of the program): NCCL's INFO trace of a failed
+    # socket, or its init lines and then nothing (a hang). Such a finding says
+    # ``alone_cause``, worded with a confidence word, not ``cause``; a ``needs``
+    # signature whose needs did not fire is read the same way where it has one
+    alone: Tuple[re.Pattern, ...] = ()
+    alone_cause: str = ""
     note: str = ""
 
     def search(self, text):
@@ -101,6 +120,14 @@ class Signature:
     def weak_search(self, text):
         """The first match of a ``weak_match`` pattern in ``text``, or None."""
         for p in self.weak:
+            m = p.search(text)
+            if m:
+                return m
+        return None
+
+    def alone_search(self, text):
+        """The first match of an ``alone_match`` pattern in ``text``, or None."""
+        for p in self.alone:
             m = p.search(text)
             if m:
                 return m
@@ -190,6 +217,21 @@ def parse(errors, where, e, probes, framework_advice):
     if bool(weak) != bool(weak_needs):
         errors.add(where, "%s: weak_match and weak_needs come together (the patterns, and "
                    "the signatures one of which must fire too)" % label)
+    alone = ()
+    if "alone_match" in e:
+        try:
+            alone = tuple(_patterns(errors, where, label, e, _strings(e["alone_match"]),
+                                    "alone_match"))
+        except ValueError as exc:
+            errors.add(where, "%s: alone_match: %s" % (label, exc))
+    alone_cause = e.get("alone_cause", "")
+    if alone and not alone_cause:
+        errors.add(where, "%s: alone_match needs alone_cause (the cause as a guess)" % label)
+    if alone_cause and not (isinstance(alone_cause, str) and any(
+            w in alone_cause for w in CONFIDENCE_WORDS)):
+        errors.add(where, "%s: alone_cause must say how sure it is (%s): it is read from "
+                   "lines a working job prints too" % (label, ", ".join(CONFIDENCE_WORDS)))
+        alone_cause = ""
     advice, advice_from = e.get("advice"), e.get("advice_from")
     if (advice is None) == (advice_from is None):
         errors.add(where, "%s: give advice or advice_from (a check whose expected failure "
@@ -222,7 +264,7 @@ def parse(errors, where, e, probes, framework_advice):
     return Signature(sid, e.get("cause") or "", tuple(patterns), e.get("source") or "",
                      where, advice, advice_from, fw, caught_by, needs=needs,
                      explains=explains, weak=weak, weak_needs=weak_needs,
-                     note=e.get("note", ""), **flags)
+                     alone=alone, alone_cause=alone_cause, note=e.get("note", ""), **flags)
 
 
 def resolve(errors, signatures, expectations, builtin=None):

@@ -39,7 +39,7 @@ def _framework_advice(f, frameworks):
 def finding_dict(f, frameworks):
     s = f.signature
     variants = dict(s.framework_advice)
-    return {"id": s.id, "cause": s.cause, "advice": s.advice,
+    return {"id": s.id, "cause": getattr(f, "cause", s.cause), "advice": s.advice,
             "framework_advice": [{"framework": k, "advice": variants[k]}
                                  for k in FRAMEWORKS if k in frameworks and k in variants],
             "sources": [s.source], "line": shorten(f.line.shown, 2000), "file": f.file,
@@ -78,7 +78,7 @@ def _inputs(x):
 
 def _finding(f, frameworks):
     s = f.signature
-    out = ["✗ %s" % s.cause]
+    out = ["✗ %s" % getattr(f, "cause", s.cause)]
     who = _who(f) + ["%d line%s, first at %s" % (f.count, "" if f.count == 1 else "s",
                                                   f.where)]
     out.append("  " + " · ".join(who))
