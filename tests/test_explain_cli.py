@@ -58,7 +58,7 @@ def test_json_matches_the_schema(tmp_path):
 
 def test_nothing_recognised_exit_1_says_what_to_collect(tmp_path):
     log = tmp_path / "quiet.log"
-    log.write_text("step 1 loss 2.0\nstep 2 loss 1.9\nKilled\n")
+    log.write_text("step 1 loss 2.0\nstep 2 loss 1.9\nTerminated\n")
     res = run_cli("explain", str(log))
     assert res.code == 1, res.stderr
     assert "no known cause in %s (3 lines)" % log in res.stdout

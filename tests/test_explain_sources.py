@@ -390,6 +390,70 @@ PHASE_C = [
 ]
 LINES += PHASE_C
 
+# Phase D of issue #34 (after batch 6 was measured): the OOM killer in each launcher's and
+# scheduler's wording, NCCL's connect failures of its newer releases, MPI launchers that
+# are not the job's MPI; each as its source prints it
+PHASE_D = [
+    # deepspeed/launcher/launch.py sigkill_handler, logger.error(f"{cmd} exits with return
+    # code = {last_return_code}"), where a pasted log broke the command list
+    ("deepspeed launch.py sigkill_handler, wrapped",
+     "'--log_path', './ckpt/train_mvtec/log_rest/'] exits with return code = -9",
+     "launch.rank_killed"),
+    # torch elastic's ChildFailedError summary (errors/__init__.py: 'exitcode  : N (pid: P)')
+    ("torch elastic ChildFailedError summary",
+     "  exitcode  : -9 (pid: 3908423)", "launch.rank_killed"),
+    # Slurm: srun's task state, slurmstepd's cgroup OOM count, seff's job state
+    ("slurm srun task state", "srun: error: nid002715: task 85: Out Of Memory",
+     "launch.rank_killed"),
+    ("slurm slurmstepd cgroup",
+     "slurmstepd-phoenix-07: error: Detected 2 oom-kill event(s) in StepId=1683797.batch. "
+     "Some of your processes may have been killed by the cgroup out-of-memory handler.",
+     "launch.rank_killed"),
+    ("slurm seff", "State: OUT_OF_MEMORY (exit code 0)", "launch.rank_killed"),
+    # kubectl describe pod: the container's Last State
+    ("kubectl describe pod", "      Exit Code:    137", "launch.rank_killed"),
+    # bash's job status for a child killed by SIGKILL (a Slurm batch script here)
+    ("bash job status",
+     "/var/spool/job22207649/slurm_script: line 22: 443552 Killed                  python "
+     "main.py LCO_test.ini", "launch.rank_killed"),
+    ("bash, foreground", "Killed", "launch.rank_killed"),
+    # NCCL src/misc/socket.cc (2.12-2.22) and src/os/linux.cc (2.30)
+    ("nccl socket.cc socketPollConnect",
+     "h1:1:2 [0] NCCL WARN socketPollConnect poll() failed with error Connection timed out",
+     "network.peer_connect"),
+    ("nccl os/linux.cc ncclOsSocketPollConnect",
+     "h1:1:2 [0] NCCL WARN ncclOsSocketPollConnect to 10.0.0.2<35001> failed with error "
+     "No route to host", "network.peer_connect"),
+    ("nccl os/linux.cc connect failed",
+     "h1:1:2 [0] NCCL WARN bootstrapConnect: connect to 10.0.0.2<35001> failed : "
+     "Connection refused", "network.peer_connect"),
+    # NCCL's INFO lines alone: a guess, said as one
+    ("nccl socket.cc INFO, retrying",
+     "h1:1:2 [0] NCCL INFO Call to connect returned Connection refused, retrying",
+     "network.peer_connect"),
+    ("nccl os/linux.cc INFO, retrying",
+     "h1:1:2 [0] NCCL INFO bootstrapConnect: connect to 10.0.0.2<35001> returned Connection "
+     "refused, retrying (1000/34000) after sleep for 100 msec", "network.peer_connect"),
+    ("nccl 2.17 socket.cc trace", "h1:1:2 [0] NCCL INFO misc/socket.cc:567 -> 2",
+     "network.peer_connect"),
+    # MPICH's Hydra (ui/mpich/utils.c, utils/args/args.c), Open MPI's PMI help text
+    ("mpich hydra ui/mpich/utils.c",
+     "[mpiexec@r001] HYD_uii_mpx_get_parameters (ui/mpich/utils.c:1648): unable to parse "
+     "user arguments", "launch.mpi_mismatch"),
+    ("mpich hydra utils/args/args.c",
+     "[mpiexec@r001] HYDU_parse_array (utils/args/args.c:174): argument matching returned "
+     "error", "launch.mpi_mismatch"),
+    ("open mpi under srun",
+     "but OMPI was not built with SLURM's PMI support and therefore cannot",
+     "launch.mpi_mismatch"),
+    ("open mpi under srun, PMI2",
+     "PMI2_Init failed to intialize.  Return code: 14", "launch.mpi_mismatch"),
+    # NCCL's single-host hang: its init lines, then nothing (2.4's init.cc)
+    ("nccl 2.4 init.cc", "h1:15833:15833 [1] NCCL INFO Setting affinity for GPU 1 to ff00ff",
+     "nccl.p2p_hang"),
+]
+LINES += PHASE_D
+
 
 @pytest.fixture(scope="module")
 def matrix():
@@ -479,3 +543,62 @@ def test_nccl_bootstrap_trace_alone_is_no_cause(tmp_path, matrix):
     connection or NCCL's error that it led to."""
     found, result = _first("h1:1:2 [0] NCCL INFO bootstrap.cc:701 -> 6\n", tmp_path, matrix)
     assert found == [] and int(result.exit_code) == 1
+
+
+USER_ERROR = ('Traceback (most recent call last):\n'
+              '  File "/home/u/train.py", line 12, in <module>\n'
+              '    main()\n'
+              'ValueError: bad config\n')
+
+
+def test_a_guess_from_nccl_info_lines_says_so(tmp_path, matrix):
+    """NCCL's INFO lines name a cause only where the log shows nothing else, and the
+    finding says how sure it is (phase D)."""
+    for text, expect, word in (
+            ("h1:1:2 [0] NCCL INFO misc/socket.cc:567 -> 2\n"
+             "h1:1:2 [0] NCCL INFO bootstrap.cc:270 -> 2\n", "network.peer_connect", "likely"),
+            ("h1:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC\n",
+             "nccl.p2p_hang", "possibly")):
+        found, result = _first(text, tmp_path, matrix)
+        assert found == [expect]
+        assert result.findings[0].alone and result.findings[0].cause.startswith(word)
+        assert int(result.exit_code) == 0
+
+
+def test_nccl_info_lines_never_stand_before_the_program_s_error(tmp_path, matrix):
+    for info in ("h1:1:2 [0] NCCL INFO misc/socket.cc:567 -> 2\n",
+                 "h1:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC\n",
+                 "h1:1:2 [0] NCCL INFO Setting affinity for GPU 1 to ff00ff\n"):
+        found, _ = _first(info + USER_ERROR, tmp_path, matrix)
+        assert found == ["program.exception"], info
+
+
+def test_nccl_info_lines_come_after_a_cause_a_line_states(tmp_path, matrix):
+    found, result = _first("h1:1:2 [0] NCCL INFO misc/socket.cc:567 -> 2\n"
+                           "h1:1:2 [0] NCCL WARN Error while creating shared memory segment "
+                           "/dev/shm/nccl-x (size 5767520)\n", tmp_path, matrix)
+    assert found == ["nccl.shm_full"] and not result.findings[0].alone
+
+
+def test_a_p2p_line_with_a_timeout_is_said_without_a_doubt(tmp_path, matrix):
+    found, result = _first(
+        "h1:1:2 [0] NCCL INFO Ring 00 : 0[0] -> 1[1] via P2P/IPC\n"
+        "[rank0]:[E ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600001 "
+        "milliseconds before timing out.\n", tmp_path, matrix)
+    assert found == ["nccl.p2p_hang"] and not result.findings[0].alone
+
+
+def test_an_alone_cause_must_say_how_sure_it_is():
+    from envcheck.matrix import signatures
+
+    class Errors(list):
+        def add(self, where, text):
+            self.append(text)
+
+    errors = Errors()
+    signatures.parse(errors, "x.toml", {
+        "id": "x.guess", "cause": "c", "source": "s", "advice": "a",
+        "match": ["NCCL WARN x"], "alone_match": ["NCCL INFO y"],
+        "alone_cause": "a rank could not connect"}, {}, lambda *a: ())
+    assert any("how sure" in e for e in errors)

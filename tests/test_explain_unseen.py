@@ -161,7 +161,7 @@ def test_heldout_logs_get_their_cause(tmp_path, matrix):
     # from since (whose misses the measured figure keeps); the two misses left are
     # package versions no signature covers
     assert len(HELDOUT) == MEASURED["heldout"] - len(
-        [e for e in WRITTEN_FROM_AFTER if e.get("batch") not in (4, 5)]) == 57
+        [e for e in WRITTEN_FROM_AFTER if e.get("batch") not in (4, 5, 6)]) == 57
     assert len(right) >= 55, wrong
 
 
@@ -183,12 +183,13 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
         "https://github.com/NVIDIA/nccl/issues/697",
         "https://github.com/NVIDIA/nccl/issues/473",
         "https://github.com/vllm-project/vllm/issues/7896",
-    } | BATCH5_MISSED
+    } | BATCH5_MISSED | BATCH6_MISSED
     # every batch-4 miss was written from, and nothing batch 4 got right; the same for
-    # batch 5 (phase C)
+    # batch 5 (phase C) and batch 6 (phase D)
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 4} == BATCH4_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 5} == BATCH5_MISSED
-    assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4, 5)
+    assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 6} == BATCH6_MISSED
+    assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4, 5, 6)
                for e in WRITTEN_FROM_AFTER)
 
 
@@ -260,8 +261,12 @@ def test_batch5_cites_no_thread_of_the_corpus_or_earlier_batches():
     _cites_nothing_earlier(5)
 
 
-# Batch 6, measured once (cb122fa, the rules of phase C, e5064cd): 6 of 10. No rule was
-# changed after it.
+# Batch 6, measured once (cb122fa, the rules of phase C, e5064cd): 6 of 10, and that
+# figure stays. One of the four misses was a cause no signature named (a family `new.*`,
+# kept as family_when_measured); three were families that have one, in wordings no rule
+# read (NCCL's INFO lines only, twice; DeepSpeed's launcher's return code on a line of its
+# own). Rules were written from all four after the measurement (phase D), so they are
+# training logs now, with the new signature as their family.
 BATCH6_MEASURED = {"logs": 10, "right": 6}
 BATCH6_MISSED = {
     "https://github.com/NVIDIA/nccl/issues/257",  # P2P hang: NCCL's INFO lines only
@@ -277,11 +282,18 @@ def test_batch6_logs_keep_their_measured_causes(tmp_path, matrix):
     gets an environment cause, the figure is the measured 6 of 10."""
     right, wrong = _scored(BATCH6, tmp_path, matrix)
     assert len(BATCH6) == BATCH6_MEASURED["logs"]
-    assert all(e["split"] == "heldout" for e in BATCH6)
+    assert all(e["split"] == "heldout" or e.get("heldout_when_measured") for e in BATCH6)
+    assert {e["source"] for e in BATCH6 if e.get("family_when_measured", "").startswith(
+        "new.")} == {"https://github.com/zhijian-liu/torchpack/issues/36"}
+    assert sum(e["family"] == "user" for e in BATCH6) >= 1
     assert not [w for w in wrong if w[1] == "user" and w[2] is not None]
     # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
     assert right >= {e["source"] for e in BATCH6} - BATCH6_MISSED, wrong
     assert len(right) >= BATCH6_MEASURED["right"]
+    # the misses written from since (phase D): each gets its cause now (two of them only
+    # as a guess worded as one, from NCCL's INFO lines); these are training results, not a
+    # held-out figure
+    assert right >= BATCH6_MISSED, wrong
 
 
 def test_batch6_cites_no_thread_of_the_corpus_or_earlier_batches():
