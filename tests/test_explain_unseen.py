@@ -303,6 +303,32 @@ def test_batch6_cites_no_thread_of_the_corpus_or_earlier_batches():
     _cites_nothing_earlier(6)
 
 
+# Batch 7, measured once (646c3ec, the rules of phase D, 1f5939a): 14 of 16, and that
+# figure stays. All 6 user-code logs got the program's error. The two misses: a line of
+# torch's own source in a traceback, where the message is split into two string literals
+# ("Distributed package doesn't have NCCL " "built in"), which no rule read; and a
+# rendezvous whose connect timed out, which explain names as unreachable, where the thread
+# found the host's own name missing from /etc/hosts (the log does not say so).
+BATCH7_MEASURED = {"logs": 16, "right": 14}
+BATCH7_MISSED = {
+    "https://github.com/PlayVoice/whisper-vits-svc/issues/97",  # torch's source line only
+    "https://github.com/pytorch/pytorch/issues/67547",  # the log says unreachable, not why
+}
+
+
+def test_batch7_logs_keep_their_measured_causes(tmp_path, matrix):
+    """Batch 7 (collected after phase D, committed with its causes before explain first
+    ran on it): every log it got right at that first run stays right, no user-code log
+    gets an environment cause, the figure is the measured 14 of 16."""
+    right, wrong = _scored(BATCH7, tmp_path, matrix)
+    assert len(BATCH7) == BATCH7_MEASURED["logs"]
+    assert not [w for w in wrong if w[1] == "user" and w[2] is not None]
+    assert {e["source"] for e in BATCH7 if e["family"] == "user"} <= right
+    # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
+    assert right >= {e["source"] for e in BATCH7} - BATCH7_MISSED, wrong
+    assert len(right) >= BATCH7_MEASURED["right"]
+
+
 def test_batch7_cites_no_thread_of_the_corpus_or_earlier_batches():
     assert len(BATCH7) == 16 and sum(e["family"] == "user" for e in BATCH7) == 6
     assert all(e["split"] == "heldout" for e in BATCH7)
