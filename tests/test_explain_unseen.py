@@ -35,7 +35,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(HERE, "data", "explain_unseen.toml"), "rb") as f:
     ENTRIES = tomllib.load(f)["entry"]
 TRAIN = [e for e in ENTRIES if e["split"] == "train"]
-HELDOUT = [e for e in ENTRIES if e["split"] == "heldout" and e.get("batch") not in (4, 5, 6, 7)]
+HELDOUT = [e for e in ENTRIES
+           if e["split"] == "heldout" and e.get("batch") not in (4, 5, 6, 7, 8)]
 # Batch 5: collected after phase B (377c40a), committed with its causes before explain
 # was first run on it.
 BATCH5 = [e for e in ENTRIES if e.get("batch") == 5]
@@ -45,6 +46,9 @@ BATCH6 = [e for e in ENTRIES if e.get("batch") == 6]
 # Batch 7: collected after phase D (1f5939a), committed with its causes before explain was
 # first run on it.
 BATCH7 = [e for e in ENTRIES if e.get("batch") == 7]
+# Batch 8: collected while phase E was written (in a worktree that never held them),
+# committed with its causes before explain was first run on it.
+BATCH8 = [e for e in ENTRIES if e.get("batch") == 8]
 # Batch 4: collected after the rules were widened from the sources (phase A), committed with
 # its causes before explain was first run on it; asserted at its measured level below.
 BATCH4 = [e for e in ENTRIES if e.get("batch") == 4]
@@ -333,3 +337,9 @@ def test_batch7_cites_no_thread_of_the_corpus_or_earlier_batches():
     assert len(BATCH7) == 16 and sum(e["family"] == "user" for e in BATCH7) == 6
     assert all(e["split"] == "heldout" for e in BATCH7)
     _cites_nothing_earlier(7)
+
+
+def test_batch8_cites_no_thread_of_the_corpus_or_earlier_batches():
+    assert len(BATCH8) == 12 and sum(e["family"] == "user" for e in BATCH8) == 6
+    assert all(e["split"] == "heldout" for e in BATCH8)
+    _cites_nothing_earlier(8)
