@@ -339,6 +339,31 @@ def test_batch7_cites_no_thread_of_the_corpus_or_earlier_batches():
     _cites_nothing_earlier(7)
 
 
+# Batch 8, measured once on phase D's rules (4e1aa53; phase E, written meanwhile from
+# batch 7's misses and the sources, was not merged yet): 10 of 12. Its two misses: NCCL's
+# shm_open "Permission denied" on /dev/shm, a cause no signature named (`new.*`; explain
+# said /dev/shm is full, its nearest family); and a Lightning log whose two ranks'
+# lines are interleaved, the error line joined to the user's code (no finding: not an
+# environment cause either).
+BATCH8_MEASURED = {"logs": 12, "right": 10}
+BATCH8_MISSED = {
+    "https://github.com/pytorch/pytorch/issues/37004",  # new: /dev/shm not writable
+    "https://github.com/Lightning-AI/pytorch-lightning/issues/5641",  # interleaved ranks
+}
+
+
+def test_batch8_logs_keep_their_measured_causes(tmp_path, matrix):
+    """Batch 8 (committed with its causes before explain first ran on it): every log it
+    got right at that first run stays right, no user-code log gets an environment cause,
+    the figure is the measured 10 of 12."""
+    right, wrong = _scored(BATCH8, tmp_path, matrix)
+    assert len(BATCH8) == BATCH8_MEASURED["logs"]
+    assert not [w for w in wrong if w[1] == "user" and w[2] is not None]
+    # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
+    assert right >= {e["source"] for e in BATCH8} - BATCH8_MISSED, wrong
+    assert len(right) >= BATCH8_MEASURED["right"]
+
+
 def test_batch8_cites_no_thread_of_the_corpus_or_earlier_batches():
     assert len(BATCH8) == 12 and sum(e["family"] == "user" for e in BATCH8) == 6
     assert all(e["split"] == "heldout" for e in BATCH8)
