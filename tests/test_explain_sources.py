@@ -454,6 +454,27 @@ PHASE_D = [
 ]
 LINES += PHASE_D
 
+# Phase E of issue #34 (after batch 7 was measured): what torch, CUDA, NCCL and the
+# schedulers print for the causes the batches missed most, each as its source prints it
+PHASE_E = [
+    # torch/distributed/distributed_c10d.py (1.x-2.x): the message is two string literals,
+    # and a traceback shows this line of torch's own frame
+    ("distributed_c10d.py raise line, as a traceback shows it",
+     '    raise RuntimeError("Distributed package doesn\'t have NCCL " "built in")',
+     "torch.distributed_unavailable"),
+    ("distributed_c10d.py raise line (torch 1.0, the literal broken over two lines)",
+     '    raise RuntimeError("Distributed package doesn\'t have NCCL "',
+     "torch.distributed_unavailable"),
+    ("distributed_c10d.py, backend='mpi'",
+     "RuntimeError: Distributed package doesn't have MPI built in. MPI is only included if "
+     "you build PyTorch from source on a host that has MPI installed.",
+     "torch.distributed_unavailable"),
+    ("distributed_c10d.py, backend='ucc'",
+     "RuntimeError: Distributed package doesn't have UCC built in",
+     "torch.distributed_unavailable"),
+]
+LINES += PHASE_E
+
 
 @pytest.fixture(scope="module")
 def matrix():
