@@ -472,6 +472,32 @@ PHASE_E = [
     ("distributed_c10d.py, backend='ucc'",
      "RuntimeError: Distributed package doesn't have UCC built in",
      "torch.distributed_unavailable"),
+    # CUDA runtime errors (cudaGetErrorString) that name the environment, as torch's
+    # c10/cuda/CUDAException.cpp ('CUDA error: ...') and NCCL's include/checks.h ('Cuda
+    # failure N 'STRING'') print them
+    ("cuda 802 cudaErrorSystemNotReady, torch", "RuntimeError: CUDA error: system not yet "
+     "initialized", "cuda.fabric_manager"),
+    ("cuda 802, nccl checks.h", "h1:1:2 [0] NCCL WARN Cuda failure 802 'system not yet "
+     "initialized'", "cuda.fabric_manager"),
+    ("cuda 98 cudaErrorInvalidDeviceFunction, nccl checks.h",
+     "h1:1:2 [0] enqueue.cc:122 NCCL WARN Cuda failure 'invalid device function'",
+     "cuda.no_kernel_image"),
+    ("cuda 98, torch", "RuntimeError: CUDA error: invalid device function",
+     "cuda.no_kernel_image"),
+    ("cuda 222 cudaErrorUnsupportedPtxVersion, nccl checks.h",
+     "h1:1:2 [0] NCCL WARN Cuda failure 222 'the provided PTX was compiled with an "
+     "unsupported toolchain.'", "cuda.driver_too_old"),
+    ("cuda 36 cudaErrorCallRequiresNewerDriver, torch",
+     "RuntimeError: CUDA error: API call is not supported in the installed CUDA driver",
+     "cuda.driver_too_old"),
+    ("cuda 34 cudaErrorStubLibrary, torch", "RuntimeError: CUDA error: CUDA driver is a stub "
+     "library", "device.no_gpu"),
+    ("cuda 46 cudaErrorDevicesUnavailable, torch (CUDA 11+)",
+     "torch.AcceleratorError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
+     "device.gpu_busy"),
+    ("cuda 46, torch 0.x THCudaCheck",
+     "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=51 error=46 : all "
+     "CUDA-capable devices are busy or unavailable", "device.gpu_busy"),
 ]
 LINES += PHASE_E
 
