@@ -498,6 +498,16 @@ PHASE_E = [
     ("cuda 46, torch 0.x THCudaCheck",
      "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=51 error=46 : all "
      "CUDA-capable devices are busy or unavailable", "device.gpu_busy"),
+    # NCCL src/net.cc ncclNetInit: NCCL_NET names a network no loaded plugin has
+    ("nccl net.cc ncclNetInit", "h1:1:2 [0] net.cc:626 NCCL WARN Error: network IB not found.",
+     "nccl.net_not_found"),
+    # Slurm slurmstepd req.c (JOB and STEP, with and without 'ON HOST') and srun's plugin
+    ("slurm slurmstepd req.c", "slurmstepd: error: *** JOB 123456 ON gpu-node-07 CANCELLED AT "
+     "2025-01-02T03:04:05 DUE TO TIME LIMIT ***", "launch.time_limit"),
+    ("slurm slurmstepd, older", "slurmstepd: error: *** STEP 123456.0 CANCELLED AT "
+     "2019-01-02T03:04:05 DUE TO TIME LIMIT ***", "launch.time_limit"),
+    ("slurm srun", "srun: error: *** STEP 123456.0 CANCELLED AT 2025-01-02T03:04:05 DUE TO "
+     "TIME LIMIT ***", "launch.time_limit"),
 ]
 LINES += PHASE_E
 
@@ -649,3 +659,42 @@ def test_an_alone_cause_must_say_how_sure_it_is():
         "match": ["NCCL WARN x"], "alone_match": ["NCCL INFO y"],
         "alone_cause": "a rank could not connect"}, {}, lambda *a: ())
     assert any("how sure" in e for e in errors)
+
+
+TIME_LIMIT = ("slurmstepd: error: *** JOB 1 ON n1 CANCELLED AT 2025-01-02T03:04:05 DUE TO "
+              "TIME LIMIT ***\n")
+
+
+def test_nccl_s_missing_network_leads_the_invalid_usage_it_returns(tmp_path, matrix):
+    """NCCL's net.cc returns ncclInvalidUsage after 'Error: network X not found.'"""
+    found, _ = _first("h1:1:2 [1] net.cc:626 NCCL WARN Error: network AWS Libfabric not found.\n"
+                      "h1: Test NCCL failure common.cu:958 'invalid usage (run with "
+                      "NCCL_DEBUG=WARN for details)\n", tmp_path, matrix)
+    assert found == ["nccl.net_not_found"]
+
+
+def test_slurm_s_time_limit_comes_after_the_program_s_error(tmp_path, matrix):
+    """A rank that raised leaves the others waiting until Slurm's limit: the program's
+    error is the cause, the time limit its consequence."""
+    text = ('[rank1]: Traceback (most recent call last):\n'
+            '[rank1]:   File "/home/u/train.py", line 12, in main\n'
+            '[rank1]:     raise ValueError("bad config value: lr")\n'
+            '[rank1]: ValueError: bad config value: lr\n' + TIME_LIMIT)
+    found, result = _first(text, tmp_path, matrix)
+    assert found == ["program.exception"]
+    assert "launch.time_limit" in [f.signature.id for f in result.consequences]
+
+
+def test_slurm_s_time_limit_explains_the_sigkill_it_sent(tmp_path, matrix):
+    found, result = _first(TIME_LIMIT + "/var/spool/slurmd/job1/slurm_script: line 22: 443552 "
+                           "Killed                  python main.py\n", tmp_path, matrix)
+    assert found == ["launch.time_limit"]
+    assert "launch.rank_killed" in [f.signature.id for f in result.consequences]
+
+
+def test_a_watchdog_timeout_before_slurm_s_time_limit_leads(tmp_path, matrix):
+    found, _ = _first("[rank2]:[E ProcessGroupNCCL.cpp:563] [Rank 2] Watchdog caught collective "
+                      "operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, "
+                      "NumelOut=1, Timeout(ms)=1800000) ran for 1800096 milliseconds before "
+                      "timing out.\n" + TIME_LIMIT, tmp_path, matrix)
+    assert found == ["nccl.watchdog_timeout"]
