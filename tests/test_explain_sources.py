@@ -508,6 +508,13 @@ PHASE_E = [
      "2019-01-02T03:04:05 DUE TO TIME LIMIT ***", "launch.time_limit"),
     ("slurm srun", "srun: error: *** STEP 123456.0 CANCELLED AT 2025-01-02T03:04:05 DUE TO "
      "TIME LIMIT ***", "launch.time_limit"),
+    ("slurm slurmstepd req.c, preemption", "slurmstepd: error: *** STEP 123456.0 ON gpu-node-07 "
+     "CANCELLED AT 2025-01-02T03:04:05 DUE TO PREEMPTION ***", "launch.preempted"),
+    # Lightning accelerators/cuda.py (2.x): Trainer(devices=N) names GPUs this process
+    # cannot see
+    ("lightning accelerators/cuda.py",
+     "lightning_fabric.utilities.exceptions.MisconfigurationException: You requested gpu: "
+     "[0, 1, 2, 3]", "device.invalid_ordinal"),
 ]
 LINES += PHASE_E
 
@@ -698,3 +705,16 @@ def test_a_watchdog_timeout_before_slurm_s_time_limit_leads(tmp_path, matrix):
                       "NumelOut=1, Timeout(ms)=1800000) ran for 1800096 milliseconds before "
                       "timing out.\n" + TIME_LIMIT, tmp_path, matrix)
     assert found == ["nccl.watchdog_timeout"]
+
+
+def test_slurm_s_preemption_explains_the_sigkill_and_follows_the_program_s_error(tmp_path, matrix):
+    preempted = TIME_LIMIT.replace("TIME LIMIT", "PREEMPTION")
+    found, result = _first(preempted + "Killed\n", tmp_path, matrix)
+    assert found == ["launch.preempted"]
+    assert "launch.rank_killed" in [f.signature.id for f in result.consequences]
+    found, _ = _first('[rank0]: Traceback (most recent call last):\n'
+                      '[rank0]:   File "/home/u/train.py", line 9, in main\n'
+                      '[rank0]:     open("/data/labels.txt")\n'
+                      "[rank0]: FileNotFoundError: [Errno 2] No such file or directory: "
+                      "'/data/labels.txt'\n" + preempted, tmp_path, matrix)
+    assert found == ["program.exception"]
