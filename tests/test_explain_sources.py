@@ -454,6 +454,70 @@ PHASE_D = [
 ]
 LINES += PHASE_D
 
+# Phase E of issue #34 (after batch 7 was measured): what torch, CUDA, NCCL and the
+# schedulers print for the causes the batches missed most, each as its source prints it
+PHASE_E = [
+    # torch/distributed/distributed_c10d.py (1.x-2.x): the message is two string literals,
+    # and a traceback shows this line of torch's own frame
+    ("distributed_c10d.py raise line, as a traceback shows it",
+     '    raise RuntimeError("Distributed package doesn\'t have NCCL " "built in")',
+     "torch.distributed_unavailable"),
+    ("distributed_c10d.py raise line (torch 1.0, the literal broken over two lines)",
+     '    raise RuntimeError("Distributed package doesn\'t have NCCL "',
+     "torch.distributed_unavailable"),
+    ("distributed_c10d.py, backend='mpi'",
+     "RuntimeError: Distributed package doesn't have MPI built in. MPI is only included if "
+     "you build PyTorch from source on a host that has MPI installed.",
+     "torch.distributed_unavailable"),
+    ("distributed_c10d.py, backend='ucc'",
+     "RuntimeError: Distributed package doesn't have UCC built in",
+     "torch.distributed_unavailable"),
+    # CUDA runtime errors (cudaGetErrorString) that name the environment, as torch's
+    # c10/cuda/CUDAException.cpp ('CUDA error: ...') and NCCL's include/checks.h ('Cuda
+    # failure N 'STRING'') print them
+    ("cuda 802 cudaErrorSystemNotReady, torch", "RuntimeError: CUDA error: system not yet "
+     "initialized", "cuda.fabric_manager"),
+    ("cuda 802, nccl checks.h", "h1:1:2 [0] NCCL WARN Cuda failure 802 'system not yet "
+     "initialized'", "cuda.fabric_manager"),
+    ("cuda 98 cudaErrorInvalidDeviceFunction, nccl checks.h",
+     "h1:1:2 [0] enqueue.cc:122 NCCL WARN Cuda failure 'invalid device function'",
+     "cuda.no_kernel_image"),
+    ("cuda 98, torch", "RuntimeError: CUDA error: invalid device function",
+     "cuda.no_kernel_image"),
+    ("cuda 222 cudaErrorUnsupportedPtxVersion, nccl checks.h",
+     "h1:1:2 [0] NCCL WARN Cuda failure 222 'the provided PTX was compiled with an "
+     "unsupported toolchain.'", "cuda.driver_too_old"),
+    ("cuda 36 cudaErrorCallRequiresNewerDriver, torch",
+     "RuntimeError: CUDA error: API call is not supported in the installed CUDA driver",
+     "cuda.driver_too_old"),
+    ("cuda 34 cudaErrorStubLibrary, torch", "RuntimeError: CUDA error: CUDA driver is a stub "
+     "library", "device.no_gpu"),
+    ("cuda 46 cudaErrorDevicesUnavailable, torch (CUDA 11+)",
+     "torch.AcceleratorError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
+     "device.gpu_busy"),
+    ("cuda 46, torch 0.x THCudaCheck",
+     "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=51 error=46 : all "
+     "CUDA-capable devices are busy or unavailable", "device.gpu_busy"),
+    # NCCL src/net.cc ncclNetInit: NCCL_NET names a network no loaded plugin has
+    ("nccl net.cc ncclNetInit", "h1:1:2 [0] net.cc:626 NCCL WARN Error: network IB not found.",
+     "nccl.net_not_found"),
+    # Slurm slurmstepd req.c (JOB and STEP, with and without 'ON HOST') and srun's plugin
+    ("slurm slurmstepd req.c", "slurmstepd: error: *** JOB 123456 ON gpu-node-07 CANCELLED AT "
+     "2025-01-02T03:04:05 DUE TO TIME LIMIT ***", "launch.time_limit"),
+    ("slurm slurmstepd, older", "slurmstepd: error: *** STEP 123456.0 CANCELLED AT "
+     "2019-01-02T03:04:05 DUE TO TIME LIMIT ***", "launch.time_limit"),
+    ("slurm srun", "srun: error: *** STEP 123456.0 CANCELLED AT 2025-01-02T03:04:05 DUE TO "
+     "TIME LIMIT ***", "launch.time_limit"),
+    ("slurm slurmstepd req.c, preemption", "slurmstepd: error: *** STEP 123456.0 ON gpu-node-07 "
+     "CANCELLED AT 2025-01-02T03:04:05 DUE TO PREEMPTION ***", "launch.preempted"),
+    # Lightning accelerators/cuda.py (2.x): Trainer(devices=N) names GPUs this process
+    # cannot see
+    ("lightning accelerators/cuda.py",
+     "lightning_fabric.utilities.exceptions.MisconfigurationException: You requested gpu: "
+     "[0, 1, 2, 3]", "device.invalid_ordinal"),
+]
+LINES += PHASE_E
+
 
 @pytest.fixture(scope="module")
 def matrix():
@@ -602,3 +666,55 @@ def test_an_alone_cause_must_say_how_sure_it_is():
         "match": ["NCCL WARN x"], "alone_match": ["NCCL INFO y"],
         "alone_cause": "a rank could not connect"}, {}, lambda *a: ())
     assert any("how sure" in e for e in errors)
+
+
+TIME_LIMIT = ("slurmstepd: error: *** JOB 1 ON n1 CANCELLED AT 2025-01-02T03:04:05 DUE TO "
+              "TIME LIMIT ***\n")
+
+
+def test_nccl_s_missing_network_leads_the_invalid_usage_it_returns(tmp_path, matrix):
+    """NCCL's net.cc returns ncclInvalidUsage after 'Error: network X not found.'"""
+    found, _ = _first("h1:1:2 [1] net.cc:626 NCCL WARN Error: network AWS Libfabric not found.\n"
+                      "h1: Test NCCL failure common.cu:958 'invalid usage (run with "
+                      "NCCL_DEBUG=WARN for details)\n", tmp_path, matrix)
+    assert found == ["nccl.net_not_found"]
+
+
+def test_slurm_s_time_limit_comes_after_the_program_s_error(tmp_path, matrix):
+    """A rank that raised leaves the others waiting until Slurm's limit: the program's
+    error is the cause, the time limit its consequence."""
+    text = ('[rank1]: Traceback (most recent call last):\n'
+            '[rank1]:   File "/home/u/train.py", line 12, in main\n'
+            '[rank1]:     raise ValueError("bad config value: lr")\n'
+            '[rank1]: ValueError: bad config value: lr\n' + TIME_LIMIT)
+    found, result = _first(text, tmp_path, matrix)
+    assert found == ["program.exception"]
+    assert "launch.time_limit" in [f.signature.id for f in result.consequences]
+
+
+def test_slurm_s_time_limit_explains_the_sigkill_it_sent(tmp_path, matrix):
+    found, result = _first(TIME_LIMIT + "/var/spool/slurmd/job1/slurm_script: line 22: 443552 "
+                           "Killed                  python main.py\n", tmp_path, matrix)
+    assert found == ["launch.time_limit"]
+    assert "launch.rank_killed" in [f.signature.id for f in result.consequences]
+
+
+def test_a_watchdog_timeout_before_slurm_s_time_limit_leads(tmp_path, matrix):
+    found, _ = _first("[rank2]:[E ProcessGroupNCCL.cpp:563] [Rank 2] Watchdog caught collective "
+                      "operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, "
+                      "NumelOut=1, Timeout(ms)=1800000) ran for 1800096 milliseconds before "
+                      "timing out.\n" + TIME_LIMIT, tmp_path, matrix)
+    assert found == ["nccl.watchdog_timeout"]
+
+
+def test_slurm_s_preemption_explains_the_sigkill_and_follows_the_program_s_error(tmp_path, matrix):
+    preempted = TIME_LIMIT.replace("TIME LIMIT", "PREEMPTION")
+    found, result = _first(preempted + "Killed\n", tmp_path, matrix)
+    assert found == ["launch.preempted"]
+    assert "launch.rank_killed" in [f.signature.id for f in result.consequences]
+    found, _ = _first('[rank0]: Traceback (most recent call last):\n'
+                      '[rank0]:   File "/home/u/train.py", line 9, in main\n'
+                      '[rank0]:     open("/data/labels.txt")\n'
+                      "[rank0]: FileNotFoundError: [Errno 2] No such file or directory: "
+                      "'/data/labels.txt'\n" + preempted, tmp_path, matrix)
+    assert found == ["program.exception"]

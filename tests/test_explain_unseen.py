@@ -84,6 +84,10 @@ NOT_IN_THE_TEXT = {
     # 'NCCL error: unhandled cuda error' (the bad node is in the thread)
     "https://github.com/NVIDIA/nccl/issues/473": "nccl.system_error",
     "https://github.com/vllm-project/vllm/issues/7896": "nccl.cuda_error",
+    # batch 7, after it was measured (phase E): the log holds only elastic's
+    # 'RendezvousConnectionError: The connection to the C10d store has failed'; the host
+    # name missing from /etc/hosts is in the thread (the reporter's finding), not the log
+    "https://github.com/pytorch/pytorch/issues/67547": "rendezvous.unreachable",
 }
 
 
@@ -170,7 +174,7 @@ def test_heldout_logs_get_their_cause(tmp_path, matrix):
     # from since (whose misses the measured figure keeps); the two misses left are
     # package versions no signature covers
     assert len(HELDOUT) == MEASURED["heldout"] - len(
-        [e for e in WRITTEN_FROM_AFTER if e.get("batch") not in (4, 5, 6)]) == 57
+        [e for e in WRITTEN_FROM_AFTER if e.get("batch") not in (4, 5, 6, 7)]) == 57
     assert len(right) >= 55, wrong
 
 
@@ -192,13 +196,14 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
         "https://github.com/NVIDIA/nccl/issues/697",
         "https://github.com/NVIDIA/nccl/issues/473",
         "https://github.com/vllm-project/vllm/issues/7896",
-    } | BATCH5_MISSED | BATCH6_MISSED
+    } | BATCH5_MISSED | BATCH6_MISSED | BATCH7_MISSED
     # every batch-4 miss was written from, and nothing batch 4 got right; the same for
-    # batch 5 (phase C) and batch 6 (phase D)
+    # batch 5 (phase C), batch 6 (phase D) and batch 7 (phase E)
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 4} == BATCH4_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 5} == BATCH5_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 6} == BATCH6_MISSED
-    assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4, 5, 6)
+    assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 7} == BATCH7_MISSED
+    assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4, 5, 6, 7)
                for e in WRITTEN_FROM_AFTER)
 
 
@@ -314,7 +319,10 @@ def test_batch6_cites_no_thread_of_the_corpus_or_earlier_batches():
 # torch's own source in a traceback, where the message is split into two string literals
 # ("Distributed package doesn't have NCCL " "built in"), which no rule read; and a
 # rendezvous whose connect timed out, which explain names as unreachable, where the thread
-# found the host's own name missing from /etc/hosts (the log does not say so).
+# found the host's own name missing from /etc/hosts (the log does not say so). Phase E
+# wrote from both after the measurement, so they are training logs now: whisper-vits-svc#97
+# gets its cause (torch's source line is read), pytorch#67547 the best its text allows
+# (NOT_IN_THE_TEXT: the connect failed, not why).
 BATCH7_MEASURED = {"logs": 16, "right": 14}
 BATCH7_MISSED = {
     "https://github.com/PlayVoice/whisper-vits-svc/issues/97",  # torch's source line only
@@ -328,16 +336,22 @@ def test_batch7_logs_keep_their_measured_causes(tmp_path, matrix):
     gets an environment cause, the figure is the measured 14 of 16."""
     right, wrong = _scored(BATCH7, tmp_path, matrix)
     assert len(BATCH7) == BATCH7_MEASURED["logs"]
+    assert all(e["split"] == "heldout" or e.get("heldout_when_measured") for e in BATCH7)
     assert not [w for w in wrong if w[1] == "user" and w[2] is not None]
     assert {e["source"] for e in BATCH7 if e["family"] == "user"} <= right
     # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
     assert right >= {e["source"] for e in BATCH7} - BATCH7_MISSED, wrong
     assert len(right) >= BATCH7_MEASURED["right"]
+    # the misses written from since (phase E): each gets its cause now, or, where the log
+    # does not show the thread's cause, the best its text allows (NOT_IN_THE_TEXT); these
+    # are training results, not a held-out figure
+    assert right >= BATCH7_MISSED - set(NOT_IN_THE_TEXT), wrong
+    assert {w[0] for w in wrong} <= set(NOT_IN_THE_TEXT), wrong
 
 
 def test_batch7_cites_no_thread_of_the_corpus_or_earlier_batches():
     assert len(BATCH7) == 16 and sum(e["family"] == "user" for e in BATCH7) == 6
-    assert all(e["split"] == "heldout" for e in BATCH7)
+    assert all(e["split"] == "heldout" or e["source"] in BATCH7_MISSED for e in BATCH7)
     _cites_nothing_earlier(7)
 
 

@@ -171,6 +171,14 @@ class Matcher:
             return [lead], []
         causes = [f for f in found if not f.signature.symptom]
         symptoms = [f for f in found if f.signature.symptom]
+        # a symptom that explains a cause found with it takes that cause's place (Slurm's
+        # time limit, then the SIGKILL it sent); it stays a symptom for the program's own
+        # error (structure.arrange), which comes before it
+        promoted = [s for s in symptoms
+                    if any(c.signature.id in s.signature.explains and _same_failure(s, c)
+                           for c in causes)]
+        symptoms = [s for s in symptoms if not any(s is p for p in promoted)]
+        causes += promoted
         symptoms.sort(key=lambda f: self.rank[f.signature.id])
         causes, explained = _explained(causes)
         if causes:

@@ -60,7 +60,12 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # errors (HYD...), srun's "Out Of Memory", Open MPI's "OMPI was not built";
               # PMI's "PMI2_Init failed"
               "-9", "Killed", "Exit Code", "OUT_OF_MEMORY", "Out Of Memory", "HYD",
-              "OMPI was not built", "PMI")
+              "OMPI was not built", "PMI",
+              # phase E of issue #34: Slurm's time limit and preemption ('*** JOB N ON
+              # HOST CANCELLED AT T DUE TO TIME LIMIT ***': D is a first letter here
+              # already); NCCL's 'Error: network X not found', Lightning's
+              # MisconfigurationException and the CUDA texts hold words already here
+              "DUE TO TIME LIMIT", "DUE TO PREEMPTION")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
