@@ -386,6 +386,40 @@ def test_batch8_cites_no_thread_of_the_corpus_or_earlier_batches():
     _cites_nothing_earlier(8)
 
 
+# Batch 9, measured once on phase D's rules (d8305b8) and once on phase E's (the merge of
+# phase E, which never held it): 6 of 15 both times. Four of its nine misses are causes no
+# signature names (`new.*`: NVLS multicast on a broken NVSwitch fabric, a Lightning bug in
+# its MPI environment, a launcher flag given a value, reentrant checkpointing under DDP);
+# two hold only NCCL's "unhandled system error" (a docker bridge, a small /dev/shm: the
+# cause is in the thread, not the log); three are logs mangled as posted (two ranks'
+# lines interleaved twice, a traceback pasted in reverse) where explain found no first
+# error or another exception text. No user-code log got an environment cause.
+BATCH9_MEASURED = {"logs": 15, "right": 6}
+BATCH9_MISSED = {
+    "https://github.com/deepinsight/insightface/issues/1444",  # only 'unhandled system error'
+    "https://github.com/HRNet/DEKR/issues/18",  # only 'unhandled system error'
+    "https://github.com/pytorch/pytorch/pull/177472",  # new: NVLS on a broken fabric
+    "https://github.com/Lightning-AI/pytorch-lightning/issues/19062",  # new: a Lightning bug
+    "https://github.com/huggingface/accelerate/issues/2240",  # new: a flag given a value
+    "https://github.com/lucidrains/magvit2-pytorch/issues/22",  # interleaved ranks
+    "https://github.com/modelscope/ms-swift/issues/3171",  # new: reentrant checkpointing
+    "https://github.com/Theodore-PKU/MC-DDPM/issues/1",  # a traceback pasted in reverse
+    "https://github.com/huggingface/accelerate/issues/1263",  # interleaved ranks
+}
+
+
+def test_batch9_logs_keep_their_measured_causes(tmp_path, matrix):
+    """Batch 9 (committed with its causes before explain first ran on it): every log it
+    got right at that first run stays right, no user-code log gets an environment cause,
+    the figure is the measured 6 of 15."""
+    right, wrong = _scored(BATCH9, tmp_path, matrix)
+    assert len(BATCH9) == BATCH9_MEASURED["logs"]
+    assert not [w for w in wrong if w[1] == "user" and w[2] not in (None, "program.exception")]
+    # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
+    assert right >= {e["source"] for e in BATCH9} - BATCH9_MISSED, wrong
+    assert len(right) >= BATCH9_MEASURED["right"]
+
+
 def test_batch9_cites_no_thread_of_the_corpus_or_earlier_batches():
     assert len(BATCH9) == 15 and sum(e["family"] == "user" for e in BATCH9) == 4
     assert all(e["split"] == "heldout" for e in BATCH9)
