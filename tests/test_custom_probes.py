@@ -138,8 +138,8 @@ def test_declared_checks_are_listed_and_enforced(write_probes, tmp_path):
     listed = run_cli("probes", "--checks", "--probe-path", path)
     assert listed.code == 0, listed.stderr
     lines = listed.stdout.splitlines()
-    assert lines[:10] == ["setup.import_torch", "setup.open_files", "setup.processes",
-                         "setup.master_addr", "setup.master_port",
+    assert lines[:11] == ["setup.import_torch", "setup.open_files", "setup.processes",
+                         "setup.tmpdir", "setup.master_addr", "setup.master_port",
                          "setup.host_name", "setup.socket_interface",
                          "setup.init_process_group", "setup.final_barrier",
                          "setup.between_probes"]

@@ -31,7 +31,7 @@ def test_exit_code_and_checks(default_run):
     data = load_report(path)
     ids = [c["id"] for c in data["checks"]]
     assert ids == ["setup.import_torch", "setup.open_files", "setup.processes",
-                   "setup.master_addr", "setup.socket_interface",
+                   "setup.tmpdir", "setup.master_addr", "setup.socket_interface",
                    "setup.init_process_group"] + LAUNCH + COLLECTIVES
     checks = checks_by_id(data)
     for cid in COLLECTIVES + ["launch.env", "launch.rank_mapping"]:
@@ -66,7 +66,7 @@ def test_table_screen(default_run):
     assert "torch " in out and "CUDA / cuDNN / NCCL" in out
     assert re.search(r"^✓ collectives    6 passed  \d+\.\d\d s$", out, re.M)
     assert "collectives  all_reduce" not in out  # the rows are -v's
-    assert re.fullmatch(r"nothing unexpected: 15 passed, 3 skipped in \d+\.\d s", lines[-1])
+    assert re.fullmatch(r"nothing unexpected: 16 passed, 3 skipped in \d+\.\d s", lines[-1])
     verbose = run_cli("report", "-v", str(default_run[1])).stdout
     assert "collectives  all_reduce" in verbose
     assert "✓ passed" in verbose and "- skipped" in verbose

@@ -53,7 +53,7 @@ def test_the_run_screen_answers_first_and_fits_the_terminal_in_colour(hung_repor
                                    "a process group cannot" + (
                                        "" if columns == 80 else " be pickled or copied: keep "
                                        "it out of"))
-    assert re.fullmatch(r"1 FAILURE: 11 passed, 4 known issues, 1 hang in \d+\.\d s",
+    assert re.fullmatch(r"1 FAILURE: 12 passed, 4 known issues, 1 hang in \d+\.\d s",
                         shown[-1])
     # A hang nobody expected fails the run: the answer, its entry and the last line are
     # bold red; a known issue is a yellow "!", a passed probe green.
@@ -232,7 +232,7 @@ def test_a_run_shows_a_live_view_then_the_rows_a_pipe_shows():
     ] == [["✓", "setup"], ["✓", "launch"], ["!", "serialization"]]
     assert next(line for line in lines if "serialization " in line and "passed" in line) \
         .startswith(YELLOW + "!" + RESET)
-    assert re.fullmatch(r"nothing unexpected: 14 passed, 4 known issues, 3 skipped in "
+    assert re.fullmatch(r"nothing unexpected: 15 passed, 4 known issues, 3 skipped in "
                         r"\d+\.\d s", shown[-1])
     # --no-color keeps the live view (it says nothing is frozen), without a colour.
     _, plain, raw = on_terminal(80, "run", "-p", "launch", "--no-color")
@@ -263,7 +263,7 @@ def test_the_live_view_after_a_hang_says_the_probe_stopped_and_goes_on(tmp_path)
     assert shown[0] == "✗ Not ready for distributed training: 1 FAILURE"
     assert re.search(r"probe stuck 1/2 · wait · 5\.\d s of 5 s: a hang; collecting stacks, "
                      r"restarting", raw)
-    assert shown[-1].startswith("1 FAILURE: 7 passed, 1 hang in ")
+    assert shown[-1].startswith("1 FAILURE: 8 passed, 1 hang in ")
 
 
 @pytest.mark.ranks
