@@ -20,7 +20,10 @@ import pytest
 
 from conftest import checks_by_id, launcher_env, load_report, run_cli
 
-pytestmark = pytest.mark.ranks  # every test here starts real ranks
+# Every test here starts real ranks; one worker under xdist (--dist loadgroup), and
+# session-scoped runs, so that each envcheck run the tests share is made once (module-
+# scoped, each worker made its own, and again after other modules' tests ran between).
+pytestmark = [pytest.mark.ranks, pytest.mark.xdist_group("fsdp")]
 
 # The fsdp probe's checks with a fault injected into what DCP saved (test probes).
 FAULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "probes",
@@ -65,29 +68,29 @@ def _run(tmp, *args, env=None, probe="fsdp"):
     return result, data, checks_by_id(data), run_tmp
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def two(tmp_path_factory):
     return _run(tmp_path_factory.mktemp("fsdp2"))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def four(tmp_path_factory):
     return _run(tmp_path_factory.mktemp("fsdp4"), "--nproc", "4")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def altered(tmp_path_factory):
     return _run(tmp_path_factory.mktemp("fsdp_alter"), "--probe-path", FAULTS,
                 probe="fsdp-altered")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def lost(tmp_path_factory):
     return _run(tmp_path_factory.mktemp("fsdp_lost"), "--probe-path", FAULTS,
                 probe="fsdp-lost")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def wide(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fsdp_wide")
     (tmp / "wide.py").write_text(textwrap.dedent(WIDTH_MODEL))

@@ -36,6 +36,8 @@ from conftest import checks_by_id, launcher_env, load_report, run_cli
 # Every test here starts real ranks; one worker under xdist (--dist loadgroup), so that
 # the module's real jobs and envcheck runs are made once, not once per worker.
 pytestmark = [pytest.mark.ranks, pytest.mark.xdist_group("fsdp_stack")]
+# Its fixtures are session-scoped: under --dist loadgroup this worker runs other modules'
+# tests between these, and module-scoped ones would be made again (about 42 s each time).
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -93,7 +95,7 @@ def build():
 '''
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def models(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("stack")
     (tmp / "gpt2tiny.py").write_text(textwrap.dedent(GPT2))
@@ -109,7 +111,7 @@ def _envcheck(tmp, *args):
     return result, checks_by_id(load_report(str(report)))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def real(models):
     _need("transformers")
     proc = subprocess.run(
@@ -124,7 +126,7 @@ def real(models):
     return by_rank[0]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def gpt2(models):
     _need("transformers")
     return _envcheck(models, "--model", "gpt2tiny.py:build")

@@ -76,7 +76,10 @@ def _truth(nproc):
     return json.loads(line)
 
 
-@pytest.fixture(scope="module")
+# Session-scoped: under --dist loadgroup the zoo's worker runs other modules' tests between
+# its own, and a module-scoped fixture would be made again each time (two truth jobs of
+# about 50 s each).
+@pytest.fixture(scope="session")
 def truth():
     return {2: _truth(2), 4: _truth(4)}
 

@@ -17,11 +17,14 @@ from conftest import ROOT, STUCK, checks_by_id, load_report, run_cli
 from terminal import (BOLD_RED, GREEN, RESET, SGR, YELLOW, on_terminal,
                       on_terminal_command, visible)
 
-pytestmark = pytest.mark.skipif(shutil.which("script") is None,
-                                reason="needs script(1) (util-linux) for a terminal")
+# One worker under xdist (--dist loadgroup), and a session-scoped run, so that the hung
+# run its tests read is made once, not once per worker.
+pytestmark = [pytest.mark.skipif(shutil.which("script") is None,
+                                 reason="needs script(1) (util-linux) for a terminal"),
+              pytest.mark.xdist_group("screen")]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def hung_report(tmp_path_factory):
     """A run with known issues and a hang: every part of the screen has something."""
     d = tmp_path_factory.mktemp("screen")
