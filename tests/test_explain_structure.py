@@ -72,7 +72,7 @@ def test_the_kept_run_of_it_explains_the_same():
     (b"", "is empty"),
     (bytes(range(256)) * 40, "holds binary data"),
     (os.urandom(4096).replace(b"\x00", b"\x01"), "holds binary data"),
-])
+], ids=["empty", "every-byte", "random"])  # the same ids in every xdist worker
 def test_input_that_is_not_a_log_is_one_line_exit_2(tmp_path, content, fragment):
     log = tmp_path / "job.log"
     log.write_bytes(content)
