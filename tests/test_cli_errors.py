@@ -96,7 +96,8 @@ def test_unwritable_json_path_fails_before_running(tmp_path, where):
                  "environment": {}, "ranks": [], "duration_s": 0,
                  "checks": [{"probe": 1, "check": "c", "outcome": "passed"}]}),
      "checks[0].probe is int, not str"),
-])
+], ids=["not-json", "a-list", "schema-99", "missing", "empty", "nested-100000", "plan-int",
+        "probe-int"])  # the 200 KB one as an id went into PYTEST_CURRENT_TEST: E2BIG
 def test_corrupt_reports(tmp_path, content, fragment):
     path = tmp_path / "bad.json"
     path.write_text(content)
