@@ -80,6 +80,15 @@ CONFIDENCE_WORDS = ("likely", "possibly", "probably")
 _ID = re.compile(r"^[a-z0-9_-]+\.[a-z0-9_.-]+$")
 
 
+
+def _first(patterns, text):
+    """The first match of any of ``patterns`` in ``text``, or None."""
+    for p in patterns:
+        m = p.search(text)
+        if m:
+            return m
+    return None
+
 @dataclasses.dataclass(frozen=True)
 class Signature:
     id: str  # "nccl.shm_full"
@@ -116,27 +125,15 @@ class Signature:
 
     def search(self, text):
         """The first match of any pattern in ``text``, or None."""
-        for p in self.patterns:
-            m = p.search(text)
-            if m:
-                return m
-        return None
+        return _first(self.patterns, text)
 
     def weak_search(self, text):
         """The first match of a ``weak_match`` pattern in ``text``, or None."""
-        for p in self.weak:
-            m = p.search(text)
-            if m:
-                return m
-        return None
+        return _first(self.weak, text)
 
     def alone_search(self, text):
         """The first match of an ``alone_match`` pattern in ``text``, or None."""
-        for p in self.alone:
-            m = p.search(text)
-            if m:
-                return m
-        return None
+        return _first(self.alone, text)
 
     def to_dict(self):
         d = {"id": self.id, "cause": self.cause, "advice": self.advice,
