@@ -161,12 +161,17 @@ def launcher_env(**extra):
 
 
 def torchrun(python, nnodes, node_rank, nproc, port, args, cwd, host=None):
-    """One torchrun agent running launcher mode (ENVCHECK_HOST=host plays a node)."""
+    """One torchrun agent running launcher mode (ENVCHECK_HOST=host plays a node). The
+    rendezvous id is this test process's own: two tests in two xdist workers that were
+    handed the same free port would otherwise join one rendezvous, each agent pairing
+    with the other test's (one test's agent then waited out its timeout for a peer that
+    had joined the other test)."""
     starts_ranks("torchrun")
     cmd = [python, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
            "--node-rank", str(node_rank), "--nproc-per-node", str(nproc),
            "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:%d" % port,
-           "--rdzv-id", "envcheck-test", "-m", "envcheck.worker.launched", *args]
+           "--rdzv-id", "envcheck-test-%d" % os.getpid(), "-m", "envcheck.worker.launched",
+           *args]
     return subprocess.Popen(cmd, cwd=cwd, env=launcher_env(**({"ENVCHECK_HOST": host} if host else {})),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL)
