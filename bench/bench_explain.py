@@ -2,7 +2,7 @@
 
     python bench/bench_explain.py                 # 200 MB and 2 GB logs, 3 runs each
     python bench/bench_explain.py --sizes 2048 --runs 5 --dir /scratch
-    python bench/bench_explain.py --compare       # also the plain scan, alternating runs
+    python bench/bench_explain.py --baseline HEAD~1   # also envcheck at a git revision
 
 The log is a training job's: 4 ranks' progress lines with torchrun's prefixes, a tqdm
 bar, NCCL_DEBUG=INFO lines at start-up, a few Python warnings, and at the very end a
@@ -10,13 +10,14 @@ real failure (watchdog timeouts after P2P transport lines, texts from
 tests/data/explain_corpus.toml), so the whole file must be read to find it. Each run is
 `python -m envcheck explain --format json LOG` in a fresh process; peak memory is that
 process's VmHWM (read by a wrapper, as ru_maxrss would carry over the peak of the
-process that started it). With ``--compare`` each size is also run with the scan's
-plain alternation (``word|word|...``, the pattern before it was factored by first
-letter), the two alternating run by run so that both see the same load. Results:
+process that started it). With ``--baseline REV`` each size is also run with envcheck as
+it was at git revision REV (``git archive`` into a temporary directory, first on the
+import path), the two alternating run by run so that both see the same load. Results:
 bench/explain.md.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -65,11 +66,10 @@ def make_log(path, megabytes):
 # envcheck explain as the CLI runs it, then this process's own peak memory (VmHWM, KiB)
 # on stderr's last line.
 WRAPPER = r"""
-import re, sys
+import os, sys
+sys.path.insert(0, sys.argv[2])
 from envcheck import cli
-if sys.argv[2] == "plain":
-    from envcheck.explain import read
-    read.SCAN = re.compile(b"|".join(re.escape(w.encode()) for w in read.SCAN_WORDS))
+assert os.path.dirname(os.path.dirname(os.path.abspath(cli.__file__))) == sys.argv[2]
 try:
     cli.entry(["explain", "--format", "json", sys.argv[1]])
 finally:
@@ -78,11 +78,11 @@ finally:
 """
 
 
-def run_once(path, scan="factored"):
+def run_once(path, root=ROOT):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", WRAPPER, path, scan], capture_output=True,
-                          text=True, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", WRAPPER, path, root], capture_output=True,
+                          text=True, cwd=root)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -109,27 +109,41 @@ def main():
     ap.add_argument("--sizes", type=int, nargs="+", default=[200, 2048], help="MiB")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--dir", default=tempfile.gettempdir())
-    ap.add_argument("--compare", action="store_true",
-                    help="also run the plain scan (alternating with the factored one)")
+    ap.add_argument("--baseline", metavar="REV",
+                    help="also run envcheck as it was at git revision REV (alternating)")
     args = ap.parse_args()
+    with contextlib.ExitStack() as stack:
+        trees = {"": ROOT}
+        if args.baseline:
+            rev = subprocess.run(["git", "rev-parse", "--short", args.baseline], cwd=ROOT,
+                                 capture_output=True, text=True)
+            if rev.returncode != 0:
+                raise SystemExit("bench_explain: no git revision %r here" % args.baseline)
+            base = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-base-"))
+            subprocess.run("git archive %s | tar -x -C %s" % (rev.stdout.strip(), base),
+                           shell=True, cwd=ROOT, check=True)
+            trees = {", this tree": ROOT, ", at %s" % rev.stdout.strip(): base}
+        _measure(args, trees)
+
+
+def _measure(args, trees):
     with open("/proc/loadavg") as f:
         print("load average at start: %s (%d cores)" % (" ".join(f.read().split()[:3]),
                                                       os.cpu_count()))
     print("| log | lines | wall s (min–max) | CPU s (min–max) | peak RSS MiB | found |")
     print("|---|---|---|---|---|---|")
-    scans = ["factored", "plain"] if args.compare else ["factored"]
     for size in args.sizes:
         path = os.path.join(args.dir, "envcheck-explain-bench-%dm.log" % size)
         actual = make_log(path, size)
         try:
-            runs = {scan: [] for scan in scans}
+            runs = {label: [] for label in trees}
             for _ in range(args.runs):
-                for scan in scans:
-                    runs[scan].append(run_once(path, scan))
+                for label, root in trees.items():
+                    runs[label].append(run_once(path, root))
         finally:
             os.unlink(path)
-        for scan in scans:
-            print(_row(", %s scan" % scan if args.compare else "", actual, runs[scan]))
+        for label in trees:
+            print(_row(label, actual, runs[label]))
     with open("/proc/loadavg") as f:
         print("load average at end: %s" % " ".join(f.read().split()[:3]))
 
