@@ -350,12 +350,15 @@ def _finding(exc):
 def arrange(structure, findings, consequences):
     """(findings, consequences) with the program's own error first where it is the first
     failure of the log."""
+    # a guess read from lines a working job prints too (or from a traceback's source
+    # line) stands only where the log shows nothing else: never before or beside the
+    # program's own error, nor where an exception line names the environment in words no
+    # signature reads (that line, not the guess, is what the log states)
+    if structure.exceptions:
+        findings = [f for f in findings if not getattr(f, "alone", False)]
     program = structure.program()
     if not program:
         return findings, consequences
-    # a guess read from lines a working job prints too never stands before (or beside)
-    # the program's own error
-    findings = [f for f in findings if not getattr(f, "alone", False)]
     lead = program[0]
     causes = [f for f in findings if not f.signature.symptom]
     symptoms = [f for f in findings if f.signature.symptom]
