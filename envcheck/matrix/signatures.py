@@ -67,13 +67,14 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # MisconfigurationException and the CUDA texts hold words already here
               "DUE TO TIME LIMIT", "DUE TO PREEMPTION",
               # phase F of issue #34: Lightning 2.1.0-2.1.2's source line in a traceback
-              # ('unique_hosts = sorted(set(all_hostnames))': "(" is a first letter here
-              # already), and a traceback's source line reading a launcher's variable from
-              # os.environ (quotes: rare in progress lines; the word with its quotes, so
-              # that a line merely naming RANK is not read); NCCL's shm and NVLS
-              # warnings, torch's DDP and rendezvous errors hold words already here
-              "(all_hostnames", "\"LOCAL_RANK\"", "'LOCAL_RANK'", "\"RANK\"", "'RANK'",
-              "\"WORLD_SIZE\"", "'WORLD_SIZE'")
+              # ('unique_hosts = sorted(set(all_hostnames))'), and a traceback's source
+              # line reading a launcher's variable from os.environ ('os.environ["RANK"]',
+              # with its closing quote and bracket, so that a line merely naming RANK is
+              # not read): "(", "R" and "W" are first letters here already (a quote as
+              # one cost the scan twice the CPU on JSON and HF Trainer metrics lines);
+              # NCCL's shm and NVLS warnings, torch's DDP and rendezvous errors hold
+              # words already here
+              "(all_hostnames", "RANK\"]", "RANK']", "WORLD_SIZE\"]", "WORLD_SIZE']")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
