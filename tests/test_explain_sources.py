@@ -836,6 +836,15 @@ def test_a_source_line_reading_local_rank_is_no_guess_beside_an_exception_line(t
     assert found == [] and int(result.exit_code) == 1
 
 
+def test_lightning_s_fixed_line_is_not_its_bug(tmp_path, matrix):
+    """Lightning 2.1.3 checks for None on the same line (#19074)."""
+    found, result = _first("[rank1]:     unique_hosts = sorted(set(all_hostnames)) if "
+                           "all_hostnames is not None else []\n", tmp_path, matrix)
+    assert found == [] and int(result.exit_code) == 1
+    found, _ = _first("[rank1]:     unique_hosts = sorted(set(all_hostnames))\n", tmp_path, matrix)
+    assert found == ["launch.lightning_mpi_environment"]
+
+
 def test_nccl_s_info_line_going_on_without_nvls_is_no_cause(tmp_path, matrix):
     """NCCL 2.27-2.28 print the bind failure as INFO and go on without NVLS."""
     found, result = _first("h1:1:2 [0] NCCL INFO Failed to bind NVLink SHARP (NVLS) Multicast "
