@@ -518,6 +518,87 @@ PHASE_E = [
 ]
 LINES += PHASE_E
 
+# Phase F of issue #34 (after batches 8 and 9 were measured): the texts of the causes no
+# signature named, each as its source prints it
+PHASE_F = [
+    # NCCL src/include/shm.h (2.4-2.11): shm_open through SYSCHECKVAL ('Call to shm_open
+    # failed : %s'); src/misc/shmutils.cc (2.23-2.29) and src/os/linux.cc (2.30): mkstemp's
+    # failure and the segment's, with errno (EACCES, EROFS)
+    ("nccl include/shm.h (2.4-2.11)",
+     "node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : Permission "
+     "denied", "nccl.shm_permission"),
+    ("nccl misc/shmutils.cc (2.23-2.29), mkstemp",
+     "h1:1:2 [0] misc/shmutils.cc:73 NCCL WARN Error: failed to create shared memory file "
+     "/dev/shm/nccl-XXXXXX, error Permission denied (13)", "nccl.shm_permission"),
+    ("nccl os/linux.cc (2.30), the segment",
+     "h1:1:2 [0] os/linux.cc:842 NCCL WARN Error while creating shared memory segment "
+     "/dev/shm/nccl-Ab12Cd (size 9637888), error: Permission denied (13)", "nccl.shm_permission"),
+    ("nccl misc/shmutils.cc (2.23-2.29), a read-only /dev/shm",
+     "h1:1:2 [0] misc/shmutils.cc:128 NCCL WARN Error while creating shared memory segment "
+     "/dev/shm/nccl-Ab12Cd (size 9637888), error: Read-only file system (30)",
+     "nccl.shm_permission"),
+    # NCCL src/transport/nvls.cc (2.27-2.30): cuMulticastBindMem failed (its WARN breaks
+    # the message over three lines; torch repeats it after 'Last error:')
+    ("nccl transport/nvls.cc (2.29+)",
+     "h1:1:2 [0] transport/nvls.cc:284 NCCL WARN Failed to bind NVLink SHARP (NVLS) Multicast "
+     "memory of size 2097152 : CUDA error 401 'the operation cannot be performed in the "
+     "present state'.", "nccl.nvls_multicast"),
+    ("nccl transport/nvls.cc, after torch's 'Last error:'",
+     "Failed to bind NVLink SHARP (NVLS) Multicast memory of size 4194304 : CUDA error 800 "
+     "'operation not permitted'.", "nccl.nvls_multicast"),
+    # torch/csrc/distributed/c10d/reducer.cpp, each release's wording
+    ("torch reducer.cpp checkAndRaiseMarkedTwiceError",
+     "[rank1]: RuntimeError: Expected to mark a variable ready only once. This error is caused "
+     "by one of the following reasons: 1) Use of a module parameter outside the `forward` "
+     "function. Please make sure model parameters are not shared across multiple concurrent "
+     "forward-backward passes. or try to use _set_static_graph() as a workaround if this "
+     "module graph does not change during training loop.2) Reused parameters in multiple "
+     "reentrant backward passes. For example, if you use multiple `checkpoint` functions to "
+     "wrap the same part of your model, it would result in the same set of parameters been "
+     "used by different reentrant backward passes multiple times, and hence marking a "
+     "variable ready multiple times. DDP does not support such use cases in default. You can "
+     "try to use _set_static_graph() as a workaround if your module graph does not change "
+     "over iterations.", "torch.ddp_reentrant_checkpoint"),
+    ("torch reducer.cpp, earlier ('... DDP does not support such use cases yet.')",
+     "RuntimeError: Expected to mark a variable ready only once. This error is caused by one "
+     "of the following reasons: 1) Use of a module parameter outside the `forward` function. "
+     "Please make sure model parameters are not shared across multiple concurrent "
+     "forward-backward passes2) Reused parameters in multiple reentrant backward passes. For "
+     "example, if you use multiple `checkpoint` functions to wrap the same part of your "
+     "model, it would result in the same set of parameters been used by different reentrant "
+     "backward passes multiple times, and hence marking a variable ready multiple times. DDP "
+     "does not support such use cases yet.3) Incorrect unused parameter detection.",
+     "torch.ddp_reentrant_checkpoint"),
+    ("torch reducer.cpp, the first",
+     "RuntimeError: Expected to mark a variable ready only once. This error is caused by use "
+     "of a module parameter outside the `forward` function. The return value of the "
+     "`forward` function is inspected by the distributed data parallel wrapper to figure out "
+     "if any of the module's parameters went unused.", "torch.ddp_reentrant_checkpoint"),
+    # lightning/fabric/plugins/environments/mpi.py (2.1.0-2.1.2), as a traceback shows it
+    ("lightning mpi.py _init_comm_local, a traceback's source line",
+     "    unique_hosts = sorted(set(all_hostnames))", "launch.lightning_mpi_environment"),
+    # torch/distributed/elastic/rendezvous/utils.py parse_rendezvous_endpoint; accelerate's
+    # simple launcher (utils/launch.py)
+    ("torch elastic rendezvous/utils.py, the port",
+     "ValueError: The port number of the rendezvous endpoint 'None:None' must be an integer "
+     "between 0 and 65536.", "launch.rendezvous_endpoint"),
+    ("torch elastic rendezvous/utils.py, the host",
+     "ValueError: The hostname of the rendezvous endpoint 'node_1@a:29500' must be a "
+     "dot-separated list of labels, an IPv4 address, or an IPv6 address.",
+     "launch.rendezvous_endpoint"),
+    ("accelerate utils/launch.py prepare_simple_launcher_cmd_env",
+     "AssertionError: When using multiple machines, you need to specify the main process IP.",
+     "launch.rendezvous_endpoint"),
+    # Python's os.environ in a traceback's source line, the exception line not in the log
+    ("a traceback's source line, os.environ['LOCAL_RANK']",
+     '    th.cuda.set_device(int(os.environ["LOCAL_RANK"]))', "launch.no_launcher_env"),
+    ("a traceback's source line, os.environ['RANK']",
+     "    rank = int(os.environ['RANK'])", "launch.no_launcher_env"),
+    ("a traceback's source line, os.environ['WORLD_SIZE']",
+     '    world_size = int(os.environ["WORLD_SIZE"])', "launch.no_launcher_env"),
+]
+LINES += PHASE_F
+
 
 @pytest.fixture(scope="module")
 def matrix():
@@ -718,3 +799,73 @@ def test_slurm_s_preemption_explains_the_sigkill_and_follows_the_program_s_error
                       "[rank0]: FileNotFoundError: [Errno 2] No such file or directory: "
                       "'/data/labels.txt'\n" + preempted, tmp_path, matrix)
     assert found == ["program.exception"]
+
+
+# Phase F guards: texts that look like the new signatures' but are the program's own
+# error (or a working job's) get no environment cause
+
+
+@pytest.mark.parametrize("text", [
+    # the same TypeError without Lightning's line: the program's
+    'Traceback (most recent call last):\n  File "/home/u/train.py", line 7, in <module>\n'
+    "    hosts = sorted(set(all_hosts))\nTypeError: 'NoneType' object is not iterable\n",
+    # a source line reading LOCAL_RANK whose exception line says what failed there
+    'Traceback (most recent call last):\n  File "/home/u/train.py", line 5, in <module>\n'
+    '    local_rank = int(os.environ["LOCAL_RANK"])\n'
+    "ValueError: invalid literal for int() with base 10: ''\n",
+    # the program's own file, not /dev/shm
+    "PermissionError: [Errno 13] Permission denied: '/data/out/ckpt-100.pt'\n",
+    # the program's own check of a port
+    "ValueError: The port number must be an integer between 0 and 65535, got 'auto'\n",
+    # ATen's device check reads like DDP's 'Expected to ...', and is the program's
+    "RuntimeError: Expected all tensors to be on the same device, but found at least two "
+    "devices, cuda:0 and cpu!\n",
+], ids=["typeerror", "local-rank-value", "permission", "port", "devices"])
+def test_texts_close_to_phase_f_s_are_the_program_s_error(text, tmp_path, matrix):
+    found, _ = _first(text, tmp_path, matrix)
+    assert found == ["program.exception"]
+
+
+def test_a_source_line_reading_local_rank_is_no_guess_beside_an_exception_line(tmp_path, matrix):
+    """An exception line that names the environment in words no signature reads is what
+    the log states: the guess from the source line above it stands back."""
+    found, result = _first('Traceback (most recent call last):\n'
+                           '  File "/home/u/train.py", line 5, in <module>\n'
+                           '    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))\n'
+                           "RuntimeError: CUDA error: unknown error\n", tmp_path, matrix)
+    assert found == [] and int(result.exit_code) == 1
+
+
+def test_lightning_s_fixed_line_is_not_its_bug(tmp_path, matrix):
+    """Lightning 2.1.3 checks for None on the same line (#19074)."""
+    found, result = _first("[rank1]:     unique_hosts = sorted(set(all_hostnames)) if "
+                           "all_hostnames is not None else []\n", tmp_path, matrix)
+    assert found == [] and int(result.exit_code) == 1
+    found, _ = _first("[rank1]:     unique_hosts = sorted(set(all_hostnames))\n", tmp_path, matrix)
+    assert found == ["launch.lightning_mpi_environment"]
+
+
+def test_nccl_s_info_line_going_on_without_nvls_is_no_cause(tmp_path, matrix):
+    """NCCL 2.27-2.28 print the bind failure as INFO and go on without NVLS."""
+    found, result = _first("h1:1:2 [0] NCCL INFO Failed to bind NVLink SHARP (NVLS) Multicast "
+                           "memory of size 2097152 : CUDA error 401 'the operation cannot be "
+                           "performed in the present state'. Proceeding without NVLS support.\n",
+                           tmp_path, matrix)
+    assert found == [] and int(result.exit_code) == 1
+
+
+def test_a_full_dev_shm_in_nccl_2_23_s_wording_stays_full(tmp_path, matrix):
+    found, _ = _first("h1:1:2 [0] misc/shmutils.cc:128 NCCL WARN Error while creating shared "
+                      "memory segment /dev/shm/nccl-Ab12Cd (size 9637888), error: No space left "
+                      "on device (28)\n", tmp_path, matrix)
+    assert found == ["nccl.shm_full"]
+
+
+def test_nccl_s_permission_explains_the_segment_it_could_not_create(tmp_path, matrix):
+    """pytorch/pytorch#37004's order: the shm_open refused, then the segment."""
+    found, result = _first("n1:1:2 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : "
+                           "Permission denied\nn1:1:2 [0] include/shm.h:48 NCCL WARN Error while "
+                           "creating shared memory segment nccl-shm-recv-b79-0-3-0 (size "
+                           "4460544)\n", tmp_path, matrix)
+    assert found == ["nccl.shm_permission"]
+    assert [f.signature.id for f in result.consequences] == ["nccl.shm_full"]

@@ -179,3 +179,117 @@ def test_json_carries_the_watchdogs_collectives(tmp_path):
                                                  "ranks": [1, 2, 3]}]
     assert data["structure"]["behind"] is None
     assert data["findings"][0]["exception"] is None
+
+
+# Logs mangled as two ranks print them (phase F of issue #34). CPython's PyErr_Display
+# writes an exception's type, ": ", its message and the newline as writes of their own
+# (Python/pythonrun.c), and each source line of a traceback as its indentation, its text
+# and the newline (Python/traceback.c): two ranks that fail at the same moment mix those
+# writes within a line. A pasted log can hold a traceback in reverse.
+
+def _explained(text, tmp_path):
+    log = tmp_path / "job.log"
+    log.write_text(text, encoding="utf-8")
+    return command.explain([str(log)])
+
+
+def test_two_ranks_identical_tracebacks_interleaved_line_by_line_are_one_error(tmp_path):
+    result = _explained('Traceback (most recent call last):\n'
+                        'Traceback (most recent call last):\n'
+                        '  File "/home/u/train.py", line 30, in <module>\n'
+                        '  File "/home/u/train.py", line 30, in <module>\n'
+                        '    main(cfg)\n'
+                        '    main(cfg)\n'
+                        '  File "/home/u/train.py", line 12, in main\n'
+                        '  File "/home/u/train.py", line 12, in main\n'
+                        '    steps = cfg["steps"]\n'
+                        '    steps = cfg["steps"]\n'
+                        "KeyError: 'steps'\n"
+                        "KeyError: 'steps'\n", tmp_path)
+    assert [f.signature.id for f in result.findings] == ["program.exception"]
+    assert result.consequences == []
+    exc = result.findings[0].exception
+    assert (exc.type, exc.message, exc.count) == ("KeyError", "'steps'", 2)
+    assert exc.frames == [("/home/u/train.py", 30, "<module>"), ("/home/u/train.py", 12, "main")]
+
+
+def test_the_type_and_message_written_twice_within_a_line_are_read_once(tmp_path):
+    # huggingface/accelerate#1263's shape: 'ValueErrorValueError: : MM'
+    result = _explained('Traceback (most recent call last):\n'
+                        '  File "test.py", line 6, in <module>\n'
+                        '        a, b = f()a, b = f()\n'
+                        "IndexErrorIndexError: : list index out of rangelist index out of range\n",
+                        tmp_path)
+    exc = result.findings[0].exception
+    assert (exc.type, exc.message) == ("IndexError", "list index out of range")
+    assert exc.culprit == ("test.py", 6, "<module>")
+
+
+def test_another_ranks_source_line_glued_to_the_message_is_taken_off(tmp_path):
+    # lucidrains/magvit2-pytorch#22's shape: the other rank's indentation before the
+    # colon, its source line (shown above) before the message
+    result = _explained('Traceback (most recent call last):\n'
+                        '  File "/w/trainer.py", line 203, in __init__\n'
+                        '    self.scale = self.model.scale\n'
+                        '  File "/venv/lib/python3.10/site-packages/torch/nn/modules/module.py",'
+                        ' line 1614, in __getattr__\n'
+                        '    raise AttributeError("\'{}\' object has no attribute \'{}\'".format(\n'
+                        "AttributeError    : self.scale = self.model.scale'DistributedDataParallel'"
+                        " object has no attribute 'scale'\n", tmp_path)
+    exc = result.findings[0].exception
+    assert exc.type == "AttributeError"
+    assert exc.message == "'DistributedDataParallel' object has no attribute 'scale'"
+    assert exc.culprit == ("/w/trainer.py", 203, "__init__")
+
+
+def test_a_message_that_begins_like_an_earlier_log_line_is_kept_whole(tmp_path):
+    # only a source line as CPython indents it (four blanks) counts as glued
+    result = _explained("Loading the dataset shards\n"
+                        "ValueError: Loading the dataset shards failed: 3 of 8 missing\n",
+                        tmp_path)
+    exc = result.findings[0].exception
+    assert exc.message == "Loading the dataset shards failed: 3 of 8 missing"
+
+
+def test_a_traceback_pasted_in_reverse_has_its_frames_below(tmp_path):
+    result = _explained("ValueError: bad config value: lr\n"
+                        '  File "/home/u/train.py", line 12, in load\n'
+                        '    raise ValueError("bad config value: lr")\n'
+                        '  File "/home/u/train.py", line 40, in <module>\n'
+                        '    load(cfg)\n'
+                        "Traceback (most recent call last):\n", tmp_path)
+    first = result.findings[0]
+    assert first.signature.id == "program.exception"
+    assert first.exception.frames == [("/home/u/train.py", 40, "<module>"),
+                                      ("/home/u/train.py", 12, "load")]
+    assert "/home/u/train.py:12 (in load)" in first.cause
+
+
+def test_the_next_exceptions_traceback_is_not_taken_for_frames_below(tmp_path):
+    # a chain as CPython prints it: the frames below the separator are the next one's
+    result = _explained("ValueError: bad config value: lr\n\n"
+                        "During handling of the above exception, another exception occurred:\n\n"
+                        "Traceback (most recent call last):\n"
+                        '  File "/home/u/train.py", line 50, in <module>\n'
+                        '    run()\n'
+                        "SystemError: gave up\n", tmp_path)
+    first = result.findings[0]
+    assert first.exception.type == "ValueError" and first.exception.frames == []
+
+
+@pytest.mark.parametrize("text,kind", [
+    # torch ProcessGroupNCCL.cpp check_gpu_single_tensor: a CPU tensor given to NCCL
+    ("RuntimeError: Tensors must be CUDA and dense\n", "RuntimeError"),
+    ("ValueError: Tensors must be CUDA and dense\n", "ValueError"),
+    # ATen's TORCH_CHECK (TensorIterator and many ops): the program's two devices
+    ("RuntimeError: Expected all tensors to be on the same device, but found at least two "
+     "devices, cuda:0 and cpu!\n", "RuntimeError"),
+    # Lightning-AI/pytorch-lightning#5641's line: another rank's source line glued in
+    ('RuntimeError: self.log("acc", acc, sync_dist=True)Tensors must be CUDA and dense\n',
+     "RuntimeError"),
+], ids=["nccl-cpu-tensor", "nccl-cpu-tensor-2.x", "two-devices", "glued"])
+def test_torchs_checks_of_what_the_program_passed_are_the_programs_error(text, kind, tmp_path):
+    """Their words name CUDA, but they judge the tensors the program passed."""
+    result = _explained(text, tmp_path)
+    assert [f.signature.id for f in result.findings] == ["program.exception"]
+    assert result.findings[0].exception.type == kind

@@ -91,6 +91,12 @@ NOT_IN_THE_TEXT = {
     # 'RendezvousConnectionError: The connection to the C10d store has failed'; the host
     # name missing from /etc/hosts is in the thread (the reporter's finding), not the log
     "https://github.com/pytorch/pytorch/issues/67547": "rendezvous.unreachable",
+    # batch 9, after it was measured (phase F): each log holds only NCCL's 'unhandled
+    # system error' (and 'ncclSystemError: System call (socket, malloc, munmap, etc)
+    # failed.'); docker's bridge network (--network=host fixed it) and a container's small
+    # /dev/shm (--ipc=host fixed it) are in the threads, not the logs
+    "https://github.com/deepinsight/insightface/issues/1444": "nccl.system_error",
+    "https://github.com/HRNet/DEKR/issues/18": "nccl.system_error",
 }
 
 
@@ -177,7 +183,7 @@ def test_heldout_logs_get_their_cause(tmp_path, matrix):
     # from since (whose misses the measured figure keeps); the two misses left are
     # package versions no signature covers
     assert len(HELDOUT) == MEASURED["heldout"] - len(
-        [e for e in WRITTEN_FROM_AFTER if e.get("batch") not in (4, 5, 6, 7)]) == 57
+        [e for e in WRITTEN_FROM_AFTER if e.get("batch") not in (4, 5, 6, 7, 8, 9)]) == 57
     assert len(right) >= 55, wrong
 
 
@@ -199,14 +205,16 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
         "https://github.com/NVIDIA/nccl/issues/697",
         "https://github.com/NVIDIA/nccl/issues/473",
         "https://github.com/vllm-project/vllm/issues/7896",
-    } | BATCH5_MISSED | BATCH6_MISSED | BATCH7_MISSED
+    } | BATCH5_MISSED | BATCH6_MISSED | BATCH7_MISSED | BATCH8_MISSED | BATCH9_MISSED
     # every batch-4 miss was written from, and nothing batch 4 got right; the same for
-    # batch 5 (phase C), batch 6 (phase D) and batch 7 (phase E)
+    # batch 5 (phase C), batch 6 (phase D), batch 7 (phase E), batches 8 and 9 (phase F)
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 4} == BATCH4_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 5} == BATCH5_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 6} == BATCH6_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 7} == BATCH7_MISSED
-    assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4, 5, 6, 7)
+    assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 8} == BATCH8_MISSED
+    assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 9} == BATCH9_MISSED
+    assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4, 5, 6, 7, 8, 9)
                for e in WRITTEN_FROM_AFTER)
 
 
@@ -363,7 +371,11 @@ def test_batch7_cites_no_thread_of_the_corpus_or_earlier_batches():
 # shm_open "Permission denied" on /dev/shm, a cause no signature named (`new.*`; explain
 # said /dev/shm is full, its nearest family); and a Lightning log whose two ranks'
 # lines are interleaved, the error line joined to the user's code (no finding: not an
-# environment cause either).
+# environment cause either). Phase F wrote from both after the measurement, so they are
+# training logs now: pytorch#37004 gets the new nccl.shm_permission (NCCL's shm_open and
+# shared-memory errors with EACCES, EPERM or EROFS), Lightning#5641 the program's
+# RuntimeError (torch's 'Tensors must be CUDA and dense' judges the tensor the program
+# passed).
 BATCH8_MEASURED = {"logs": 12, "right": 10}
 BATCH8_MISSED = {
     "https://github.com/pytorch/pytorch/issues/37004",  # new: /dev/shm not writable
@@ -377,15 +389,21 @@ def test_batch8_logs_keep_their_measured_causes(tmp_path, matrix):
     the figure is the measured 10 of 12."""
     right, wrong = _scored(BATCH8, tmp_path, matrix)
     assert len(BATCH8) == BATCH8_MEASURED["logs"]
+    assert all(e["split"] == "heldout" or e.get("heldout_when_measured") for e in BATCH8)
+    assert {e["source"] for e in BATCH8 if e.get("family_when_measured", "").startswith(
+        "new.")} == {"https://github.com/pytorch/pytorch/issues/37004"}
     assert not [w for w in wrong if w[1] == "user" and w[2] is not None]
     # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
     assert right >= {e["source"] for e in BATCH8} - BATCH8_MISSED, wrong
     assert len(right) >= BATCH8_MEASURED["right"]
+    # the misses written from since (phase F): each gets its cause now; these are
+    # training results, not a held-out figure
+    assert right >= BATCH8_MISSED, wrong
 
 
 def test_batch8_cites_no_thread_of_the_corpus_or_earlier_batches():
     assert len(BATCH8) == 12 and sum(e["family"] == "user" for e in BATCH8) == 6
-    assert all(e["split"] == "heldout" for e in BATCH8)
+    assert all(e["split"] == "heldout" or e["source"] in BATCH8_MISSED for e in BATCH8)
     _cites_nothing_earlier(8)
 
 
@@ -396,7 +414,12 @@ def test_batch8_cites_no_thread_of_the_corpus_or_earlier_batches():
 # two hold only NCCL's "unhandled system error" (a docker bridge, a small /dev/shm: the
 # cause is in the thread, not the log); three are logs mangled as posted (two ranks'
 # lines interleaved twice, a traceback pasted in reverse) where explain found no first
-# error or another exception text. No user-code log got an environment cause.
+# error or another exception text. No user-code log got an environment cause. Phase F wrote
+# from all nine after the measurement, so they are training logs now: the four `new.*`
+# get new signatures (their family now, the measured one kept as family_when_measured),
+# the three mangled logs their cause through the structure's reading of two ranks' mixed
+# writes and of a reversed traceback, and the two 'unhandled system error' logs the best
+# their text allows (NOT_IN_THE_TEXT).
 BATCH9_MEASURED = {"logs": 15, "right": 6}
 BATCH9_MISSED = {
     "https://github.com/deepinsight/insightface/issues/1444",  # only 'unhandled system error'
@@ -417,15 +440,26 @@ def test_batch9_logs_keep_their_measured_causes(tmp_path, matrix):
     the figure is the measured 6 of 15."""
     right, wrong = _scored(BATCH9, tmp_path, matrix)
     assert len(BATCH9) == BATCH9_MEASURED["logs"]
+    assert all(e["split"] == "heldout" or e.get("heldout_when_measured") for e in BATCH9)
+    assert {e["source"] for e in BATCH9 if e.get("family_when_measured", "").startswith(
+        "new.")} == {"https://github.com/pytorch/pytorch/pull/177472",
+                     "https://github.com/Lightning-AI/pytorch-lightning/issues/19062",
+                     "https://github.com/huggingface/accelerate/issues/2240",
+                     "https://github.com/modelscope/ms-swift/issues/3171"}
     assert not [w for w in wrong if w[1] == "user" and w[2] not in (None, "program.exception")]
     # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
     assert right >= {e["source"] for e in BATCH9} - BATCH9_MISSED, wrong
     assert len(right) >= BATCH9_MEASURED["right"]
+    # the misses written from since (phase F): each gets its cause now, or, where the log
+    # does not show the thread's cause, the best its text allows (NOT_IN_THE_TEXT); these
+    # are training results, not a held-out figure
+    assert right >= BATCH9_MISSED - set(NOT_IN_THE_TEXT), wrong
+    assert {w[0] for w in wrong} <= set(NOT_IN_THE_TEXT), wrong
 
 
 def test_batch9_cites_no_thread_of_the_corpus_or_earlier_batches():
     assert len(BATCH9) == 15 and sum(e["family"] == "user" for e in BATCH9) == 4
-    assert all(e["split"] == "heldout" for e in BATCH9)
+    assert all(e["split"] == "heldout" or e["source"] in BATCH9_MISSED for e in BATCH9)
     _cites_nothing_earlier(9)
 
 

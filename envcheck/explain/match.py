@@ -20,11 +20,12 @@ Three kinds of signature behave differently:
   does not resolve, then a failed connect), where its ``match`` patterns are the cause
   wherever they show. Only a line no ``match`` pattern takes is tried against them.
 - ``alone_match`` (with ``alone_cause``): lines a working job prints too (NCCL's INFO
-  trace of a failed socket call, its init lines and then nothing) that name a cause only
-  where the log shows nothing else: no other finding, no symptom, no exception of the
-  program (``structure.arrange``). The finding then says ``alone_cause``, a guess worded
-  as one ("likely", "possibly"); a ``needs`` signature whose needs did not fire is read
-  the same way where it has an ``alone_cause``.
+  trace of a failed socket call, its init lines and then nothing), or a traceback's
+  source line, that name a cause only where the log shows nothing else: no other
+  finding, no symptom, no exception line at all (``structure.arrange``). The finding
+  then says ``alone_cause``, a guess worded as one ("likely", "possibly"); a ``needs``
+  signature whose needs did not fire is read the same way where it has an
+  ``alone_cause``.
 """
 
 import dataclasses

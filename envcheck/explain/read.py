@@ -100,7 +100,8 @@ class Hit:
     """One line worth matching: its number (1-based), its bytes, the lines before it,
     and the frameworks (keys of FRAMEWORK_MARKS) whose files the traceback above shows.
     ``lookback()`` gives more of the lines before it (a traceback's frames), from the
-    chunk the line was found in: only for the few lines that need it."""
+    chunk the line was found in, ``following()`` the lines after it (one pasted in
+    reverse): only for the few lines that need them."""
 
     __slots__ = ("number", "data", "before", "frameworks", "_buf", "_start")
 
@@ -122,6 +123,20 @@ class Hit:
             lo = buf.rfind(b"\n", 0, lo - 1) + 1
         lo = max(lo, self._start - limit)
         return buf[lo:self._start].split(b"\n")[:-1]
+
+    def following(self, lines):
+        """The lines (bytes) after this one, one at a time, up to ``lines``, within its
+        chunk: read only as far as the caller goes."""
+        buf = self._buf
+        end = buf.find(b"\n", self._start)
+        for _ in range(lines):
+            if end < 0:
+                return
+            nxt = buf.find(b"\n", end + 1)
+            if nxt < 0:
+                return
+            yield buf[end + 1:nxt]
+            end = nxt
 
     def lookahead(self, lines):
         """Up to ``lines`` lines (bytes) after this one, within its chunk."""

@@ -8,7 +8,13 @@ is matched, this reads what the log is made of:
 - **the Python exceptions, whole**: each exception line with its traceback's frames,
   read back from it through the same rank's lines only (ranks interleave), and which
   frame is the job's own code: not the standard library, not torch, and, where the job
-  has code of its own in the traceback, not a site-packages library either;
+  has code of its own in the traceback, not a site-packages library either. A log
+  pasted with its traceback in reverse has the frames below the exception line; two
+  ranks that failed at the same moment leave their writes mixed within a line (CPython
+  writes an exception's type, ``": "``, its message and the newline, and a source
+  line's indentation, text and newline, each as a write of its own): the type or the
+  message written twice, another rank's source line glued to the message. Both are read
+  back to the one exception a rank raised;
 - **the first failing rank**: the "Root Cause (first observed failure)" entry of
   torchrun's summary (torch elastic's own ranking: the earliest failure is the cause,
   the ranks that died after a peer died are consequences), with its exit code;
@@ -31,9 +37,15 @@ from ..matrix.signatures import Signature
 from . import line as line_mod
 from .match import Finding
 
-EXCEPTION = re.compile(r"^((?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception)))(?::\s?(.*))?$")
+# The colon may follow blanks: another rank's indentation written between the type and it
+EXCEPTION = re.compile(r"^((?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception)))(?:[ \t]*:\s?(.*))?$")
 FRAME = re.compile(r'^File "([^"]+)", line (\d+), in (\S+)')
 TRACEBACK = "Traceback (most recent call last)"
+# CPython's separators between the exceptions of a chain (traceback.c, traceback.py)
+CHAINED = ("During handling of the above exception",
+           "The above exception was the direct cause of the following exception")
+FRAMES_BELOW = 200  # lines read below an exception line for a traceback pasted in reverse
+GLUED = 8  # the shortest source line taken for one glued to an exception's message
 # Frames that are not the job's own code: the standard library, torch, frozen modules.
 INTERNAL = re.compile(r"[/\\]lib[/\\]python\d[\d.]*[/\\](?!site-packages|dist-packages)"
                       r"|[/\\](?:site|dist)-packages[/\\]torch[/\\]|^<|^/usr/lib/python")
@@ -44,6 +56,11 @@ ENVIRONMENT = re.compile(
     r"NCCL|nccl|CUDA|cuda|cuDNN|c10d|[Gg]loo|ProcessGroup|TCPStore|[Ss]ocket|[Cc]onnection"
     r"|[Tt]imed out|[Tt]imeout|[Ww]atchdog|NVIDIA|[Dd]river|SIG[A-Z]{2,}|[Ss]ignal \d"
     r"|out of memory|shared memory|/dev/shm|[Rr]endezvous|Killed|[Rr]ank \d+ .*(?:failed|exited)")
+# torch's checks of what the program passed, in words that name CUDA: the program's error
+# (a CPU tensor given to an NCCL collective: ProcessGroupNCCL.cpp check_gpu_single_tensor;
+# tensors of one op on two devices: ATen's TORCH_CHECK in TensorIterator and many ops)
+PROGRAM_TEXTS = re.compile(r"Tensors must be CUDA and dense"
+                           r"|Expected all tensors to be on the same device")
 NOT_PROGRAM = {"ChildFailedError", "DistBackendError", "DistNetworkError", "DistStoreError",
                "DistError", "OutOfMemoryError", "MemoryError", "ProcessRaisedException",
                "ProcessExitedException", "ImportError", "ModuleNotFoundError",
@@ -94,6 +111,7 @@ class Structure:
     def __init__(self):
         self.files = {}  # input name -> its index: where a line is, in reading order
         self.exceptions = {}  # key -> Exc
+        self.by_text = {}  # (type, message) -> the first Exc of that text
         self.root = None  # {"rank", "host", "exitcode", "where"} of torchrun's Root Cause
         self.work = {}  # rank -> (SeqNum, OpType) of its timed-out collective
 
@@ -112,19 +130,25 @@ class Structure:
         m = EXCEPTION.match(text)
         if m is None:
             return
-        name, message = m.group(2), (m.group(3) or "").strip()
-        explained = (matched is not None or name in NOT_PROGRAM
-                     or bool(ENVIRONMENT.search(m.group(1) + " " + message)))
-        frames = None
+        frames, sources = None, ()
         if len(self.exceptions) < EXCEPTIONS_READ:
-            frames = _frames(hit, ln)
+            frames, sources = _traceback(hit, ln)
+        full, name, message = _unmixed(m.group(1), (m.group(3) or "").strip(), sources)
+        explained = (matched is not None or name in NOT_PROGRAM
+                     or bool(ENVIRONMENT.search(full + " " + message)
+                             and not PROGRAM_TEXTS.search(message)))
         key = (name, message[:200], frames[-1] if frames else None)
         exc = self.exceptions.get(key)
+        if exc is None and not frames:
+            # the same exception without its traceback: another rank's copy of it, or
+            # torchrun's summary repeating it
+            exc = self.by_text.get(key[:2])
         if exc is None:
             if len(self.exceptions) >= EXCEPTIONS_KEPT:
                 return
             exc = self.exceptions[key] = Exc(name, message, frames or [], set(), set(), file,
                                              ln, (index, ln.number), explained)
+            self.by_text.setdefault(key[:2], exc)
         exc.explained = exc.explained or explained
         exc.count += 1
         if ln.rank is not None:
@@ -221,24 +245,85 @@ def _ranks(ranks):
     return rank_set(sorted(ranks))
 
 
-def _frames(hit, ln):
-    """The traceback frames above an exception line: its own rank's lines back to the
-    traceback's first line (or the previous exception), outermost first."""
-    frames = []
+def _traceback(hit, ln):
+    """(frames, sources) of an exception line: its traceback's frames, outermost first,
+    read back through its own rank's lines to the traceback's first line (or the
+    previous exception), or, where none is above, below it (a traceback pasted in
+    reverse); and the source lines shown above it, stripped (another rank's source line
+    may be glued to the message)."""
+    frames, sources = [], []
     for raw in reversed(hit.lookback()):
         prev = line_mod.parse(0, raw)
         if ln.rank is not None and prev.rank is not None and prev.rank != ln.rank:
             continue  # another rank's line, interleaved
         text = prev.text
-        if text.startswith(TRACEBACK) or text.startswith("During handling of the above"):
+        if text.startswith(TRACEBACK) or text.startswith(CHAINED):
             break
         f = FRAME.match(text)
         if f:
-            frames.append((f.group(1), int(f.group(2)), f.group(3)))
+            frame = (f.group(1), int(f.group(2)), f.group(3))
+            if not frames or frames[-1] != frame:  # two ranks' copies, line by line
+                frames.append(frame)
         elif EXCEPTION.match(text):
             break  # the previous exception: its frames are not this one's
+        elif len(text) >= GLUED and _indented(prev):
+            sources.append(text)
+    frames.reverse()
+    return frames or _frames_below(hit, ln), sources
+
+
+def _indented(line):
+    """Whether ``line`` is indented as CPython indents a traceback's source lines (four
+    blanks, after the launcher's prefixes)."""
+    before = line.shown[:len(line.shown) - len(line.text)]
+    return before.endswith("    ")
+
+
+def _frames_below(hit, ln):
+    """The frames of a traceback pasted in reverse (innermost first, below its exception
+    line), outermost first; [] where the lines below are not such frames (a traceback
+    that starts below belongs to the next exception)."""
+    frames = []
+    for raw in hit.following(FRAMES_BELOW):
+        nxt = line_mod.parse(0, raw)
+        if ln.rank is not None and nxt.rank is not None and nxt.rank != ln.rank:
+            continue
+        text = nxt.text
+        f = FRAME.match(text)
+        if f:
+            frames.append((f.group(1), int(f.group(2)), f.group(3)))
+        elif text.startswith(TRACEBACK) or EXCEPTION.match(text):
+            break
+        elif not frames and text and not text.startswith(CHAINED):
+            break  # not a traceback
     frames.reverse()
     return frames
+
+
+def _unmixed(full, message, sources):
+    """(type as printed, type, message) of an exception line as one rank wrote it, where
+    another rank's writes were mixed into it: the type twice ('ValueErrorValueError: :
+    ...'), the message twice, another rank's source line (one of ``sources``) glued
+    before or after the message. A line no other rank wrote into is returned as it is."""
+    half = len(full) // 2
+    twice = len(full) % 2 == 0 and full[:half] == full[half:]
+    if twice:
+        full = full[:half]
+    if twice or message.startswith(full):
+        again = re.match(r"(?:%s)?[ \t]*:[ \t]?" % re.escape(full), message)
+        if again and again.end():
+            message, twice = message[again.end():], True
+    if twice:
+        half = len(message) // 2
+        if len(message) % 2 == 0 and message[:half] == message[half:]:
+            message = message[:half]
+    for source in sources:
+        if len(message) > len(source):
+            if message.startswith(source):
+                message = message[len(source):].lstrip()
+            elif message.endswith(source):
+                message = message[:-len(source)].rstrip()
+    return full, full.rsplit(".", 1)[-1], message
 
 
 def _finding(exc):
@@ -265,12 +350,15 @@ def _finding(exc):
 def arrange(structure, findings, consequences):
     """(findings, consequences) with the program's own error first where it is the first
     failure of the log."""
+    # a guess read from lines a working job prints too (or from a traceback's source
+    # line) stands only where the log shows nothing else: never before or beside the
+    # program's own error, nor where an exception line names the environment in words no
+    # signature reads (that line, not the guess, is what the log states)
+    if structure.exceptions:
+        findings = [f for f in findings if not getattr(f, "alone", False)]
     program = structure.program()
     if not program:
         return findings, consequences
-    # a guess read from lines a working job prints too never stands before (or beside)
-    # the program's own error
-    findings = [f for f in findings if not getattr(f, "alone", False)]
     lead = program[0]
     causes = [f for f in findings if not f.signature.symptom]
     symptoms = [f for f in findings if f.signature.symptom]

@@ -65,7 +65,16 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # HOST CANCELLED AT T DUE TO TIME LIMIT ***': D is a first letter here
               # already); NCCL's 'Error: network X not found', Lightning's
               # MisconfigurationException and the CUDA texts hold words already here
-              "DUE TO TIME LIMIT", "DUE TO PREEMPTION")
+              "DUE TO TIME LIMIT", "DUE TO PREEMPTION",
+              # phase F of issue #34: Lightning 2.1.0-2.1.2's source line in a traceback
+              # ('unique_hosts = sorted(set(all_hostnames))'), and a traceback's source
+              # line reading a launcher's variable from os.environ ('os.environ["RANK"]',
+              # with its closing quote and bracket, so that a line merely naming RANK is
+              # not read): "(", "R" and "W" are first letters here already (a quote as
+              # one cost the scan twice the CPU on JSON and HF Trainer metrics lines);
+              # NCCL's shm and NVLS warnings, torch's DDP and rendezvous errors hold
+              # words already here
+              "(all_hostnames", "RANK\"]", "RANK']", "WORLD_SIZE\"]", "WORLD_SIZE']")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
@@ -115,8 +124,9 @@ class Signature:
     weak: Tuple[re.Pattern, ...] = ()
     weak_needs: Tuple[str, ...] = ()
     # patterns that name this cause only where the log shows nothing else (no other
-    # finding, no symptom, no exception of the program): NCCL's INFO trace of a failed
-    # socket, or its init lines and then nothing (a hang). Such a finding says
+    # finding, no symptom, no exception line): NCCL's INFO trace of a failed socket, or
+    # its init lines and then nothing (a hang), a traceback's source line whose exception
+    # line is not in the log. Such a finding says
     # ``alone_cause``, worded with a confidence word, not ``cause``; a ``needs``
     # signature whose needs did not fire is read the same way where it has one
     alone: Tuple[re.Pattern, ...] = ()
