@@ -463,6 +463,36 @@ def test_batch9_cites_no_thread_of_the_corpus_or_earlier_batches():
     _cites_nothing_earlier(9)
 
 
+# Batch 10, measured once on phase E's rules (5bad0fd's, the folded scan) and once on
+# phase F's (the merge 1a4458c; phase F was written in a worktree that never held batch
+# 10): 23 of 27 on phase E, **24 of 27 on phase F**. Phase F's extra hit is
+# pytorch/examples#1030 ("Tensors must be CUDA and dense", torch's check of what the
+# program passed, which phase F made the program's error from batch 8's Lightning#5641).
+# The three misses: NCCL's own SIGBUS backtrace of a small /dev/shm ("Caught signal 7
+# (Bus error"; explain named torchrun's summary), torch's refusal of a 2-D FSDP2+TP
+# state_dict in one nightly (`new.*`), and SpeechBrain's own parser refusing the
+# `--local-rank` torch.distributed.launch passes (its KeyError, not argparse's words).
+# No user-code log got an environment cause.
+BATCH10_MEASURED = {"logs": 27, "right": 24}
+BATCH10_MISSED = {
+    "https://github.com/msr-fiddle/pipedream/issues/76",  # NCCL's SIGBUS backtrace
+    "https://github.com/pytorch/torchtitan/issues/441",  # new: 2-D state_dict refused
+    "https://github.com/speechbrain/speechbrain/issues/2868",  # the launcher's --local-rank
+}
+
+
+def test_batch10_logs_keep_their_measured_causes(tmp_path, matrix):
+    """Batch 10 (committed with its causes before explain first ran on it): every log it
+    got right at that first run on phase F stays right, no user-code log gets an
+    environment cause, the figure is the measured 24 of 27."""
+    right, wrong = _scored(BATCH10, tmp_path, matrix)
+    assert len(BATCH10) == BATCH10_MEASURED["logs"]
+    assert not [w for w in wrong if w[1] == "user" and w[2] not in (None, "program.exception")]
+    # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
+    assert right >= {e["source"] for e in BATCH10} - BATCH10_MISSED, wrong
+    assert len(right) >= BATCH10_MEASURED["right"]
+
+
 def test_batch10_cites_no_thread_of_the_corpus_or_earlier_batches():
     assert len(BATCH10) == 27 and sum(e["family"] == "user" for e in BATCH10) == 6
     assert all(e["split"] == "heldout" for e in BATCH10)
