@@ -3,6 +3,7 @@
 import gzip
 import io
 import os
+import re
 import subprocess
 import sys
 
@@ -26,23 +27,30 @@ def test_only_lines_with_a_scan_word_are_kept_with_their_numbers():
     assert (scan.lines, scan.bytes) == (4, len(data))
 
 
-def test_the_factored_scan_finds_what_the_plain_alternation_finds():
-    """The scan's pattern is factored by first letter for speed (bench/explain.md); it
-    must start a match at exactly the positions the plain word|word|... does: on every
-    real text of the corpus and the unseen logs, and on each scan word alone and run
-    together with another."""
-    import re
-
+def _real_texts():
+    """Every real text of the corpus and of the unseen logs, as bytes."""
     try:
         import tomllib
     except ImportError:  # Python < 3.11
         import tomli as tomllib
 
-    plain = re.compile(b"|".join(re.escape(w.encode()) for w in read.SCAN_WORDS))
     texts = []
     for name in ("explain_corpus.toml", "explain_unseen.toml"):
         with open(os.path.join(ROOT, "tests", "data", name), "rb") as f:
             texts += [e["text"].encode() for e in tomllib.load(f)["entry"]]
+    return texts
+
+
+PLAIN = re.compile(b"|".join(re.escape(w.encode()) for w in read.SCAN_WORDS))
+
+
+def test_the_factored_scan_finds_what_the_plain_alternation_finds():
+    """The scan's pattern is factored by first letter for speed (bench/explain.md); it
+    must start a match at exactly the positions the plain word|word|... does: on every
+    real text of the corpus and the unseen logs, and on each scan word alone and run
+    together with another."""
+    plain = PLAIN
+    texts = _real_texts()
     words = [w.encode() for w in read.SCAN_WORDS]
     texts += words + [a + b for a in words for b in words]
     assert read.SCAN.pattern != plain.pattern
@@ -58,18 +66,8 @@ def test_the_folded_first_pass_keeps_exactly_the_lines_a_scan_word_is_on():
     plain word|word|... finds: on every real text of the corpus and the unseen logs, each
     scan word alone, and each word with its first letter swapped for another word's
     (which folds to the same bytes and must not be kept), at any chunk size."""
-    import re
-
-    try:
-        import tomllib
-    except ImportError:  # Python < 3.11
-        import tomli as tomllib
-
-    plain = re.compile(b"|".join(re.escape(w.encode()) for w in read.SCAN_WORDS))
-    lines = []
-    for name in ("explain_corpus.toml", "explain_unseen.toml"):
-        with open(os.path.join(ROOT, "tests", "data", name), "rb") as f:
-            lines += [l for e in tomllib.load(f)["entry"] for l in e["text"].encode().split(b"\n")]
+    plain = PLAIN
+    lines = [line for text in _real_texts() for line in text.split(b"\n")]
     words = [w.encode() for w in read.SCAN_WORDS]
     firsts = sorted({w[:1] for w in words})
     swapped = [f + w[1:] for w in words for f in firsts if f != w[:1]]
