@@ -680,6 +680,21 @@ PHASE_G = [
      '  Binary file "/usr/lib/x86_64-linux-gnu/libnccl.so.2", at +0x5d41e [0x7f3a2f85d41e]\n'
      '  Binary file "/lib/x86_64-linux-gnu/libc.so.6", at +0x94ac3 [0x7f3a6c294ac3]',
      "nccl.shm_full"),
+    # torch's refusals of one span of releases, lifted by a later one
+    ("torch 2.4 _composable/fsdp (#129519), FSDP2 with TP",
+     "NotImplementedError: 2D state_dict is under development. Please check "
+     "https://github.com/pytorch/pytorch/issues/129627 for more details.",
+     "torch.release_lacks_feature"),
+    ("torch <= 1.10 ProcessGroupNCCL.cpp gather",
+     "RuntimeError: ProcessGroupNCCL does not support gather", "torch.release_lacks_feature"),
+    ("torch <= 1.10 ProcessGroupNCCL.cpp scatter",
+     "RuntimeError: ProcessGroupNCCL does not support scatter", "torch.release_lacks_feature"),
+    ("torch ProcessGroupNCCL.cpp built with NCCL < 2.7",
+     "RuntimeError: ProcessGroupNCCL only supports alltoall* for NCCL lib version >= 2.7.0",
+     "torch.release_lacks_feature"),
+    ("torch ProcessGroupNCCL.cpp built with NCCL < 2.7, send",
+     "RuntimeError: ProcessGroupNCCL only supports send for NCCL lib version >= 2.7.0",
+     "torch.release_lacks_feature"),
 ]
 LINES += PHASE_G
 
@@ -1006,3 +1021,19 @@ def test_a_dataloader_worker_s_bus_error_stays_the_dataloader_s(tmp_path, matrix
     found, _ = _first("ERROR: Unexpected bus error encountered in worker. This might be caused "
                       "by insufficient shared memory (shm).\n", tmp_path, matrix)
     assert found == ["dataloader.shm"]
+
+
+@pytest.mark.parametrize("text", [
+    # an abstract method the job did not implement
+    'Traceback (most recent call last):\n  File "/home/u/train.py", line 30, in <module>\n'
+    "    model.step()\n  File \"/home/u/model.py\", line 12, in step\n"
+    "    raise NotImplementedError\nNotImplementedError\n",
+    # a framework's or the job's own refusal, worded like torch's
+    'Traceback (most recent call last):\n  File "/home/u/train.py", line 30, in <module>\n'
+    "    build(cfg)\nNotImplementedError: pipeline parallel with MoE is not supported yet\n",
+    # torch's refusal of an argument, in every release since: the program's choice
+    "NotImplementedError: offload_to_cpu=True and NO_SHARD is not supported yet\n",
+], ids=["abstract", "framework-not-yet", "torch-argument"])
+def test_a_refusal_no_torch_release_lifted_is_the_program_s_error(text, tmp_path, matrix):
+    found, _ = _first(text, tmp_path, matrix)
+    assert found == ["program.exception"]
