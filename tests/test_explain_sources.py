@@ -695,6 +695,27 @@ PHASE_G = [
     ("torch ProcessGroupNCCL.cpp built with NCCL < 2.7, send",
      "RuntimeError: ProcessGroupNCCL only supports send for NCCL lib version >= 2.7.0",
      "torch.release_lacks_feature"),
+    # the launcher's --local-rank / --local_rank refused by the other parsers
+    ("jsonargparse (LightningCLI) parse_args",
+     "train.py: error: Unrecognized arguments: --local-rank=0", "launch.local_rank_argument"),
+    ("click 8 NoSuchOption",
+     "Error: No such option: --local-rank Did you mean --local_rank?",
+     "launch.local_rank_argument"),
+    ("click 7 NoSuchOption", "Error: no such option: --local_rank",
+     "launch.local_rank_argument"),
+    ("google fire core.py", "ERROR: Could not consume arg: --local_rank=0",
+     "launch.local_rank_argument"),
+    ("absl app.py parse_flags_with_usage",
+     "FATAL Flags parsing error: Unknown command line flag 'local_rank'",
+     "launch.local_rank_argument"),
+    ("hyperpyyaml core.py recursive_update (SpeechBrain)",
+     "KeyError: \"Override 'local_rank' not found in: ['seed', 'output_folder', 'lr']\"",
+     "launch.local_rank_argument"),
+    ("hydra config_loader_impl.py", "Could not override 'local_rank'.",
+     "launch.local_rank_argument"),
+    ("omegaconf from_cli merged into a struct config",
+     "omegaconf.errors.ConfigKeyError: Key '--local_rank' is not in struct",
+     "launch.local_rank_argument"),
 ]
 LINES += PHASE_G
 
@@ -1037,3 +1058,27 @@ def test_a_dataloader_worker_s_bus_error_stays_the_dataloader_s(tmp_path, matrix
 def test_a_refusal_no_torch_release_lifted_is_the_program_s_error(text, tmp_path, matrix):
     found, _ = _first(text, tmp_path, matrix)
     assert found == ["program.exception"]
+
+
+@pytest.mark.parametrize("text", [
+    # the job's own override of another key, refused by HyperPyYAML
+    "KeyError: \"Override 'lr_rate' not found in: ['seed', 'lr', 'output_folder']\"\n",
+    # the job's own dict read of a key named local_rank
+    'Traceback (most recent call last):\n  File "/home/u/demo.py", line 9, in <module>\n'
+    "    device = kwargs['local_rank']\nKeyError: 'local_rank'\n",
+], ids=["override-other-key", "user-dict-key"])
+def test_a_key_error_that_is_not_the_launcher_s_argument_is_the_program_s(text, tmp_path, matrix):
+    found, _ = _first(text, tmp_path, matrix)
+    assert found == ["program.exception"]
+
+
+@pytest.mark.parametrize("text", [
+    "Could not override 'lr'.\nTo append to your config use +lr=0.1\n",
+    "Error: No such option: --lr\n",
+    "train.py: error: unrecognized arguments: --lr=0.1\n",
+    "FATAL Flags parsing error: Unknown command line flag 'lr'\n",
+    "ERROR: Could not consume arg: --lr=0.1\n",
+], ids=["hydra", "click", "argparse", "absl", "fire"])
+def test_a_parser_refusing_another_argument_is_no_environment_cause(text, tmp_path, matrix):
+    found, result = _first(text, tmp_path, matrix)
+    assert found == [] and int(result.exit_code) == 1
