@@ -516,6 +516,35 @@ def test_batch10_cites_no_thread_of_the_corpus_or_earlier_batches():
     _cites_nothing_earlier(10)
 
 
+# Batch 11, measured once on phase F's rules (the merge 1a4458c, with batch 10's
+# bookkeeping) and once on phase G's (the merge of phase G, which was written in a
+# worktree that never held batch 11): 19 of 23 both times. Its four misses: DDP's own list
+# of the parameters that got no gradient ("Parameters which did not receive grad for rank
+# N", reducer.cpp: a wording no rule reads), a torch 1.x C++ assertion whose message is
+# followed by the C++ backtrace's "frame #N" lines (the program's error, unread), FSDP's
+# refusal of offload_to_cpu with NO_SHARD on a single GPU (`new.*`), and an older
+# torchrun refusing the hyphenated --nproc-per-node (`new.*`).
+BATCH11_MEASURED = {"logs": 23, "right": 19}
+BATCH11_MISSED = {
+    "https://github.com/lucidrains/imagen-pytorch/issues/75",  # DDP's list of gradless params
+    "https://github.com/penincillin/DCT_ICCV-2019/issues/3",  # C++ frames after the message
+    "https://github.com/Alpha-VLLM/LLaMA2-Accessory/issues/76",  # new: FSDP NO_SHARD offload
+    "https://github.com/huggingface/pytorch-image-models/issues/1742",  # new: torchrun spelling
+}
+
+
+def test_batch11_logs_keep_their_measured_causes(tmp_path, matrix):
+    """Batch 11 (committed with its causes before explain first ran on it): every log it
+    got right at that first run stays right, no user-code log gets an environment cause,
+    the figure is the measured 19 of 23."""
+    right, wrong = _scored(BATCH11, tmp_path, matrix)
+    assert len(BATCH11) == BATCH11_MEASURED["logs"]
+    assert not [w for w in wrong if w[1] == "user" and w[2] not in (None, "program.exception")]
+    # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
+    assert right >= {e["source"] for e in BATCH11} - BATCH11_MISSED, wrong
+    assert len(right) >= BATCH11_MEASURED["right"]
+
+
 def test_batch11_cites_no_thread_of_the_corpus_or_earlier_batches():
     assert len(BATCH11) == 23 and sum(e["family"] == "user" for e in BATCH11) == 8
     assert all(e["split"] == "heldout" for e in BATCH11)
