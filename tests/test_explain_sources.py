@@ -1,9 +1,9 @@
 """The wordings the signatures were widened to from the sources of the error texts
-(issue #34: phase A before batch 4, phase B after it, phase C after batch 5): torch's,
-NCCL's, gloo's, CUDA's and the launchers' own messages, as their format strings print
-them, in each release that changed them; and the order rules phases B and C added (a
-cause that explains another, NCCL's interface lines and torch's loopback fallback as
-conditional causes).
+(issue #34: phase A before batch 4, phase B after it, phase C after batch 5, phases D to
+G after each later batch): torch's, NCCL's, gloo's, CUDA's, the launchers' and the crash
+handlers' own messages, as their format strings print them, in each release that changed
+them; and the order rules the phases added (a cause that explains another, NCCL's
+interface lines and torch's loopback fallback as conditional causes).
 
 These are not users' logs (those are in explain_corpus.toml and explain_unseen.toml):
 each line is a format string of the named source file with its fields filled in, the
@@ -599,6 +599,126 @@ PHASE_F = [
 ]
 LINES += PHASE_F
 
+# Phase G of issue #34 (after batch 10 was measured): a rank's death by SIGBUS as each of
+# its crash handlers and its parent print it; NCCL's frames in a handler's report (its
+# shared memory in /dev/shm); torch's release-bound refusals in torch.distributed; the
+# launcher's rank argument refused by the other parsers
+UCX_NCCL = ("[node1:21707:0:21763] Caught signal 7 (Bus error: nonexistent physical address)\n"
+            "==== backtrace (tid:  21763) ====\n"
+            " 0 0x0000000000043090 killpg()  ???:0\n"
+            " 1 0x000000000007587d ncclGroupEnd()  ???:0\n"
+            " 2 0x0000000000008609 start_thread()  ???:0\n"
+            "=================================")
+PHASE_G = [
+    # UCX src/ucs/debug/debug.c: 'Caught signal %d (%s: %s%s)' (strsignal, the si_code's
+    # cause), no backtrace below it
+    ("ucx debug.c ucs_debug_handle_error_signal",
+     "[node1:21707:0:21763] Caught signal 7 (Bus error: nonexistent physical address)",
+     "launch.rank_bus_error"),
+    # Open MPI opal/util/stacktrace.c: HOSTFORMAT "Signal: %s (%d)"
+    ("open mpi opal/util/stacktrace.c", "[node1:21707] Signal: Bus error (7)",
+     "launch.rank_bus_error"),
+    # CPython Modules/faulthandler.c: "Fatal Python error: " and the handler's name
+    ("cpython faulthandler.c", "Fatal Python error: Bus error", "launch.rank_bus_error"),
+    # abseil absl/debugging/failure_signal_handler.cc (Ray's workers print it)
+    ("abseil failure_signal_handler.cc",
+     "*** SIGBUS received at time=1700000000 on cpu 3 ***", "launch.rank_bus_error"),
+    # glog src/signalhandler.cc DumpSignalInfo
+    ("glog signalhandler.cc",
+     "*** SIGBUS (@0x7f3a2c000000) received by PID 21707 (TID 0x7f3a1b7fe700) from PID 0; "
+     "stack trace: ***", "launch.rank_bus_error"),
+    # gdb, as a job run under it stops
+    ("gdb", 'Thread 787 "python" received signal SIGBUS, Bus error.', "launch.rank_bus_error"),
+    # bash's job status (strsignal(SIGBUS), with WCOREDUMP), in a script and at a prompt
+    ("bash jobs.c, a script",
+     "train.sh: line 12: 21707 Bus error               (core dumped) python train.py",
+     "launch.rank_bus_error"),
+    ("bash jobs.c, a prompt", "Bus error (core dumped)", "launch.rank_bus_error"),
+    # Slurm's srun (strsignal of the task's signal)
+    ("slurm srun", "srun: error: node1: task 3: Bus error", "launch.rank_bus_error"),
+    # Open MPI's mpirun (help-errmgr-base.txt) and MPICH's Hydra (its exit string)
+    ("open mpi mpirun",
+     "mpirun noticed that process rank 3 with PID 21707 on node node1 exited on signal 7 "
+     "(Bus error).", "launch.rank_bus_error"),
+    ("mpich hydra", "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Bus error (signal 7)",
+     "launch.rank_bus_error"),
+    # DeepSpeed deepspeed/launcher/launch.py sigkill_handler, as for -9
+    ("deepspeed launch.py sigkill_handler, -7",
+     "[2023-07-20 15:45:13,982] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', "
+     "'-u', 'main.py', '--local_rank=1'] exits with return code = -7", "launch.rank_bus_error"),
+    # kubectl describe pod: the container's last state, 128 + SIGBUS
+    ("kubectl describe pod", "      Exit Code:    135", "launch.rank_bus_error"),
+    # the same handlers' reports with NCCL's frames below them (its shared memory in
+    # /dev/shm: NCCL 2.12-2.18 touch a segment ftruncate did not back)
+    ("ucx debug.c with NCCL's frames (detailed)", UCX_NCCL, "nccl.shm_full"),
+    ("ucx debug.c with NCCL's frames (backtrace_symbols)",
+     "[node1:21707:0:21763] Caught signal 7 (Bus error: nonexistent physical address)\n"
+     "==== backtrace (tid:  21763) ====\n"
+     " 0  /usr/lib/x86_64-linux-gnu/libnccl.so.2(+0x5d41e) [0x7f3a2f85d41e]\n"
+     " 1  /lib/x86_64-linux-gnu/libpthread.so.0(+0x8609) [0x7f3a6c2e9609]\n"
+     "=================================", "nccl.shm_full"),
+    ("open mpi stacktrace.c with NCCL's frames",
+     "[node1:21707] *** Process received signal ***\n"
+     "[node1:21707] Signal: Bus error (7)\n"
+     "[node1:21707] Signal code: Non-existant physical address (2)\n"
+     "[node1:21707] [ 0] /lib/x86_64-linux-gnu/libpthread.so.0(+0x12980)[0x7f3a6c2f3980]\n"
+     "[node1:21707] [ 1] /usr/lib/x86_64-linux-gnu/libnccl.so.2(_Z11ncclShmOpenPciPPvS1_i+0x1d3)"
+     "[0x7f3a2f85d41e]\n"
+     "[node1:21707] *** End of error message ***", "nccl.shm_full"),
+    ("abseil failure_signal_handler.cc with NCCL's frames",
+     "*** SIGBUS received at time=1700000000 on cpu 3 ***\n"
+     "PC: @     0x7f3a2f85d41e  (unknown)  ncclShmOpen()\n"
+     "    @     0x7f3a2f85b6d7        144  ncclProxyService()", "nccl.shm_full"),
+    ("gdb with NCCL's frame",
+     'Thread 787 "python" received signal SIGBUS, Bus error.\n'
+     "[Switching to Thread 0x7f45d7dff640 (LWP 3925)]\n"
+     "0x00007f6b59544f3b in ncclShmOpen(char*, unsigned long, void**, void**, int, void**) () "
+     "from /usr/lib/x86_64-linux-gnu/libnccl.so.2", "nccl.shm_full"),
+    ("cpython 3.14 faulthandler, its C stack",
+     "Fatal Python error: Bus error\n\n"
+     "Current thread's C stack trace (most recent call first):\n"
+     '  Binary file "/usr/lib/x86_64-linux-gnu/libnccl.so.2", at +0x5d41e [0x7f3a2f85d41e]\n'
+     '  Binary file "/lib/x86_64-linux-gnu/libc.so.6", at +0x94ac3 [0x7f3a6c294ac3]',
+     "nccl.shm_full"),
+    # torch's refusals of one span of releases, lifted by a later one
+    ("torch 2.4 _composable/fsdp (#129519), FSDP2 with TP",
+     "NotImplementedError: 2D state_dict is under development. Please check "
+     "https://github.com/pytorch/pytorch/issues/129627 for more details.",
+     "torch.release_lacks_feature"),
+    ("torch <= 1.10 ProcessGroupNCCL.cpp gather",
+     "RuntimeError: ProcessGroupNCCL does not support gather", "torch.release_lacks_feature"),
+    ("torch <= 1.10 ProcessGroupNCCL.cpp scatter",
+     "RuntimeError: ProcessGroupNCCL does not support scatter", "torch.release_lacks_feature"),
+    ("torch ProcessGroupNCCL.cpp built with NCCL < 2.7",
+     "RuntimeError: ProcessGroupNCCL only supports alltoall* for NCCL lib version >= 2.7.0",
+     "torch.release_lacks_feature"),
+    ("torch ProcessGroupNCCL.cpp built with NCCL < 2.7, send",
+     "RuntimeError: ProcessGroupNCCL only supports send for NCCL lib version >= 2.7.0",
+     "torch.release_lacks_feature"),
+    # the launcher's --local-rank / --local_rank refused by the other parsers
+    ("jsonargparse (LightningCLI) parse_args",
+     "train.py: error: Unrecognized arguments: --local-rank=0", "launch.local_rank_argument"),
+    ("click 8 NoSuchOption",
+     "Error: No such option: --local-rank Did you mean --local_rank?",
+     "launch.local_rank_argument"),
+    ("click 7 NoSuchOption", "Error: no such option: --local_rank",
+     "launch.local_rank_argument"),
+    ("google fire core.py", "ERROR: Could not consume arg: --local_rank=0",
+     "launch.local_rank_argument"),
+    ("absl app.py parse_flags_with_usage",
+     "FATAL Flags parsing error: Unknown command line flag 'local_rank'",
+     "launch.local_rank_argument"),
+    ("hyperpyyaml core.py recursive_update (SpeechBrain)",
+     "KeyError: \"Override 'local_rank' not found in: ['seed', 'output_folder', 'lr']\"",
+     "launch.local_rank_argument"),
+    ("hydra config_loader_impl.py", "Could not override 'local_rank'.",
+     "launch.local_rank_argument"),
+    ("omegaconf from_cli merged into a struct config",
+     "omegaconf.errors.ConfigKeyError: Key '--local_rank' is not in struct",
+     "launch.local_rank_argument"),
+]
+LINES += PHASE_G
+
 
 @pytest.fixture(scope="module")
 def matrix():
@@ -869,3 +989,96 @@ def test_nccl_s_permission_explains_the_segment_it_could_not_create(tmp_path, ma
                            "4460544)\n", tmp_path, matrix)
     assert found == ["nccl.shm_permission"]
     assert [f.signature.id for f in result.consequences] == ["nccl.shm_full"]
+
+
+# Phase G guards: close texts that are the program's own error, or a bus error whose
+# report does not say whose memory it was
+
+
+def test_the_words_bus_error_in_a_program_s_message_are_its_own(tmp_path, matrix):
+    found, _ = _first("ValueError: CAN Bus error counter out of range: 300\n", tmp_path, matrix)
+    assert found == ["program.exception"]
+
+
+def test_a_bus_error_whose_frames_are_not_nccl_s_is_a_plain_sigbus(tmp_path, matrix):
+    """Without NCCL's frames the report does not say whose memory it was."""
+    found, result = _first(
+        "[node1:21707:0:21707] Caught signal 7 (Bus error: nonexistent physical address)\n"
+        "==== backtrace (tid:  21707) ====\n"
+        " 0 0x000000000018bb41 __memmove_avx_unaligned_erms()  ???:0\n"
+        " 1 0x0000000000d1a2b3 at::native::copy_()  ???:0\n"
+        "=================================\n", tmp_path, matrix)
+    assert found == ["launch.rank_bus_error"]
+    assert "this line does not say whose memory" in result.findings[0].cause
+
+
+def test_a_ucx_report_reads_only_its_own_thread_s_frames(tmp_path, matrix):
+    """Two ranks' reports, their lines and other ranks' interleaved (DeepSpeed#2638's
+    shape): each header reads the block of its own thread id."""
+    text = ("[h:100:0:201] Caught signal 7 (Bus error: nonexistent physical address)\n"
+            "h:101:301 [1] NCCL INFO Connected all trees\n"
+            "[h:101:0:202] Caught signal 7 (Bus error: nonexistent physical address)\n"
+            "==== backtrace (tid:    202) ====\n"
+            " 0 0x000000000007587d ncclGroupEnd()  ???:0\n"
+            "=================================\n"
+            "==== backtrace (tid:    201) ====\n"
+            " 0 0x000000000018bb41 __memmove_avx_unaligned_erms()  ???:0\n"
+            "=================================\n")
+    found, result = _first(text, tmp_path, matrix)
+    assert found == ["nccl.shm_full"]
+    assert result.findings[0].line.number == 3
+    assert result.findings[0].line.shown.endswith("nonexistent physical address)")
+
+
+def test_nccl_s_bus_error_explains_torchrun_s_sigbus(tmp_path, matrix):
+    found, result = _first(UCX_NCCL + "\n"
+                           "  traceback : Signal 7 (SIGBUS) received by PID 21707\n",
+                           tmp_path, matrix)
+    assert found == ["nccl.shm_full"]
+    assert "launch.rank_bus_error" in [f.signature.id for f in result.consequences]
+
+
+def test_a_dataloader_worker_s_bus_error_stays_the_dataloader_s(tmp_path, matrix):
+    found, _ = _first("ERROR: Unexpected bus error encountered in worker. This might be caused "
+                      "by insufficient shared memory (shm).\n", tmp_path, matrix)
+    assert found == ["dataloader.shm"]
+
+
+@pytest.mark.parametrize("text", [
+    # an abstract method the job did not implement
+    'Traceback (most recent call last):\n  File "/home/u/train.py", line 30, in <module>\n'
+    "    model.step()\n  File \"/home/u/model.py\", line 12, in step\n"
+    "    raise NotImplementedError\nNotImplementedError\n",
+    # a framework's or the job's own refusal, worded like torch's
+    'Traceback (most recent call last):\n  File "/home/u/train.py", line 30, in <module>\n'
+    "    build(cfg)\nNotImplementedError: pipeline parallel with MoE is not supported yet\n",
+    # torch's refusal of an argument, in every release since: the program's choice
+    "NotImplementedError: offload_to_cpu=True and NO_SHARD is not supported yet\n",
+], ids=["abstract", "framework-not-yet", "torch-argument"])
+def test_a_refusal_no_torch_release_lifted_is_the_program_s_error(text, tmp_path, matrix):
+    found, _ = _first(text, tmp_path, matrix)
+    assert found == ["program.exception"]
+
+
+@pytest.mark.parametrize("text", [
+    # the job's own override of another key, refused by HyperPyYAML
+    "KeyError: \"Override 'lr_rate' not found in: ['seed', 'lr', 'output_folder']\"\n",
+    # the job's own dict read of a key named local_rank
+    'Traceback (most recent call last):\n  File "/home/u/demo.py", line 9, in <module>\n'
+    "    device = kwargs['local_rank']\nKeyError: 'local_rank'\n",
+], ids=["override-other-key", "user-dict-key"])
+def test_a_key_error_that_is_not_the_launcher_s_argument_is_the_program_s(text, tmp_path, matrix):
+    found, _ = _first(text, tmp_path, matrix)
+    assert found == ["program.exception"]
+
+
+@pytest.mark.parametrize("text", [
+    "Could not override 'lr'.\nTo append to your config use +lr=0.1\n",
+    "Error: No such option: --lr\n",
+    "train.py: error: unrecognized arguments: --lr=0.1\n",
+    "FATAL Flags parsing error: Unknown command line flag 'lr'\n",
+    "ERROR: Could not consume arg: --lr=0.1\n",
+], ids=["hydra", "click", "argparse", "absl", "fire"])
+def test_a_parser_refusing_another_argument_is_no_environment_cause(text, tmp_path, matrix):
+    found, result = _first(text, tmp_path, matrix)
+    assert found == [] and int(result.exit_code) == 1

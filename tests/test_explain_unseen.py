@@ -36,7 +36,7 @@ with open(os.path.join(HERE, "data", "explain_unseen.toml"), "rb") as f:
     ENTRIES = tomllib.load(f)["entry"]
 TRAIN = [e for e in ENTRIES if e["split"] == "train"]
 HELDOUT = [e for e in ENTRIES
-           if e["split"] == "heldout" and e.get("batch") not in (4, 5, 6, 7, 8, 9, 10)]
+           if e["split"] == "heldout" and e.get("batch") not in (4, 5, 6, 7, 8, 9, 10, 11)]
 # Batch 5: collected after phase B (377c40a), committed with its causes before explain
 # was first run on it.
 BATCH5 = [e for e in ENTRIES if e.get("batch") == 5]
@@ -54,6 +54,9 @@ BATCH9 = [e for e in ENTRIES if e.get("batch") == 9]
 # Batch 10: collected after phase E while phase F was written (in a worktree that never
 # held them), committed with its causes before explain was first run on it.
 BATCH10 = [e for e in ENTRIES if e.get("batch") == 10]
+# Batch 11: collected after phase F while phase G was written (in a worktree that never
+# held them), committed with its causes before explain was first run on it.
+BATCH11 = [e for e in ENTRIES if e.get("batch") == 11]
 # Batch 4: collected after the rules were widened from the sources (phase A), committed with
 # its causes before explain was first run on it; asserted at its measured level below.
 BATCH4 = [e for e in ENTRIES if e.get("batch") == 4]
@@ -183,7 +186,7 @@ def test_heldout_logs_get_their_cause(tmp_path, matrix):
     # from since (whose misses the measured figure keeps); the two misses left are
     # package versions no signature covers
     assert len(HELDOUT) == MEASURED["heldout"] - len(
-        [e for e in WRITTEN_FROM_AFTER if e.get("batch") not in (4, 5, 6, 7, 8, 9)]) == 57
+        [e for e in WRITTEN_FROM_AFTER if e.get("batch") not in (4, 5, 6, 7, 8, 9, 10)]) == 57
     assert len(right) >= 55, wrong
 
 
@@ -205,16 +208,19 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
         "https://github.com/NVIDIA/nccl/issues/697",
         "https://github.com/NVIDIA/nccl/issues/473",
         "https://github.com/vllm-project/vllm/issues/7896",
-    } | BATCH5_MISSED | BATCH6_MISSED | BATCH7_MISSED | BATCH8_MISSED | BATCH9_MISSED
+    } | (BATCH5_MISSED | BATCH6_MISSED | BATCH7_MISSED | BATCH8_MISSED | BATCH9_MISSED
+         | BATCH10_MISSED)
     # every batch-4 miss was written from, and nothing batch 4 got right; the same for
-    # batch 5 (phase C), batch 6 (phase D), batch 7 (phase E), batches 8 and 9 (phase F)
+    # batch 5 (phase C), batch 6 (phase D), batch 7 (phase E), batches 8 and 9 (phase F),
+    # batch 10 (phase G)
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 4} == BATCH4_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 5} == BATCH5_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 6} == BATCH6_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 7} == BATCH7_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 8} == BATCH8_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 9} == BATCH9_MISSED
-    assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4, 5, 6, 7, 8, 9)
+    assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 10} == BATCH10_MISSED
+    assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4, 5, 6, 7, 8, 9, 10)
                for e in WRITTEN_FROM_AFTER)
 
 
@@ -472,7 +478,12 @@ def test_batch9_cites_no_thread_of_the_corpus_or_earlier_batches():
 # (Bus error"; explain named torchrun's summary), torch's refusal of a 2-D FSDP2+TP
 # state_dict in one nightly (`new.*`), and SpeechBrain's own parser refusing the
 # `--local-rank` torch.distributed.launch passes (its KeyError, not argparse's words).
-# No user-code log got an environment cause.
+# No user-code log got an environment cause. Phase G wrote from all three after the
+# measurement, so they are training logs now: pipedream#76 gets nccl.shm_full (a crash
+# handler's SIGBUS report whose frames are NCCL's), torchtitan#441 the new
+# torch.release_lacks_feature (its family now, the measured one kept as
+# family_when_measured), speechbrain#2868 launch.local_rank_argument (HyperPyYAML's
+# override refused, with the other parsers' refusals of the launcher's argument).
 BATCH10_MEASURED = {"logs": 27, "right": 24}
 BATCH10_MISSED = {
     "https://github.com/msr-fiddle/pipedream/issues/76",  # NCCL's SIGBUS backtrace
@@ -487,13 +498,54 @@ def test_batch10_logs_keep_their_measured_causes(tmp_path, matrix):
     environment cause, the figure is the measured 24 of 27."""
     right, wrong = _scored(BATCH10, tmp_path, matrix)
     assert len(BATCH10) == BATCH10_MEASURED["logs"]
+    assert all(e["split"] == "heldout" or e.get("heldout_when_measured") for e in BATCH10)
+    assert {e["source"] for e in BATCH10 if e.get("family_when_measured", "").startswith(
+        "new.")} == {"https://github.com/pytorch/torchtitan/issues/441"}
     assert not [w for w in wrong if w[1] == "user" and w[2] not in (None, "program.exception")]
     # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
     assert right >= {e["source"] for e in BATCH10} - BATCH10_MISSED, wrong
     assert len(right) >= BATCH10_MEASURED["right"]
+    # the misses written from since (phase G): each gets its cause now; these are
+    # training results, not a held-out figure
+    assert right >= BATCH10_MISSED, wrong
 
 
 def test_batch10_cites_no_thread_of_the_corpus_or_earlier_batches():
     assert len(BATCH10) == 27 and sum(e["family"] == "user" for e in BATCH10) == 6
-    assert all(e["split"] == "heldout" for e in BATCH10)
+    assert all(e["split"] == "heldout" or e["source"] in BATCH10_MISSED for e in BATCH10)
     _cites_nothing_earlier(10)
+
+
+# Batch 11, measured once on phase F's rules (the merge 1a4458c, with batch 10's
+# bookkeeping) and once on phase G's (the merge of phase G, which was written in a
+# worktree that never held batch 11): 19 of 23 both times. Its four misses: DDP's own list
+# of the parameters that got no gradient ("Parameters which did not receive grad for rank
+# N", reducer.cpp: a wording no rule reads), a torch 1.x C++ assertion whose message is
+# followed by the C++ backtrace's "frame #N" lines (the program's error, unread), FSDP's
+# refusal of offload_to_cpu with NO_SHARD on a single GPU (`new.*`), and an older
+# torchrun refusing the hyphenated --nproc-per-node (`new.*`).
+BATCH11_MEASURED = {"logs": 23, "right": 19}
+BATCH11_MISSED = {
+    "https://github.com/lucidrains/imagen-pytorch/issues/75",  # DDP's list of gradless params
+    "https://github.com/penincillin/DCT_ICCV-2019/issues/3",  # C++ frames after the message
+    "https://github.com/Alpha-VLLM/LLaMA2-Accessory/issues/76",  # new: FSDP NO_SHARD offload
+    "https://github.com/huggingface/pytorch-image-models/issues/1742",  # new: torchrun spelling
+}
+
+
+def test_batch11_logs_keep_their_measured_causes(tmp_path, matrix):
+    """Batch 11 (committed with its causes before explain first ran on it): every log it
+    got right at that first run stays right, no user-code log gets an environment cause,
+    the figure is the measured 19 of 23."""
+    right, wrong = _scored(BATCH11, tmp_path, matrix)
+    assert len(BATCH11) == BATCH11_MEASURED["logs"]
+    assert not [w for w in wrong if w[1] == "user" and w[2] not in (None, "program.exception")]
+    # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
+    assert right >= {e["source"] for e in BATCH11} - BATCH11_MISSED, wrong
+    assert len(right) >= BATCH11_MEASURED["right"]
+
+
+def test_batch11_cites_no_thread_of_the_corpus_or_earlier_batches():
+    assert len(BATCH11) == 23 and sum(e["family"] == "user" for e in BATCH11) == 8
+    assert all(e["split"] == "heldout" for e in BATCH11)
+    _cites_nothing_earlier(11)

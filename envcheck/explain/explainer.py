@@ -54,6 +54,63 @@ def _interfaces(hit, ln):
     return dataclasses.replace(ln, text="%s %s" % (ln.text, " ".join(listed)))
 
 
+# A process that dies of SIGBUS is reported by whichever crash handler it has loaded, each
+# printing the frames of the thread that died below its line: UCX (ucs/debug/debug.c:
+# "[host:pid:idx:tid] Caught signal 7 (Bus error: ...)", then "==== backtrace (tid: TID)
+# ====" and frames "%2d 0x%016lx %s()  %s:%u" or backtrace_symbols' "%2d  LIB(SYM+0x..)
+# [0x..]", then "====...===="), Open MPI (opal/util/stacktrace.c: "[host:pid] Signal: Bus
+# error (7)", frames "[host:pid] [ N] LIB(SYM+0x..)[0x..]", "*** End of error message
+# ***"), abseil's and glog's failure handlers ("*** SIGBUS received at time=...",
+# "*** SIGBUS (@0x..) received by PID ...", frames "    @ 0x.. SYM"), gdb ("received
+# signal SIGBUS, Bus error.", then "0x.. in SYM (...) from LIB") and CPython 3.14's
+# faulthandler ('  Binary file "LIB", at SYM+0x.. [0x..]'). Those frames are read back
+# into the line (its text, not the line shown), after " [backtrace: ", so that a
+# signature can say whose memory it was: NCCL's frames are its shared memory in /dev/shm
+# (nccl.shm_full); other frames, or none, leave the plain SIGBUS (launch.rank_bus_error).
+# Other processes' lines may come between (NCCL INFO lines of the other ranks, their own
+# "Caught signal" lines): a UCX report takes only the block of its own thread id.
+BUS_ERROR = re.compile(r"Bus error|SIGBUS")
+UCX_TID = re.compile(r"^\[[^\]]*:\s*(\d+)\] Caught signal")
+UCX_BLOCK = re.compile(r"==== backtrace \(tid:\s*(\d+)\) ====")
+NATIVE_FRAME = re.compile(
+    r"^\d+\s+0x[0-9a-f]+ \S*\(\)"  # UCX, detailed
+    r"|^\d+\s+\S+\([^)]*\)\s*\[0x[0-9a-f]+\]"  # UCX, backtrace_symbols
+    r"|\[\s*\d+\] \S+\([^)]*\)\s*\[0x[0-9a-f]+\]"  # Open MPI
+    r"|^(?:PC: )?@\s+0x[0-9a-f]+\s+\S"  # abseil, glog
+    r"|^(?:#\d+\s+)?0x[0-9a-f]+ in \S"  # gdb
+    r"|^Binary file \"[^\"]*\", at ")  # CPython 3.14's faulthandler
+BACKTRACE_END = re.compile(r"^={8,}\s*$|\*\*\* End of error message \*\*\*")
+BACKTRACE_READ = 64  # lines read below a SIGBUS line for its frames
+FRAMES_KEPT = 64  # UCX's BACKTRACE_MAX
+
+
+def _backtrace(hit, ln):
+    """``ln`` with the native frames a crash handler printed below its SIGBUS line read
+    back into its text (the line as it is otherwise)."""
+    if "Bus error" not in ln.text and "SIGBUS" not in ln.text:
+        return ln
+    tid = UCX_TID.search(ln.text)
+    mine = tid is None  # a UCX report: only the block of its own thread
+    frames = []
+    for raw in hit.lookahead(BACKTRACE_READ):
+        text = line_mod.parse(0, raw).text
+        block = UCX_BLOCK.search(text)
+        if block:
+            if frames:
+                break
+            mine = tid is None or block.group(1) == tid.group(1)
+            continue
+        if frames and BACKTRACE_END.search(text):
+            break
+        if mine and NATIVE_FRAME.search(text):
+            frames.append(text[:200])
+            if len(frames) >= FRAMES_KEPT:
+                break
+    if not frames:
+        return ln
+    return dataclasses.replace(ln, text="%s [backtrace: %s]" % (ln.text, " | ".join(frames)))
+
+
 @dataclasses.dataclass
 class Explanation:
     inputs: list  # [{"name", "lines", "bytes"}]
@@ -100,7 +157,8 @@ def explain(paths, matrix_dirs=(), matrix=None):
         scan = read.Scan(stream)
         try:
             for hit in scan:
-                ln = _interfaces(hit, line_mod.parse(hit.number, hit.data, hit.before))
+                ln = _backtrace(hit, _interfaces(hit, line_mod.parse(hit.number, hit.data,
+                                                                      hit.before)))
                 structure.feed(hit, ln, name, matcher.feed(ln, name))
                 facts.feed(ln, name)
                 frameworks += [k for k in hit.frameworks if k not in frameworks]

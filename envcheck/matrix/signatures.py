@@ -74,7 +74,17 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # one cost the scan twice the CPU on JSON and HF Trainer metrics lines);
               # NCCL's shm and NVLS warnings, torch's DDP and rendezvous errors hold
               # words already here
-              "(all_hostnames", "RANK\"]", "RANK']", "WORLD_SIZE\"]", "WORLD_SIZE']")
+              "(all_hostnames", "RANK\"]", "RANK']", "WORLD_SIZE\"]", "WORLD_SIZE']",
+              # phase G of issue #34: a bus error as each crash handler and parent prints
+              # it (UCX's "Caught signal 7 (Bus error: ...)", faulthandler's "Fatal Python
+              # error: Bus error", bash's "Bus error (core dumped)", Open MPI, srun, gdb,
+              # Hydra: strsignal's words; B is a first letter here already); the launcher's
+              # rank argument refused by absl's flags ("FATAL Flags parsing error: Unknown
+              # command line flag 'local_rank'") and Hydra ("Could not override
+              # 'local_rank'."), F and C first letters already; the other parsers' words
+              # hold "--local" (click, fire, jsonargparse, OmegaConf) or "Error"
+              # (hyperpyyaml's KeyError)
+              "Bus error", "FATAL Flags", "Could not override 'local")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
