@@ -745,6 +745,10 @@ PHASE_H = [
     ("torch 1.10-1.13 torchrun, a hyphenated spelling (2.0)",
      "torchrun: error: unrecognized arguments: --nproc-per-node=8",
      "launch.torchrun_option_unknown"),
+    ("torch 1.10-1.13 torchrun, a hyphenated spelling with its value after a space "
+     "(argparse refuses the name alone)",
+     "torchrun: error: unrecognized arguments: --nproc-per-node",
+     "launch.torchrun_option_unknown"),
     ("torch 1.9 python -m torch.distributed.run, hyphenated spellings (2.0)",
      "run.py: error: unrecognized arguments: --rdzv-backend=c10d --rdzv-endpoint=node1:29400",
      "launch.torchrun_option_unknown"),
