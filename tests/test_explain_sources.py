@@ -719,6 +719,85 @@ PHASE_G = [
 ]
 LINES += PHASE_G
 
+# Phase H of issue #34 (after batch 11 was measured): DDP's lists of the parameters that
+# got no gradient, FSDP's refusal to offload an unsharded model, torchrun's refusal of its
+# own options in a spelling or of a release it does not know, and torch's C++ errors read
+# with their place in torch's source (the program's error, not the environment)
+PHASE_H = [
+    # torch/csrc/distributed/c10d/reducer.cpp ensure_prior_reduction_finished: the lines
+    # below 'Expected to have finished reduction ...', each on a line of its own (torch
+    # 1.10 on; the names with TORCH_DISTRIBUTED_DEBUG=INFO or DETAIL)
+    ("torch reducer.cpp, TORCH_DISTRIBUTED_DEBUG=DETAIL: the names",
+     "[rank0]: Parameters which did not receive grad for rank 0: lin2.weight, lin2.bias",
+     "torch.ddp_unused_parameters"),
+    ("torch reducer.cpp, the indices",
+     "[rank1]: Parameter indices which did not receive grad for rank 1: 6 7",
+     "torch.ddp_unused_parameters"),
+    # torch/distributed/fsdp/_unshard_param_utils.py _validate_unshard_params_args (2.0 on)
+    ("torch fsdp _unshard_param_utils.py",
+     "NotImplementedError: offload_to_cpu=True and NO_SHARD is not supported yet",
+     "torch.fsdp_no_shard_offload"),
+    ("torch fsdp _unshard_param_utils.py, a rank's line",
+     "[rank0]: NotImplementedError: offload_to_cpu=True and NO_SHARD is not supported yet",
+     "torch.fsdp_no_shard_offload"),
+    # Python's argparse error() ('PROG: error: unrecognized arguments: ARGS') of
+    # torch/distributed/run.py's parser, for options its release does not know
+    ("torch 1.10-1.13 torchrun, a hyphenated spelling (2.0)",
+     "torchrun: error: unrecognized arguments: --nproc-per-node=8",
+     "launch.torchrun_option_unknown"),
+    ("torch 1.10-1.13 torchrun, a hyphenated spelling with its value after a space "
+     "(argparse refuses the name alone)",
+     "torchrun: error: unrecognized arguments: --nproc-per-node",
+     "launch.torchrun_option_unknown"),
+    ("torch 1.9 python -m torch.distributed.run, hyphenated spellings (2.0)",
+     "run.py: error: unrecognized arguments: --rdzv-backend=c10d --rdzv-endpoint=node1:29400",
+     "launch.torchrun_option_unknown"),
+    ("torch 1.9-1.13 torchrun, --local_addr (2.0)",
+     "torchrun: error: unrecognized arguments: --local_addr=10.0.0.1",
+     "launch.torchrun_option_unknown"),
+    ("torch < 2.3 torchrun, --local-ranks-filter (2.3)",
+     "torchrun: error: unrecognized arguments: --local-ranks-filter=0",
+     "launch.torchrun_option_unknown"),
+    ("torch < 2.3 torchrun, --logs-specs (2.3)",
+     "torchrun: error: unrecognized arguments: --logs-specs=my_specs",
+     "launch.torchrun_option_unknown"),
+    ("torch < 2.10 torchrun, --virtual-local-rank (2.10)",
+     "torchrun: error: unrecognized arguments: --virtual-local-rank",
+     "launch.torchrun_option_unknown"),
+    ("torch < 2.9 under Python 3.14 (prog 'python -m MODULE'), --numa-binding (2.9)",
+     "python3.14 -m torch.distributed.run: error: unrecognized arguments: --numa-binding=node",
+     "launch.torchrun_option_unknown"),
+    ("torch 1.10+ torchrun, torch.distributed.launch's --use_env",
+     "torchrun: error: unrecognized arguments: --use_env",
+     "launch.torchrun_option_unknown"),
+    ("torch <= 1.8 torch.distributed.launch's own parser, torchrun's --standalone (1.9)",
+     "launch.py: error: unrecognized arguments: --standalone",
+     "launch.torchrun_option_unknown"),
+    ("torch 1.9-1.13 torch.distributed.launch, --use-env (2.0)",
+     "launch.py: error: unrecognized arguments: --use-env",
+     "launch.torchrun_option_unknown"),
+    # c10/util/Exception.cpp and c10's assertion macros: a C++ error's place in torch's
+    # source on the message's line (the path names c10d, not a part of the environment)
+    ("torch <= 1.4 AT_ASSERTM in reducer.cpp, then the C++ backtrace (c10/util/Backtrace.cpp)",
+     "RuntimeError: replicas_[0].size() >= 1 ASSERT FAILED at /pytorch/torch/csrc/distributed/"
+     "c10d/reducer.cpp:53, please report a bug to PyTorch. Expected at least one parameter. "
+     "(Reducer at /pytorch/torch/csrc/distributed/c10d/reducer.cpp:53)\n"
+     "frame #0: std::function<std::string ()>::operator()() const + 0x11 (0x7f1e388cc441 in "
+     "/usr/lib/python3.6/site-packages/torch/lib/libc10.so)", "program.exception"),
+    ("torch 1.5+ TORCH_INTERNAL_ASSERT in reducer.cpp",
+     "RuntimeError: !unmarked_param_indices.empty() INTERNAL ASSERT FAILED at "
+     "\"../torch/csrc/distributed/c10d/reducer.cpp\":1531, please report a bug to PyTorch. ",
+     "program.exception"),
+    ("torch 1.5-1.6 TORCH_CHECK in reducer.cpp's Reducer::Reducer, c10::Error's "
+     "' (FUNC at FILE:LINE)'",
+     "RuntimeError: Expected at least one parameter. (Reducer at /pytorch/torch/csrc/"
+     "distributed/c10d/reducer.cpp:54)\n"
+     "frame #0: c10::Error::Error(c10::SourceLocation, std::string const&) + 0x4e "
+     "(0x7f2b1c4d2e4e in /opt/conda/lib/python3.7/site-packages/torch/lib/libc10.so)",
+     "program.exception"),
+]
+LINES += PHASE_H
+
 
 @pytest.fixture(scope="module")
 def matrix():
@@ -1052,8 +1131,10 @@ def test_a_dataloader_worker_s_bus_error_stays_the_dataloader_s(tmp_path, matrix
     # a framework's or the job's own refusal, worded like torch's
     'Traceback (most recent call last):\n  File "/home/u/train.py", line 30, in <module>\n'
     "    build(cfg)\nNotImplementedError: pipeline parallel with MoE is not supported yet\n",
-    # torch's refusal of an argument, in every release since: the program's choice
-    "NotImplementedError: offload_to_cpu=True and NO_SHARD is not supported yet\n",
+    # torch's refusal of an argument, in every release since: the program's choice (FSDP's
+    # offload_to_cpu=True with NO_SHARD has its own signature since phase H, for the one
+    # cause it has: torch.fsdp_no_shard_offload)
+    "NotImplementedError: writeback=True and rank0_only=True is not supported yet\n",
 ], ids=["abstract", "framework-not-yet", "torch-argument"])
 def test_a_refusal_no_torch_release_lifted_is_the_program_s_error(text, tmp_path, matrix):
     found, _ = _first(text, tmp_path, matrix)
@@ -1082,3 +1163,59 @@ def test_a_key_error_that_is_not_the_launcher_s_argument_is_the_program_s(text, 
 def test_a_parser_refusing_another_argument_is_no_environment_cause(text, tmp_path, matrix):
     found, result = _first(text, tmp_path, matrix)
     assert found == [] and int(result.exit_code) == 1
+
+
+# Phase H guards: close texts that are the program's own error, or no cause at all
+
+
+@pytest.mark.parametrize("text", [
+    # the job's own script refusing torchrun's option, written after the script's name
+    "train.py: error: unrecognized arguments: --nproc_per_node=2\n",
+    # torchrun refusing an option that no release of it has (a typo)
+    "torchrun: error: unrecognized arguments: --nproc_per_gpu=2\n",
+    # a script refusing torchrun's --local_ranks_filter is not the launcher's --local-rank
+    "train.py: error: unrecognized arguments: --local_ranks_filter=0\n",
+    # a program's own message that begins like DDP's list
+    "Parameters which were frozen: 12 of 340\n",
+], ids=["script-refuses-launcher-option", "torchrun-typo", "script-local-ranks-filter",
+        "program-message"])
+def test_texts_close_to_phase_h_s_are_no_environment_cause(text, tmp_path, matrix):
+    found, result = _first(text, tmp_path, matrix)
+    assert found == [] and int(result.exit_code) == 1
+
+
+@pytest.mark.parametrize("text", [
+    # FSDP's other refusals of an argument, in _unshard_param_utils.py
+    "NotImplementedError: with_grads=True, use_orig_params=False, offload_to_cpu=False is "
+    "not supported yet\n",
+    "NotImplementedError: writeback=True and rank0_only=True is not supported yet\n",
+    # a program's own error that names DDP's parameter indices
+    "ValueError: Parameter indices out of range: 12\n",
+], ids=["fsdp-with-grads", "fsdp-writeback", "parameter-indices"])
+def test_other_refusals_close_to_phase_h_s_are_the_program_s(text, tmp_path, matrix):
+    found, _ = _first(text, tmp_path, matrix)
+    assert found == ["program.exception"]
+
+
+def test_a_cpp_error_s_place_in_torch_s_source_names_no_part_of_the_environment(tmp_path, matrix):
+    """The path of c10::Error's place (c10d/, cuda/) is left out before the message is
+    judged; the message's own words still name the environment."""
+    found, result = _first("RuntimeError: CUDA error: unknown error (launch_kernel at "
+                           "/pytorch/aten/src/ATen/native/cuda/Loops.cuh:103)\n"
+                           "frame #0: c10::Error::Error(c10::SourceLocation, std::string "
+                           "const&) + 0x33 (0x7f2b in /usr/lib/libc10.so)\n", tmp_path, matrix)
+    assert found == [] and int(result.exit_code) == 1
+    found, _ = _first("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp"
+                      ":514, unhandled system error, NCCL version 2.7.8 (operator() at "
+                      "/pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:514)\n", tmp_path, matrix)
+    assert found == ["nccl.system_error"]
+
+
+def test_fsdp_s_no_shard_offload_says_the_world_size_of_one(tmp_path, matrix):
+    found, result = _first("UserWarning: FSDP is switching to use `NO_SHARD` instead of "
+                           "ShardingStrategy.FULL_SHARD since the world size is 1.\n"
+                           "NotImplementedError: offload_to_cpu=True and NO_SHARD is not "
+                           "supported yet\n", tmp_path, matrix)
+    assert found == ["torch.fsdp_no_shard_offload"]
+    assert "world size is 1" in result.findings[0].cause
+    assert "accelerate" in dict(result.findings[0].signature.framework_advice)

@@ -293,3 +293,52 @@ def test_torchs_checks_of_what_the_program_passed_are_the_programs_error(text, k
     result = _explained(text, tmp_path)
     assert [f.signature.id for f in result.findings] == ["program.exception"]
     assert result.findings[0].exception.type == kind
+
+
+# A C++ error of torch (c10::Error) with its place in torch's source and its C++ backtrace
+# (issue #34, phase H: penincillin/DCT_ICCV-2019#3): the program's error, with its type,
+# and torch's refusal of a DDP module without trainable parameters said in words
+DDP_NO_PARAMETERS = [
+    # torch <= 1.4: AT_ASSERTM, the place on the message's line, then 'frame #N'
+    ("RuntimeError: replicas_[0].size() >= 1 ASSERT FAILED at /pytorch/torch/csrc/distributed/"
+     "c10d/reducer.cpp:53, please report a bug to PyTorch. Expected at least one parameter. "
+     "(Reducer at /pytorch/torch/csrc/distributed/c10d/reducer.cpp:53)\n"
+     "frame #0: std::function<std::string ()>::operator()() const + 0x11 (0x7f1e388cc441 in "
+     "/usr/lib/python3.6/site-packages/torch/lib/libc10.so)\n"),
+    # torch 1.7 on: 'Exception raised from FUNC at FILE:LINE (most recent call first):'
+    ("RuntimeError: Expected at least one parameter.\n"
+     "Exception raised from Reducer at ../torch/csrc/distributed/c10d/reducer.cpp:92 (most "
+     "recent call first):\n"
+     "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x42 (0x7f3c in "
+     "/usr/lib/python3.8/site-packages/torch/lib/libc10.so)\n"),
+    # DDP's own check in Python (torch/nn/parallel/distributed.py)
+    ("RuntimeError: DistributedDataParallel is not needed when a module doesn't have any "
+     "parameter that requires a gradient.\n"),
+]
+
+
+@pytest.mark.parametrize("error", DDP_NO_PARAMETERS, ids=["assert-1.4", "check-1.7", "python"])
+def test_a_cpp_error_with_its_backtrace_is_the_programs_error_in_words(error, tmp_path):
+    result = _explained('Traceback (most recent call last):\n'
+                        '  File "src/train_dist.py", line 74, in main\n'
+                        '    model = DCTModel(opt)\n'
+                        '  File "/home/u/DCT/src/models/dct_model.py", line 121, in __init__\n'
+                        '    self.smpl, device_ids=[torch.cuda.current_device()])\n'
+                        '  File "/usr/lib/python3.6/site-packages/torch/nn/parallel/'
+                        'distributed.py", line 338, in _ddp_init_helper\n'
+                        '    self.process_group)\n' + error, tmp_path)
+    first = result.findings[0]
+    assert first.signature.id == "program.exception"
+    assert first.exception.type == "RuntimeError"
+    assert first.exception.culprit == ("/home/u/DCT/src/models/dct_model.py", 121, "__init__")
+    assert "no parameter that requires a gradient" in first.signature.cause
+    assert first.signature.advice.startswith("wrap only the modules that train")
+    assert "reducer.cpp" in first.signature.source
+
+
+def test_another_programs_words_get_no_ddp_meaning(tmp_path):
+    result = _explained("ValueError: Expected at least one parameter vector, got none\n",
+                        tmp_path)
+    first = result.findings[0]
+    assert first.signature.id == "program.exception"
+    assert "DistributedDataParallel" not in first.signature.cause

@@ -189,7 +189,7 @@ def test_heldout_logs_get_their_cause(tmp_path, matrix):
     # from since (whose misses the measured figure keeps); the two misses left are
     # package versions no signature covers
     assert len(HELDOUT) == MEASURED["heldout"] - len(
-        [e for e in WRITTEN_FROM_AFTER if e.get("batch") not in (4, 5, 6, 7, 8, 9, 10)]) == 57
+        [e for e in WRITTEN_FROM_AFTER if e.get("batch") not in (4, 5, 6, 7, 8, 9, 10, 11)]) == 57
     assert len(right) >= 55, wrong
 
 
@@ -212,10 +212,10 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
         "https://github.com/NVIDIA/nccl/issues/473",
         "https://github.com/vllm-project/vllm/issues/7896",
     } | (BATCH5_MISSED | BATCH6_MISSED | BATCH7_MISSED | BATCH8_MISSED | BATCH9_MISSED
-         | BATCH10_MISSED)
+         | BATCH10_MISSED | BATCH11_MISSED)
     # every batch-4 miss was written from, and nothing batch 4 got right; the same for
     # batch 5 (phase C), batch 6 (phase D), batch 7 (phase E), batches 8 and 9 (phase F),
-    # batch 10 (phase G)
+    # batch 10 (phase G), batch 11 (phase H)
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 4} == BATCH4_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 5} == BATCH5_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 6} == BATCH6_MISSED
@@ -223,7 +223,8 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 8} == BATCH8_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 9} == BATCH9_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 10} == BATCH10_MISSED
-    assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4, 5, 6, 7, 8, 9, 10)
+    assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 11} == BATCH11_MISSED
+    assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
                for e in WRITTEN_FROM_AFTER)
 
 
@@ -526,7 +527,14 @@ def test_batch10_cites_no_thread_of_the_corpus_or_earlier_batches():
 # N", reducer.cpp: a wording no rule reads), a torch 1.x C++ assertion whose message is
 # followed by the C++ backtrace's "frame #N" lines (the program's error, unread), FSDP's
 # refusal of offload_to_cpu with NO_SHARD on a single GPU (`new.*`), and an older
-# torchrun refusing the hyphenated --nproc-per-node (`new.*`).
+# torchrun refusing the hyphenated --nproc-per-node (`new.*`). Phase H wrote from all
+# four after the measurement, so they are training logs now: imagen-pytorch#75 gets
+# torch.ddp_unused_parameters (DDP's lists of the parameters without a gradient, read on
+# their own), DCT_ICCV-2019#3 the program's RuntimeError (a C++ error's place in torch's
+# source tree is not the environment; torch's refusal of a DDP module without trainable
+# parameters said in words), LLaMA2-Accessory#76 the new torch.fsdp_no_shard_offload and
+# pytorch-image-models#1742 the new launch.torchrun_option_unknown (their family now, the
+# measured one kept as family_when_measured).
 BATCH11_MEASURED = {"logs": 23, "right": 19}
 BATCH11_MISSED = {
     "https://github.com/lucidrains/imagen-pytorch/issues/75",  # DDP's list of gradless params
@@ -542,15 +550,22 @@ def test_batch11_logs_keep_their_measured_causes(tmp_path, matrix):
     the figure is the measured 19 of 23."""
     right, wrong = _scored(BATCH11, tmp_path, matrix)
     assert len(BATCH11) == BATCH11_MEASURED["logs"]
+    assert all(e["split"] == "heldout" or e.get("heldout_when_measured") for e in BATCH11)
+    assert {e["source"] for e in BATCH11 if e.get("family_when_measured", "").startswith(
+        "new.")} == {"https://github.com/Alpha-VLLM/LLaMA2-Accessory/issues/76",
+                     "https://github.com/huggingface/pytorch-image-models/issues/1742"}
     assert not [w for w in wrong if w[1] == "user" and w[2] not in (None, "program.exception")]
     # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
     assert right >= {e["source"] for e in BATCH11} - BATCH11_MISSED, wrong
     assert len(right) >= BATCH11_MEASURED["right"]
+    # the misses written from since (phase H): each gets its cause now; these are
+    # training results, not a held-out figure
+    assert right >= BATCH11_MISSED, wrong
 
 
 def test_batch11_cites_no_thread_of_the_corpus_or_earlier_batches():
     assert len(BATCH11) == 23 and sum(e["family"] == "user" for e in BATCH11) == 8
-    assert all(e["split"] == "heldout" for e in BATCH11)
+    assert all(e["split"] == "heldout" or e["source"] in BATCH11_MISSED for e in BATCH11)
     _cites_nothing_earlier(11)
 
 

@@ -46,23 +46,6 @@ def check_head(head):
                       ".gz)")
 
 
-def scan_pattern(words):
-    """One regular expression for ``words``, factored by first letter
-    (``E(?:rror|RROR|...)|N(?:CCL|...)``): the same lines as the plain alternation
-    (``word|word|...``), at about 0.9 times its CPU, because at each byte ``re`` tries
-    one branch per first letter instead of one per word (bench/explain.md)."""
-    groups = {}
-    for w in words:
-        groups.setdefault(w[0], []).append(w[1:])
-    return re.compile(b"|".join(
-        re.escape(first.encode()) + b"(?:" + b"|".join(
-            re.escape(t.encode()) for t in sorted(tails, key=len, reverse=True)) + b")"
-        for first, tails in groups.items()))
-
-
-SCAN = scan_pattern(SCAN_WORDS)
-
-
 def _trie(words):
     """A pattern for ``words`` (bytes) as a tree of their shared prefixes, so that ``re``
     settles each next byte with one branch test, not one per word."""
@@ -73,7 +56,32 @@ def _trie(words):
     for w in words:
         groups.setdefault(w[:1], []).append(w[1:])
     alts = [re.escape(k) + _trie(v) for k, v in sorted(groups.items())]
-    return alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
+    if len(alts) == 1:
+        return alts[0]
+    # many branches: one test of the next byte against the set of their first bytes
+    # settles a byte none of them starts with (a line of dashes after '--')
+    ahead = (b"(?=[" + b"".join(re.escape(k) for k in sorted(groups)) + b"])"
+             if len(alts) > 4 else b"")
+    return ahead + b"(?:" + b"|".join(alts) + b")"
+
+
+def scan_pattern(words):
+    """One regular expression for ``words``, factored by first letter
+    (``E(?:rror|RROR|...)|N(?:CCL|...)``): the same lines as the plain alternation
+    (``word|word|...``), at about 0.9 times its CPU, because at each byte ``re`` tries
+    one branch per first letter instead of one per word (bench/explain.md). The words
+    under one first letter are a tree of their shared prefixes (``_trie``): where many
+    share one (torchrun's options under ``--``, issue #34 phase H), a line of dashes is
+    settled with a branch test a byte, not one test per word."""
+    groups = {}
+    for w in words:
+        groups.setdefault(w[0], []).append(w[1:].encode())
+    return re.compile(b"|".join(
+        re.escape(first.encode()) + b"(?:" + _trie(sorted(set(tails))) + b")"
+        for first, tails in groups.items()))
+
+
+SCAN = scan_pattern(SCAN_WORDS)
 
 
 def fold_table(words):

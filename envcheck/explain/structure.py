@@ -61,6 +61,43 @@ ENVIRONMENT = re.compile(
 # tensors of one op on two devices: ATen's TORCH_CHECK in TensorIterator and many ops)
 PROGRAM_TEXTS = re.compile(r"Tensors must be CUDA and dense"
                            r"|Expected all tensors to be on the same device")
+# Where a C++ error of torch (c10::Error) was raised, in torch's own source tree: torch up
+# to 1.6 appends ' (FUNC at FILE:LINE)' to the message (c10/util/Exception.cpp), 1.7 on
+# prints 'Exception raised from FUNC at FILE:LINE (most recent call first):' on a line of
+# its own, then the C++ backtrace's 'frame #N: ...' lines (c10/util/Backtrace.cpp); an
+# assertion says 'EXPR ASSERT FAILED at FILE:LINE, please report a bug to PyTorch.' (1.4
+# and before; 'INTERNAL ASSERT FAILED at "FILE":LINE' since). The path names torch's
+# directories (c10d/reducer.cpp is DDP's checks of the model, cuda/ holds ATen's kernels),
+# not a part of the environment: it is left out before the message is judged, so that a
+# release that prints it on the message's line reads as one that prints it below.
+CPP_WHERE = re.compile(r" \((?:[^()]|\(\))*? at [^\s()]+:\d+\)"
+                       r"|(?<=ASSERT FAILED) at \"?[^\s\",]+\"?:\d+"
+                       r"|Exception raised from .*? at \S+:\d+ \(most recent call first\):?")
+# torch's refusals of what the program built, in words that do not say so: the program's
+# error, with what it means and how to fix it (issue #34, phase H). A module with no
+# parameter that requires a gradient wrapped in DDP: torch 1.x's reducer.cpp
+# (Reducer::Reducer: AT_ASSERTM(replicas_[0].size() >= 1, "Expected at least one
+# parameter."), read as 'replicas_[0].size() >= 1 ASSERT FAILED at .../reducer.cpp:53,
+# please report a bug to PyTorch. Expected at least one parameter.'; TORCH_CHECK in later
+# releases) and torch/nn/parallel/distributed.py ('DistributedDataParallel is not needed
+# when a module doesn't have any parameter that requires a gradient.', an AssertionError,
+# then a RuntimeError)
+PROGRAM_MEANINGS = (
+    (re.compile(r"replicas_\[0\]\.size\(\) >= 1|^Expected at least one parameter\.(?: \(|$)"
+                r"|DistributedDataParallel is not needed when a module doesn't have any "
+                r"parameter that requires a gradient"),
+     "DistributedDataParallel was given a module with no parameter that requires a gradient "
+     "(none at all, or all frozen), which torch refuses to wrap (older releases say it as "
+     "the reducer's assertion 'Expected at least one parameter', and ask for a bug report: "
+     "it is not torch's bug)",
+     "wrap only the modules that train in DistributedDataParallel: a module without "
+     "trainable parameters (a fixed layer, a frozen encoder, a loss network) needs no "
+     "gradient synchronisation; move it to the rank's device (module.to(device)) and call "
+     "it directly",
+     "torch/csrc/distributed/c10d/reducer.cpp (Reducer::Reducer: 'Expected at least one "
+     "parameter.'); torch/nn/parallel/distributed.py ('DistributedDataParallel is not "
+     "needed when a module doesn't have any parameter that requires a gradient.')"),
+)
 NOT_PROGRAM = {"ChildFailedError", "DistBackendError", "DistNetworkError", "DistStoreError",
                "DistError", "OutOfMemoryError", "MemoryError", "ProcessRaisedException",
                "ProcessExitedException", "ImportError", "ModuleNotFoundError",
@@ -135,7 +172,7 @@ class Structure:
             frames, sources = _traceback(hit, ln)
         full, name, message = _unmixed(m.group(1), (m.group(3) or "").strip(), sources)
         explained = (matched is not None or name in NOT_PROGRAM
-                     or bool(ENVIRONMENT.search(full + " " + message)
+                     or bool(ENVIRONMENT.search(full + " " + CPP_WHERE.sub("", message))
                              and not PROGRAM_TEXTS.search(message)))
         key = (name, message[:200], frames[-1] if frames else None)
         exc = self.exceptions.get(key)
@@ -339,9 +376,14 @@ def _finding(exc):
         cause = ("the program raised %s in %s:%d (in %s), a library the job runs: an "
                  "error of the program, not of the environment" % (what, where[0], where[1],
                                                                    where[2]))
-    sig = dataclasses.replace(PROGRAM, cause=cause,
-                              source="the traceback in this log (%s:%d)"
-                                     % (exc.file, exc.line.number))
+    source = "the traceback in this log (%s:%d)" % (exc.file, exc.line.number)
+    advice = PROGRAM.advice
+    for pattern, meaning, fix, where_from in PROGRAM_MEANINGS:
+        if pattern.search(exc.message):
+            cause, advice = "%s: %s" % (cause, meaning), "%s; %s" % (fix, advice)
+            source = "%s; %s" % (source, where_from)
+            break
+    sig = dataclasses.replace(PROGRAM, cause=cause, advice=advice, source=source)
     f = Finding(sig, exc.file, exc.line, set(exc.ranks), set(exc.hosts), exc.count)
     f.exception = exc
     return f

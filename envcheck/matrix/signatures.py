@@ -84,7 +84,23 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # 'local_rank'."), F and C first letters already; the other parsers' words
               # hold "--local" (click, fire, jsonargparse, OmegaConf) or "Error"
               # (hyperpyyaml's KeyError)
-              "Bus error", "FATAL Flags", "Could not override 'local")
+              "Bus error", "FATAL Flags", "Could not override 'local",
+              # phase H of issue #34: DDP's lists of the parameters that got no gradient
+              # (reducer.cpp: "Parameters which did not receive grad for rank N: ...",
+              # "Parameter indices which ...": P is a first letter here already); torchrun's
+              # own options, as argparse's all-lower-case refusal names them ("torchrun:
+              # error: unrecognized arguments: --nproc-per-node=1"), each under "-", a
+              # first letter already (as "--local" is); FSDP's refusal holds "Error"
+              # (the option's own name, both spellings where a training script's
+              # arguments share its first word: --max_steps, --logging_steps, --run_name)
+              "Parameters which", "Parameter indices", "--nproc", "--nnodes", "--node-rank",
+              "--node_rank", "--master", "--rdzv", "--standalone", "--max-restarts",
+              "--max_restarts", "--monitor", "--start-method", "--start_method", "--role",
+              "--module", "--no-python", "--no_python", "--run-path", "--run_path",
+              "--log-dir", "--log_dir", "--logs-specs", "--logs_specs", "--log-line",
+              "--log_line", "--redirects", "--tee", "--use-env", "--use_env", "--event",
+              "--numa", "--duplicate", "--signals", "--virtual", "--shutdown",
+              "--print-completion", "--print_completion")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
