@@ -569,6 +569,36 @@ def test_batch11_cites_no_thread_of_the_corpus_or_earlier_batches():
     _cites_nothing_earlier(11)
 
 
+# Batch 12, measured once on phase G's rules (06e79a9) and once on phase H's (the merge
+# of phase H, written in a worktree that never held batch 12): 12 of 16 both times. Its
+# four misses: three causes no signature names (`new.*`: transformers' Trainer deleting
+# one checkpoint from every process of a multi-node job on a shared filesystem, FSDP's
+# FlatParameter refusing mixed requires_grad, a launch script whose comment inside a
+# backslash-continued command cut the arguments off), and ranks out of step whose log
+# holds only the watchdog's timeouts (different SeqNums on two ranks; explain named the
+# timeout, the thread's cause is the collective mismatch behind it).
+BATCH12_MEASURED = {"logs": 16, "right": 12}
+BATCH12_MISSED = {
+    "https://github.com/open-mmlab/mmsegmentation/issues/2137",  # out of step: timeouts only
+    "https://github.com/huggingface/transformers/issues/20988",  # new: a checkpoint cleanup race
+    "https://github.com/haotian-liu/LLaVA/issues/52",  # new: FSDP's uniform requires_grad
+    "https://github.com/BAAI-DCAI/Bunny/issues/46",  # new: a launch command cut by a comment
+}
+
+
+def test_batch12_logs_keep_their_measured_causes(tmp_path, matrix):
+    """Batch 12 (committed with its causes before explain first ran on it): every log it
+    got right at that first run stays right, no user-code log gets an environment cause,
+    the figure is the measured 12 of 16."""
+    right, wrong = _scored(BATCH12, tmp_path, matrix)
+    assert len(BATCH12) == BATCH12_MEASURED["logs"]
+    assert not [w for w in wrong if w[1] == "user" and w[2] not in (None, "program.exception")]
+    assert {e["source"] for e in BATCH12 if e["family"] == "user"} <= right
+    # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
+    assert right >= {e["source"] for e in BATCH12} - BATCH12_MISSED, wrong
+    assert len(right) >= BATCH12_MEASURED["right"]
+
+
 def test_batch12_cites_no_thread_of_the_corpus_or_earlier_batches():
     assert len(BATCH12) == 16 and sum(e["family"] == "user" for e in BATCH12) == 7
     assert all(e["split"] == "heldout" for e in BATCH12)
