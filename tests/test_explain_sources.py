@@ -798,6 +798,46 @@ PHASE_H = [
 ]
 LINES += PHASE_H
 
+# Phase I (after batch 12 was measured): the NCCL watchdog's timeouts of two ranks read
+# together (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp's WorkNCCL operator<<, in
+# the libtorch of 1.13.1: '[Rank N] Watchdog caught collective operation timeout:
+# WorkNCCL(SeqNum=N, OpType=OP, TensorShape=[...], Timeout(ms)=T) ran for M milliseconds
+# before timing out.', and of 2.14.1: '[PG ID N PG GUID G(DESC) Rank N] ...
+# WorkNCCL(SeqNum=N, OpType=OP, NumelIn=I, NumelOut=O, Timeout(ms)=T) ...'); SeqNum is
+# the group's count of the collectives the rank issued (ProcessGroupNCCL.hpp: seq_,
+# seqCollective_), so two ranks timed out at different numbers, or at one number on
+# different operations, issued different collectives. FSDP's refusal of a partly frozen
+# unit (flat_param.py in 1.13.1, _flat_param.py in 2.13.0 and 2.14.1).
+W113 = ("[E ProcessGroupNCCL.cpp:737] [Rank {r}] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum={n}, OpType={op}, TensorShape=[{shape}], Timeout(ms)=1800000) ran for "
+        "180{r}012 milliseconds before timing out.\n")
+W214 = ("[rank{r}]:[E1104 10:00:0{r}.000000000 ProcessGroupNCCL.cpp:632] [PG ID {pg} PG GUID "
+        "{pg}({desc}) Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={n}, "
+        "OpType={op}, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for 60{r}125 "
+        "milliseconds before timing out.\n")
+PHASE_I = [
+    ("torch 1.13 ProcessGroupNCCL.cpp watchdog, two ranks at different SeqNum",
+     W113.format(r=0, n=120, op="ALLREDUCE", shape="4096")
+     + W113.format(r=1, n=121, op="ALLREDUCE", shape="4096"),
+     "torch.collective_mismatch"),
+    ("torch 1.13 ProcessGroupNCCL.cpp watchdog, one SeqNum, different OpType",
+     W113.format(r=0, n=88, op="ALLREDUCE", shape="1")
+     + W113.format(r=1, n=88, op="BROADCAST", shape="1"),
+     "torch.collective_mismatch"),
+    ("torch 2.14 ProcessGroupNCCL.cpp watchdog, [PG ID ... Rank N], different SeqNum",
+     W214.format(r=0, pg=0, desc="default_pg", n=7, op="ALLREDUCE")
+     + W214.format(r=1, pg=0, desc="default_pg", n=9, op="_ALLGATHER_BASE"),
+     "torch.collective_mismatch"),
+    ("torch 1.13 fsdp flat_param.py FlatParamHandle._init_flat_param",
+     "ValueError: `FlatParameter` requires uniform `requires_grad`",
+     "torch.fsdp_mixed_requires_grad"),
+    ("torch 2.0+ fsdp _flat_param.py _validate_tensors_to_flatten, a rank's line",
+     "[rank3]: ValueError: Must flatten tensors with uniform `requires_grad` when "
+     "`use_orig_params=False`",
+     "torch.fsdp_mixed_requires_grad"),
+]
+LINES += PHASE_I
+
 
 @pytest.fixture(scope="module")
 def matrix():
@@ -1219,3 +1259,54 @@ def test_fsdp_s_no_shard_offload_says_the_world_size_of_one(tmp_path, matrix):
     assert found == ["torch.fsdp_no_shard_offload"]
     assert "world size is 1" in result.findings[0].cause
     assert "accelerate" in dict(result.findings[0].signature.framework_advice)
+
+
+# Phase I guards: the watchdog's timeouts that do not show ranks out of step stay the
+# timeout; FSDP's other refusals and a program's FileNotFoundError stay the program's
+
+
+@pytest.mark.parametrize("text,expect", [
+    # every rank timed out at the same SeqNum on the same operation: some rank never came
+    (W113.format(r=0, n=120, op="ALLREDUCE", shape="4096")
+     + W113.format(r=1, n=120, op="ALLREDUCE", shape="4096"), "nccl.watchdog_timeout"),
+    # one rank's two works (its lines only): nothing to compare
+    (W113.format(r=0, n=120, op="ALLREDUCE", shape="4096")
+     + W113.format(r=0, n=121, op="ALLREDUCE", shape="4096"), "nccl.watchdog_timeout"),
+    # lines whose rank the log does not say
+    (W113.format(r=0, n=120, op="ALLREDUCE", shape="1").replace("[Rank 0] ", "")
+     + W113.format(r=1, n=121, op="ALLREDUCE", shape="1").replace("[Rank 1] ", ""),
+     "nccl.watchdog_timeout"),
+    # two process groups count apart
+    (W214.format(r=0, pg=0, desc="default_pg", n=7, op="ALLREDUCE")
+     + W214.format(r=1, pg=1, desc="undefined", n=3, op="ALLREDUCE"), "nccl.watchdog_timeout"),
+    # point-to-point operations: their counts differ between ranks by design
+    (W214.format(r=0, pg=0, desc="default_pg", n=5, op="SEND")
+     + W214.format(r=1, pg=0, desc="default_pg", n=3, op="RECV"), "nccl.watchdog_timeout"),
+], ids=["same-seqnum", "one-rank", "no-rank", "two-groups", "send-recv"])
+def test_watchdog_timeouts_not_out_of_step_stay_the_timeout(text, expect, tmp_path, matrix):
+    found, _ = _first(text, tmp_path, matrix)
+    assert found[:1] == [expect]
+
+
+@pytest.mark.parametrize("text", [
+    # FSDP's other refusals of the model the program built, in the same functions
+    "ValueError: `FlatParameter` requires uniform dtype but got torch.float32 and "
+    "torch.bfloat16\n",
+    "ValueError: Must flatten tensors with uniform dtype but got torch.float32 and "
+    "torch.bfloat16\n",
+    # transformers' checkpoint rotation racing on a shared filesystem, without its frames:
+    # the program's FileNotFoundError, no environment cause (docs/explain.md, phase I)
+    "FileNotFoundError: [Errno 2] No such file or directory: 'rng_state_1.pth'\n",
+], ids=["flat-param-dtype", "flatten-dtype", "checkpoint-rotation"])
+def test_texts_close_to_phase_i_s_are_the_program_s(text, tmp_path, matrix):
+    found, _ = _first(text, tmp_path, matrix)
+    assert found == ["program.exception"]
+
+
+def test_deepspeed_s_return_code_2_alone_is_no_cause(tmp_path, matrix):
+    """argparse exits with 2, and so does Python that cannot open the script, and any
+    sys.exit(2): the launcher's summary alone names no cause (BAAI-DCAI/Bunny#46)."""
+    found, result = _first("[2024-04-19 16:07:06,861] [ERROR] [launch.py:322:sigkill_handler] "
+                           "['/usr/bin/python3', '-u', 'train.py', '--local_rank=7'] exits with "
+                           "return code = 2\n", tmp_path, matrix)
+    assert found == [] and int(result.exit_code) == 1

@@ -106,6 +106,13 @@ NOT_IN_THE_TEXT = {
     # /dev/shm (--ipc=host fixed it) are in the threads, not the logs
     "https://github.com/deepinsight/insightface/issues/1444": "nccl.system_error",
     "https://github.com/HRNet/DEKR/issues/18": "nccl.system_error",
+    # batch 12, after it was measured (phase I): transformers' Trainer deleting one
+    # checkpoint from every process shows as the program's FileNotFoundError alone (no
+    # frame of the rotation, no path of a checkpoint: the program's error, never an
+    # environment cause); DeepSpeed's 'exits with return code = 2' alone (the comment
+    # inside the continued launch command is in the thread) names no cause (None)
+    "https://github.com/huggingface/transformers/issues/20988": "program.exception",
+    "https://github.com/BAAI-DCAI/Bunny/issues/46": None,
 }
 
 
@@ -170,10 +177,11 @@ def test_training_log_gets_its_cause(entry, tmp_path, matrix):
     result = _answer(entry, tmp_path, matrix)
     found = [f.signature.id for f in result.findings]
     if entry["source"] in NOT_IN_THE_TEXT:
-        assert found[:1] == [NOT_IN_THE_TEXT[entry["source"]]], (entry["source"], found)
+        best = NOT_IN_THE_TEXT[entry["source"]]
+        assert found[:1] == ([best] if best else []), (entry["source"], found)
     else:
         assert _right(entry, result), (entry["source"], found)
-    assert int(result.exit_code) == 0
+    assert int(result.exit_code) == (0 if found else 1)  # 1: no known cause
 
 
 def test_heldout_logs_get_their_cause(tmp_path, matrix):
@@ -192,7 +200,7 @@ def test_heldout_logs_get_their_cause(tmp_path, matrix):
     # from since (whose misses the measured figure keeps); the two misses left are
     # package versions no signature covers
     assert len(HELDOUT) == MEASURED["heldout"] - len(
-        [e for e in WRITTEN_FROM_AFTER if e.get("batch") not in (4, 5, 6, 7, 8, 9, 10, 11)]) == 57
+        [e for e in WRITTEN_FROM_AFTER if e.get("batch") not in (4, 5, 6, 7, 8, 9, 10, 11, 12)]) == 57
     assert len(right) >= 55, wrong
 
 
@@ -215,10 +223,10 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
         "https://github.com/NVIDIA/nccl/issues/473",
         "https://github.com/vllm-project/vllm/issues/7896",
     } | (BATCH5_MISSED | BATCH6_MISSED | BATCH7_MISSED | BATCH8_MISSED | BATCH9_MISSED
-         | BATCH10_MISSED | BATCH11_MISSED)
+         | BATCH10_MISSED | BATCH11_MISSED | BATCH12_MISSED)
     # every batch-4 miss was written from, and nothing batch 4 got right; the same for
     # batch 5 (phase C), batch 6 (phase D), batch 7 (phase E), batches 8 and 9 (phase F),
-    # batch 10 (phase G), batch 11 (phase H)
+    # batch 10 (phase G), batch 11 (phase H), batch 12 (phase I)
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 4} == BATCH4_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 5} == BATCH5_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 6} == BATCH6_MISSED
@@ -227,7 +235,8 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 9} == BATCH9_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 10} == BATCH10_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 11} == BATCH11_MISSED
-    assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+    assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 12} == BATCH12_MISSED
+    assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
                for e in WRITTEN_FROM_AFTER)
 
 
@@ -579,7 +588,12 @@ def test_batch11_cites_no_thread_of_the_corpus_or_earlier_batches():
 # FlatParameter refusing mixed requires_grad, a launch script whose comment inside a
 # backslash-continued command cut the arguments off), and ranks out of step whose log
 # holds only the watchdog's timeouts (different SeqNums on two ranks; explain named the
-# timeout, the thread's cause is the collective mismatch behind it).
+# timeout, the thread's cause is the collective mismatch behind it). Phase I wrote from
+# all four after the measurement, so they are training logs now: mmsegmentation#2137 gets
+# torch.collective_mismatch (two ranks' watchdog timeouts at different SeqNums on one
+# process group), LLaVA#52 the new torch.fsdp_mixed_requires_grad (its family now, the
+# measured one kept as family_when_measured); transformers#20988 and Bunny#46 the best
+# their text allows (NOT_IN_THE_TEXT: the program's FileNotFoundError, and no finding).
 BATCH12_MEASURED = {"logs": 16, "right": 12}
 BATCH12_MISSED = {
     "https://github.com/open-mmlab/mmsegmentation/issues/2137",  # out of step: timeouts only
@@ -600,11 +614,21 @@ def test_batch12_logs_keep_their_measured_causes(tmp_path, matrix):
     # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
     assert right >= {e["source"] for e in BATCH12} - BATCH12_MISSED, wrong
     assert len(right) >= BATCH12_MEASURED["right"]
+    assert all(e["split"] == "heldout" or e.get("heldout_when_measured") for e in BATCH12)
+    assert {e["source"] for e in BATCH12 if e.get("family_when_measured", "").startswith(
+        "new.")} == {"https://github.com/huggingface/transformers/issues/20988",
+                     "https://github.com/haotian-liu/LLaVA/issues/52",
+                     "https://github.com/BAAI-DCAI/Bunny/issues/46"}
+    # the misses written from since (phase I): each gets its cause now, or, where the log
+    # does not show the thread's cause, the best its text allows (NOT_IN_THE_TEXT); these
+    # are training results, not a held-out figure
+    assert right >= BATCH12_MISSED - set(NOT_IN_THE_TEXT), wrong
+    assert {w[0] for w in wrong} <= set(NOT_IN_THE_TEXT), wrong
 
 
 def test_batch12_cites_no_thread_of_the_corpus_or_earlier_batches():
     assert len(BATCH12) == 16 and sum(e["family"] == "user" for e in BATCH12) == 7
-    assert all(e["split"] == "heldout" for e in BATCH12)
+    assert all(e["split"] == "heldout" or e["source"] in BATCH12_MISSED for e in BATCH12)
     _cites_nothing_earlier(12)
 
 

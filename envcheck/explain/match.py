@@ -12,7 +12,11 @@ Three kinds of signature behave differently:
   order (NCCL's timeout before torchrun's summary of the abort it caused), is the
   finding, and the others its consequences.
 - ``differ``: fires when its pattern's first group differs between ranks or hosts
-  (NCCL versions); the same value everywhere is no finding.
+  (NCCL versions); the same value everywhere is no finding. A signature's
+  ``differ_match`` patterns are read the same way between ranks only (lines whose rank
+  the log does not say are not compared), within one ``scope`` group where the pattern
+  has one: two ranks whose timed-out collectives on one process group have different
+  sequence numbers or operations (``torch.collective_mismatch``).
 - ``needs``: fires only when one of the signatures it names fired too (P2P transport
   lines are normal; with a collective timeout they are the likely cause). A signature's
   ``weak_match`` patterns are read the same way, with ``weak_needs``: a line that only a
@@ -71,6 +75,7 @@ class Matcher:
         self.weak = [s for s in self.plain if s.weak]
         self.alone = [s for s in self.plain if s.alone]
         self.differ = [s for s in signatures if s.differ]
+        self.rank_differ = [s for s in signatures if s.differ_patterns]
         # One search tells most lines apart from every signature at once (None: try each;
         # a team's pattern with a global flag such as (?i) cannot be joined to others).
         try:
@@ -83,6 +88,7 @@ class Matcher:
         self.alone_found = {}  # signature id -> Finding of its alone_match lines
         self.order = []  # ids in the order first seen
         self.values = {}  # differ signature id -> {who: (value, file, line)}
+        self.rank_values = {}  # differ_match id -> {(scope, rank): (value, file, line)}
 
     def feed(self, line, file):
         """Match one line; returns the signature that matched it, or None."""
@@ -111,6 +117,13 @@ class Matcher:
                 if who[1] is None:
                     who = ("line", "%s:%d" % (file, line.number))
                 self.values.setdefault(s.id, {}).setdefault(who, (m.group(1), file, line))
+        if line.rank is not None:
+            for s in self.rank_differ:
+                m = s.differ_search(line.text)
+                if m:
+                    who = (m.groupdict().get("scope"), line.rank)
+                    self.rank_values.setdefault(s.id, {}).setdefault(
+                        who, (m.group("value"), file, line))
         return matched
 
     def _record(self, s, line, file, found=None):
@@ -140,6 +153,25 @@ class Matcher:
             f.count = len(seen)
             f.values = {v: "%s:%d" % (fl, ln.number) for v, (fl, ln) in first.items()}
             out.append(f)
+        for s in self.rank_differ:
+            if s.id in self.found:
+                continue  # its own words said it
+            scopes = {}
+            for (scope, _), seen in self.rank_values.get(s.id, {}).items():
+                scopes.setdefault(scope, []).append(seen)
+            for seen in scopes.values():
+                first = {}
+                for value, file, line in seen:
+                    first.setdefault(value, (file, line))
+                if len(first) < 2:
+                    continue
+                file, line = list(first.values())[1]
+                f = Finding(s, file, line)
+                for _, _, ln in seen:
+                    f.add(ln)
+                f.values = {v: "%s:%d" % (fl, ln.number) for v, (fl, ln) in first.items()}
+                out.append(f)
+                break
         return out
 
     def results(self):

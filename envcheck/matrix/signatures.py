@@ -106,7 +106,8 @@ PREINSTALL = "envcheck check"
 
 SIGNATURE_KEYS = {"id", "cause", "match", "advice", "advice_from", "framework_advice",
                   "source", "caught_by", "gpu", "symptom", "differ", "needs", "explains",
-                  "weak_match", "weak_needs", "alone_match", "alone_cause", "note"}
+                  "weak_match", "weak_needs", "alone_match", "alone_cause", "note",
+                  "differ_match"}
 
 # A cause read from lines a working job prints too, where the log shows nothing else, is a
 # guess: its wording must say so (issue #34, phase D)
@@ -157,6 +158,10 @@ class Signature:
     # signature whose needs did not fire is read the same way where it has one
     alone: Tuple[re.Pattern, ...] = ()
     alone_cause: str = ""
+    # patterns that name this cause where two ranks' lines differ in their group
+    # ``value`` (lines whose rank the log does not say are not compared; with a group
+    # ``scope``, only lines of the same scope are: one process group's sequence numbers)
+    differ_patterns: Tuple[re.Pattern, ...] = ()
     note: str = ""
 
     def search(self, text):
@@ -170,6 +175,10 @@ class Signature:
     def alone_search(self, text):
         """The first match of an ``alone_match`` pattern in ``text``, or None."""
         return _first(self.alone, text)
+
+    def differ_search(self, text):
+        """The first match of a ``differ_match`` pattern in ``text``, or None."""
+        return _first(self.differ_patterns, text)
 
     def to_dict(self):
         d = {"id": self.id, "cause": self.cause, "advice": self.advice,
@@ -270,6 +279,19 @@ def parse(errors, where, e, probes, framework_advice):
         errors.add(where, "%s: alone_cause must say how sure it is (%s): it is read from "
                    "lines a working job prints too" % (label, ", ".join(CONFIDENCE_WORDS)))
         alone_cause = ""
+    differ_patterns = ()
+    if "differ_match" in e:
+        try:
+            differ_patterns = tuple(_patterns(errors, where, label, e,
+                                              _strings(e["differ_match"]), "differ_match"))
+        except ValueError as exc:
+            errors.add(where, "%s: differ_match: %s" % (label, exc))
+        for p in differ_patterns:
+            if "value" not in p.groupindex:
+                errors.add(where, "%s: differ_match %r needs a group named value (what "
+                           "must be the same on every rank)" % (label, p.pattern))
+        if e.get("differ"):
+            errors.add(where, "%s: differ and differ_match do not go together" % label)
     advice, advice_from = e.get("advice"), e.get("advice_from")
     if (advice is None) == (advice_from is None):
         errors.add(where, "%s: give advice or advice_from (a check whose expected failure "
@@ -302,7 +324,8 @@ def parse(errors, where, e, probes, framework_advice):
     return Signature(sid, e.get("cause") or "", tuple(patterns), e.get("source") or "",
                      where, advice, advice_from, fw, caught_by, needs=needs,
                      explains=explains, weak=weak, weak_needs=weak_needs,
-                     alone=alone, alone_cause=alone_cause, note=e.get("note", ""), **flags)
+                     alone=alone, alone_cause=alone_cause, differ_patterns=differ_patterns,
+                     note=e.get("note", ""), **flags)
 
 
 def resolve(errors, signatures, expectations, builtin=None):
