@@ -632,6 +632,22 @@ def test_batch12_cites_no_thread_of_the_corpus_or_earlier_batches():
     _cites_nothing_earlier(12)
 
 
+# Batch 13, measured once on phase H's rules (d3d131b) and once on phase I's (the merge of
+# phase I, written in a worktree that never held batch 13): 4 of 4 both times. Four logs
+# only (its collectors' search budget ran out): too few to say much alone. One is a
+# family phase H added from batch 11's miss (torch.distributed.launch of torch 1.6
+# refusing --rdzv_endpoint, `launch.torchrun_option_unknown`).
+BATCH13_MEASURED = {"logs": 4, "right": 4}
+
+
+def test_batch13_logs_keep_their_measured_causes(tmp_path, matrix):
+    """Batch 13 (committed with its causes before explain first ran on it): every log
+    stays right, as at its first run."""
+    right, wrong = _scored(BATCH13, tmp_path, matrix)
+    assert len(BATCH13) == BATCH13_MEASURED["logs"]
+    assert right == {e["source"] for e in BATCH13}, wrong
+
+
 def test_batch13_cites_no_thread_of_the_corpus_or_earlier_batches():
     assert len(BATCH13) == 4 and sum(e["family"] == "user" for e in BATCH13) == 3
     assert all(e["split"] == "heldout" for e in BATCH13)
