@@ -233,6 +233,18 @@ def _patterns(errors, where, label, e, sources, key):
     return patterns
 
 
+def _optional_patterns(errors, where, label, e, key):
+    """The compiled patterns of an optional list of patterns (``weak_match``,
+    ``alone_match``, ``differ_match``); () where it is absent or not a list of strings."""
+    if key not in e:
+        return ()
+    try:
+        return tuple(_patterns(errors, where, label, e, _strings(e[key]), key))
+    except ValueError as exc:
+        errors.add(where, "%s: %s: %s" % (label, key, exc))
+        return ()
+
+
 def parse(errors, where, e, probes, framework_advice):
     """One ``[[signature]]`` table, validated; None when it cannot be built.
     ``framework_advice``: load's parser of that table (shared with expectations)."""
@@ -253,24 +265,12 @@ def parse(errors, where, e, probes, framework_advice):
         errors.add(where, "%s: match: %s" % (label, exc))
         return None
     patterns = _patterns(errors, where, label, e, sources, "match")
-    weak = ()
-    if "weak_match" in e:
-        try:
-            weak = tuple(_patterns(errors, where, label, e, _strings(e["weak_match"]),
-                                   "weak_match"))
-        except ValueError as exc:
-            errors.add(where, "%s: weak_match: %s" % (label, exc))
+    weak = _optional_patterns(errors, where, label, e, "weak_match")
     weak_needs = _optional_strings(errors, where, label, e, "weak_needs")
     if bool(weak) != bool(weak_needs):
         errors.add(where, "%s: weak_match and weak_needs come together (the patterns, and "
                    "the signatures one of which must fire too)" % label)
-    alone = ()
-    if "alone_match" in e:
-        try:
-            alone = tuple(_patterns(errors, where, label, e, _strings(e["alone_match"]),
-                                    "alone_match"))
-        except ValueError as exc:
-            errors.add(where, "%s: alone_match: %s" % (label, exc))
+    alone = _optional_patterns(errors, where, label, e, "alone_match")
     alone_cause = e.get("alone_cause", "")
     if alone and not alone_cause:
         errors.add(where, "%s: alone_match needs alone_cause (the cause as a guess)" % label)
@@ -279,13 +279,8 @@ def parse(errors, where, e, probes, framework_advice):
         errors.add(where, "%s: alone_cause must say how sure it is (%s): it is read from "
                    "lines a working job prints too" % (label, ", ".join(CONFIDENCE_WORDS)))
         alone_cause = ""
-    differ_patterns = ()
+    differ_patterns = _optional_patterns(errors, where, label, e, "differ_match")
     if "differ_match" in e:
-        try:
-            differ_patterns = tuple(_patterns(errors, where, label, e,
-                                              _strings(e["differ_match"]), "differ_match"))
-        except ValueError as exc:
-            errors.add(where, "%s: differ_match: %s" % (label, exc))
         for p in differ_patterns:
             if "value" not in p.groupindex:
                 errors.add(where, "%s: differ_match %r needs a group named value (what "
