@@ -44,7 +44,7 @@ def _interfaces(hit, ln):
     if not USING.search(ln.text):
         return ln
     listed = []
-    for raw in hit.lookahead(INTERFACES_READ):
+    for raw in hit.following(INTERFACES_READ):
         text = line_mod.clean(raw)
         if not INTERFACE.match(text):
             break
@@ -92,7 +92,7 @@ def _backtrace(hit, ln):
     tid = UCX_TID.search(ln.text)
     mine = tid is None  # a UCX report: only the block of its own thread
     frames = []
-    for raw in hit.lookahead(BACKTRACE_READ):
+    for raw in hit.following(BACKTRACE_READ):
         text = line_mod.parse(0, raw).text
         block = UCX_BLOCK.search(text)
         if block:

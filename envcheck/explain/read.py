@@ -146,20 +146,6 @@ class Hit:
             yield buf[end + 1:nxt]
             end = nxt
 
-    def lookahead(self, lines):
-        """Up to ``lines`` lines (bytes) after this one, within its chunk."""
-        buf = self._buf
-        end = buf.find(b"\n", self._start)
-        if end < 0:
-            return []
-        hi = end
-        for _ in range(lines):
-            nxt = buf.find(b"\n", hi + 1)
-            if nxt < 0:
-                break
-            hi = nxt
-        return buf[end + 1:hi].split(b"\n") if hi > end else []
-
 
 def _frameworks(window):
     return tuple(k for k, marks in FRAMEWORK_MARKS.items() if any(m in window for m in marks))

@@ -266,7 +266,7 @@ def exception_dict(exc):
 def _root_cause(hit, file):
     """torchrun's "Root Cause (first observed failure)" entry: the lines below it."""
     found = {}
-    for n, raw in enumerate(hit.lookahead(8), 1):
+    for n, raw in enumerate(hit.following(8), 1):
         m = SUMMARY.match(line_mod.clean(raw))
         if m:
             found.setdefault(m.group(1), (m.group(2), n))
