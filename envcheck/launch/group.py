@@ -22,7 +22,7 @@ it), the grace, then SIGKILL. What left the groups is the containment's to find
 
 import signal
 import time
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Callable, Collection, Dict, Iterator, List, Optional
 
 try:  # 3.8+
     from typing import Protocol
@@ -108,13 +108,18 @@ class RankGroup:
                 return False
             time.sleep(POLL_S)
 
-    def close(self, grace: float, ranks: Optional[List[int]] = None) -> None:
+    def close(self, grace: float, ranks: Optional[List[int]] = None,
+              at_once: Collection[int] = ()) -> None:
         """End the ranks (all of them, or ``ranks``): SIGTERM to each one's group, up to
-        ``grace`` seconds for them to go, then SIGKILL and up to KILL_WAIT_S more."""
+        ``grace`` seconds for them to go, then SIGKILL and up to KILL_WAIT_S more.
+        ``at_once``: ranks that get SIGKILL with the others' SIGTERM, right after it (a
+        stopped rank runs no handler). Not before it: a peer that dies first fails the
+        others' collectives, and they would report that failure instead of being told to
+        stop."""
         chosen = list(self) if ranks is None else list(ranks)
         for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, KILL_WAIT_S)):
-            for rank in chosen:
-                self.signal_group(rank, sig)
+            for rank in sorted(chosen, key=lambda r: r in at_once):
+                self.signal_group(rank, signal.SIGKILL if rank in at_once else sig)
             deadline = time.monotonic() + wait
             while time.monotonic() < deadline:
                 if all(self._procs[r].poll() is not None for r in chosen):

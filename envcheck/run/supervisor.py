@@ -380,8 +380,13 @@ class _AttemptRun:
                               key=lambda st: st.watchdog.deadline(), default=expired)
             limit = expired.watchdog.limit()
             deadline = time.time() - (time.monotonic() - expired.watchdog.deadline())
-        self._kill_stopped(st for st in alive if st.rank in stopped)
-        self.kill_all()
+        # stopped ranks (state T) get SIGKILL at once, with the others' SIGTERM: a stopped
+        # process runs no handler, so SIGUSR1 (stacks) and SIGTERM would only wait, pending,
+        # through the stack wait and the SIGTERM grace. They are not continued (SIGCONT)
+        # for a stack first: whoever stopped the rank (a debugger, job control) meant it
+        # not to run, a traced one (state t) would not run anyway, and its stack would only
+        # show where it was stopped, not why; the report says it was stopped, the cause.
+        self.kill_all(at_once=stopped)
         for st in self.ranks:
             self._read(st)
             if st.exit_code is None:
@@ -400,15 +405,6 @@ class _AttemptRun:
         return Abort(kind, root, self.ranks[root].tracker.phase, ranks, signum=signum,
                      waited_s=waited, limit_s=limit, stop_s=time.monotonic() - t0,
                      deadline=deadline, waiting=waiting)
-
-    def _kill_stopped(self, ranks):
-        """SIGKILL at once, for ranks that are stopped (state T): a stopped process runs no
-        handler, so SIGUSR1 (stacks) and SIGTERM would only wait, pending, through the
-        stack wait and the SIGTERM grace. They are not continued (SIGCONT) for a stack
-        first: whoever stopped the rank (a debugger, job control) meant it not to run, a
-        traced one (state t) would not run anyway, and its stack would only show where it
-        was stopped, not why; the report says it was stopped, which is the cause."""
-        self.group.kill_now([st.rank for st in ranks])
 
     def _collect_stacks(self, alive):
         for st in alive:
@@ -435,13 +431,15 @@ class _AttemptRun:
                        torn=sum(st.tail.torn for st in self.ranks), started=self.started,
                        prepared=self.prepared if self.prepared != self.started else None)
 
-    def kill_all(self):
+    def kill_all(self, at_once=()):
+        """End every rank and everything they started; ``at_once``: ranks killed with
+        SIGKILL straight away (``Group.close``)."""
         if self.zygote is not None:
             self.zygote.kill()
             self._drop_zygote()
         # After SIGTERM the leaders may be gone (reaped: their groups no longer
         # signalled); what is left of a group is found below (cgroup, marker, subreaper).
-        self.group.close(TERM_GRACE_S)
+        self.group.close(TERM_GRACE_S, at_once=at_once)
         # What left the ranks' process groups (setsid) is still in the attempt's cgroup,
         # and carries the run's marker; what also cleared its environment is still
         # below this process, its subreaper.
