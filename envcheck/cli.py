@@ -686,8 +686,8 @@ def explain(
     quiet: bool = quiet_option("explain"),
     no_color: bool = no_color_option("explain"),
     verbose: bool = typer.Option(False, "--verbose", "-v",
-                                 help="Accepted on every command: explain shows each cause "
-                                      "in full already (its fix and source)."),
+                                 help="Each cause's whole source (the code and every "
+                                      "release read, the quotes) [default: its links]."),
 ):
     """Why did this distributed job fail? The cause, the fix and the source, from its log.
 
@@ -738,7 +738,8 @@ def explain(
     # A log's bytes, shown: DEL and the C1 controls escaped in JSON too (docs/safety.md),
     # as check's and summary's JSON has them.
     sys.stdout.write(json_screen(explain_render.to_json(result)) if fmt == "json"
-                     else explain_render.render(result, width=terminal_width()))
+                     else explain_render.render(result, width=terminal_width(),
+                                                verbose=verbose))
     raise typer.Exit(int(result.exit_code))
 
 

@@ -200,3 +200,45 @@ def test_json_on_stdout_escapes_del_and_c1_but_keeps_the_value(tmp_path):
     assert "\\u007f" in result.stdout
     data = json.loads(result.stdout)
     assert "\x7f" in json.dumps(data, ensure_ascii=False)  # the same value, read back
+
+
+def test_a_long_source_shows_its_links_and_is_whole_with_v_and_in_json(tmp_path):
+    # a real refusal (https://github.com/open-mmlab/OpenPCDet/issues/918, batch 13):
+    # its signature's source is 1,500 characters, fifteen lines at 80 columns
+    from envcheck.matrix import load
+
+    sig = next(s for s in load.load().signatures if s.id == "launch.torchrun_option_unknown")
+    assert len(sig.source) > 1000
+    log = tmp_path / "job.log"
+    log.write_text("launch.py: error: unrecognized arguments: --rdzv_endpoint=localhost:xxxxx\n")
+    screen = run_cli("explain", str(log))
+    assert screen.code == 0, screen.stderr
+    (line,) = [ln for ln in screen.stdout.splitlines() if ln.startswith("  source: ")]
+    assert line == ("  source: https://github.com/huggingface/pytorch-image-models/issues/1742"
+                    " (in full: -v)")
+    full = run_cli("explain", "-v", str(log))
+    assert "  source: %s\n" % sig.source in full.stdout
+    data = validate(json.loads(run_cli("explain", "--format", "json", str(log)).stdout))
+    assert data["findings"][0]["sources"] == [sig.source]
+
+
+def test_every_signature_s_screen_source_is_its_links_or_its_head():
+    from envcheck.matrix import load
+    from envcheck.render.explanation import LINKS, LINKS_SHOWN, source_line
+
+    for sig in load.load().signatures:
+        shown = source_line(sig.source)
+        assert source_line(sig.source, verbose=True) == sig.source
+        if len(sig.source) <= 160:
+            assert shown == sig.source
+            continue
+        links = list(dict.fromkeys(LINKS.findall(sig.source)))
+        assert shown.endswith(" (in full: -v)"), (sig.id, shown)
+        if links:
+            kept = shown[:-len(" (in full: -v)")].split("; ")
+            more = ["%d more link%s" % (len(links) - LINKS_SHOWN,
+                                        "" if len(links) == LINKS_SHOWN + 1 else "s")]
+            assert kept == links[:LINKS_SHOWN] + (more if len(links) > LINKS_SHOWN else [])
+            assert all(link in sig.source for link in links)  # never cut inside a link
+        else:
+            assert sig.source.startswith(shown[:-len(" (in full: -v)")])

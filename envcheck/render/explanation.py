@@ -5,6 +5,7 @@ command line, a password in a URL) and, on a screen, loses control characters.
 """
 
 import json
+import re
 import textwrap
 
 from .. import __version__
@@ -17,6 +18,28 @@ from ..explain.structure import exception_dict
 
 SCHEMA_VERSION = 1
 LINE_LIMIT = 240
+# The screen's source line: the links a user can open (each signature's whole source,
+# every release read and every quote, is -v's and the JSON's). Most sources are long (the
+# median 465 characters, the longest 1,700: six to twenty lines at 80 columns).
+LINKS = re.compile(r"https?://[^\s;,'\"()<>]*[^\s;,'\"()<>.:]")
+LINKS_SHOWN = 3
+PLAIN_SOURCE = 160  # a source without links, shown whole up to this length
+
+
+def source_line(source, verbose=False):
+    """What the screen says of a signature's ``source``: whole with ``verbose`` or when
+    short; else its links (at most LINKS_SHOWN, the rest counted), or its first clause
+    when it has none, and where the rest is."""
+    if verbose or len(source) <= PLAIN_SOURCE:
+        return source
+    links = list(dict.fromkeys(LINKS.findall(source)))
+    if links:
+        more = len(links) - LINKS_SHOWN
+        shown = "; ".join(links[:LINKS_SHOWN]) + (
+            "; %d more link%s" % (more, "" if more == 1 else "s") if more > 0 else "")
+        return "%s (in full: -v)" % shown
+    head = re.split(r" \(|; ", source, maxsplit=1)[0]
+    return "%s (in full: -v)" % head
 
 
 def _who(f):
@@ -76,7 +99,7 @@ def _inputs(x):
     return "%s (%s line%s)" % (names, "{:,}".format(lines), "" if lines == 1 else "s")
 
 
-def _finding(f, frameworks):
+def _finding(f, frameworks, verbose=False):
     s = f.signature
     out = ["✗ %s" % getattr(f, "cause", s.cause)]
     who = _who(f) + ["%d line%s, first at %s" % (f.count, "" if f.count == 1 else "s",
@@ -87,7 +110,7 @@ def _finding(f, frameworks):
         out.append("  values: %s" % ", ".join("%s (%s)" % kv for kv in f.values.items()))
     out.append("  fix: %s" % s.advice)
     out += ["  %s" % line for line in _framework_advice(f, frameworks)]
-    out.append("  source: %s" % s.source)
+    out.append("  source: %s" % source_line(s.source, verbose))
     if s.caught_by:
         out.append("  caught before the job by: %s%s" % (
             ", ".join(s.caught_by),
@@ -113,15 +136,16 @@ def _fit(lines, width):
     return out
 
 
-def render(x, width=None):
-    """The explanation as text; ``width``: the terminal's columns (None: whole lines)."""
+def render(x, width=None, verbose=False):
+    """The explanation as text; ``width``: the terminal's columns (None: whole lines);
+    ``verbose``: each signature's whole source, not only its links."""
     out = []
     if x.findings:
         n = len(x.findings)
         out.append("envcheck explain: %d cause%s found in %s" % (n, "" if n == 1 else "s",
                                                                 _inputs(x)))
         for f in x.findings:
-            out += [""] + _finding(f, x.frameworks)
+            out += [""] + _finding(f, x.frameworks, verbose)
         if x.consequences:
             out += ["", "also seen, usually consequences of the above:"]
             for f in x.consequences:
