@@ -838,6 +838,110 @@ PHASE_I = [
 ]
 LINES += PHASE_I
 
+# Phase J (not from a batch's miss): the environment of compiled extensions, written from
+# the sources that print its texts. glibc's dynamic loader (elf/dl-lookup.c 'undefined
+# symbol: NAME', elf/dl-load.c 'cannot open shared object file', read back through
+# dlerror as 'PATH: MESSAGE', which CPython's Python/dynload_shlib.c raises as the
+# ImportError's message and ctypes as OSError's; both seen here with glibc 2.36);
+# torch/utils/cpp_extension.py (the wheels of 1.13.1 and 2.13.0); torch/__init__.py
+# _preload_cuda_deps (2.13.0); DeepSpeed's op_builder/builder.py (0.16.4); accelerate's
+# state.py (0.26.1, 0.28.0, 1.15.0); c10/cuda/CUDACachingAllocator.cpp
+# reportProcessMemoryInfo's NVML assertion (pytorch#112121, #185946).
+PHASE_J = [
+    ("glibc dl-lookup.c via CPython dynload_shlib.c: flash-attn built for another torch",
+     "ImportError: /usr/local/lib/python3.10/dist-packages/flash_attn_2_cuda.cpython-310-"
+     "x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi",
+     "extension.torch_mismatch"),
+    ("glibc dl-lookup.c: an at:: operator, apex's extension, a rank's line",
+     "[rank1]: ImportError: /opt/conda/lib/python3.10/site-packages/fused_layer_norm_cuda."
+     "cpython-310-x86_64-linux-gnu.so: undefined symbol: _ZNK2at10TensorBase8data_ptrIfEEPT_v",
+     "extension.torch_mismatch"),
+    ("glibc dl-lookup.c via ctypes: a torch:: function, an OSError of CDLL",
+     "OSError: /home/u/.cache/torch_extensions/py310_cu121/fused_adam/fused_adam.so: undefined "
+     "symbol: _ZN5torch8autograd12VariableInfoC1ERKN2at6TensorE",
+     "extension.torch_mismatch"),
+    ("glibc dl-lookup.c: torchvision's _C.so built for another torch",
+     "ImportError: /usr/lib/python3/dist-packages/torchvision/_C.so: undefined symbol: "
+     "_ZN3c1017RegisterOperatorsD1Ev",
+     "torch.torchvision_mismatch"),
+    ("glibc dl-lookup.c: torch's libtorch_cuda.so against an older libnccl.so.2",
+     "ImportError: /home/u/.local/lib/python3.9/site-packages/torch/lib/libtorch_cuda.so: "
+     "undefined symbol: ncclCommRegister",
+     "nccl.older_library"),
+    ("glibc dl-lookup.c: torch/_C's own library, NCCL 2.19's ncclCommSplit",
+     "ImportError: /opt/venv/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so: "
+     "undefined symbol: ncclCommSplit",
+     "nccl.older_library"),
+    ("glibc dl-load.c via CPython: the CUDA 11 runtime missing",
+     "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory",
+     "cuda.library_missing"),
+    ("glibc dl-load.c via ctypes: cuDNN 9 missing",
+     "OSError: libcudnn.so.9: cannot open shared object file: No such file or directory",
+     "cuda.library_missing"),
+    ("glibc dl-load.c: libnccl.so.2 missing",
+     "ImportError: libnccl.so.2: cannot open shared object file: No such file or directory",
+     "cuda.library_missing"),
+    ("torch 2.x __init__.py _preload_cuda_lib: a CUDA library of pip's nvidia-* missing",
+     "ValueError: libcublas.so.*[0-9] not found in the system path ['/home/u', "
+     "'/usr/lib/python311.zip']",
+     "cuda.library_missing"),
+    ("glibc dl-load.c: the driver's libcuda.so.1 missing (no NVIDIA runtime)",
+     "OSError: libcuda.so.1: cannot open shared object file: No such file or directory",
+     "device.no_gpu"),
+    ("torch 1.13 cpp_extension.py _check_cuda_version (message after a newline)",
+     "RuntimeError: \nThe detected CUDA version (12.1) mismatches the version that was used "
+     "to compile\nPyTorch (11.8). Please make sure to use the same CUDA versions.",
+     "extension.cuda_mismatch"),
+    ("torch 2.13 cpp_extension.py _check_cuda_version (RuntimeError of the format and args)",
+     "RuntimeError: ('The detected CUDA version (%s) mismatches the version that was used to "
+     "compilePyTorch (%s). Please make sure to use the same CUDA versions.', '13.0', '12.8')",
+     "extension.cuda_mismatch"),
+    ("deepspeed 0.16 op_builder/builder.py assert_no_cuda_mismatch",
+     "deepspeed.ops.op_builder.builder.CUDAMismatchException: >- DeepSpeed Op Builder: "
+     "Installed CUDA version 12.4 does not match the version torch was compiled with 11.8, "
+     "unable to compile cuda/cpp extensions without a matching cuda version.",
+     "extension.cuda_mismatch"),
+    ("torch 1.13 cpp_extension.py _join_cuda_home (EnvironmentError, printed as OSError)",
+     "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install "
+     "root.",
+     "extension.cuda_home"),
+    ("torch 2.13 cpp_extension.py _check_cuda_version, CUDA_HOME unset",
+     "RuntimeError: CUDA was not found on the system, please set the CUDA_HOME or the "
+     "CUDA_PATHenvironment variable or add NVCC to your system PATH. The extension "
+     "compilation will fail.",
+     "extension.cuda_home"),
+    ("torch 2.13 cpp_extension.py _check_cuda_version, CUDA_HOME without nvcc",
+     "FileNotFoundError: nvcc not found at '/usr/local/cuda/bin/nvcc'. Ensure CUDA path "
+     "'/usr/local/cuda' is correct.",
+     "extension.cuda_home"),
+    ("deepspeed op_builder/builder.py installed_cuda_version, before MissingCUDAException",
+     "AssertionError: CUDA_HOME does not exist, unable to compile CUDA op(s)",
+     "extension.cuda_home"),
+    ("torch 1.13 cpp_extension.py verify_ninja_availability",
+     "RuntimeError: Ninja is required to load C++ extensions",
+     "extension.ninja_missing"),
+    ("accelerate 0.28-1.15 state.py PartialState",
+     "NotImplementedError: Using RTX 4000 series doesn't support faster communication "
+     "broadband via P2P or IB. Please set `NCCL_P2P_DISABLE=\"1\"` and `NCCL_IB_DISABLE=\"1\" "
+     "or use `accelerate launch` which will do this automatically.",
+     "cuda.p2p_unsupported"),
+    ("accelerate 0.26 state.py PartialState",
+     "NotImplementedError: Using RTX 3090 or 4000 series doesn't support faster communication "
+     "broadband via P2P or IB. Please set `NCCL_P2P_DISABLE=\"1\"` and `NCCL_IB_DISABLE=\"1\" "
+     "or use `accelerate launch` which will do this automatically.",
+     "cuda.p2p_unsupported"),
+    ("torch 2.1+ CUDACachingAllocator.cpp reportProcessMemoryInfo, an OOM NVML cannot report",
+     "RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at \"../c10/cuda/"
+     "CUDACachingAllocator.cpp\":1154, please report a bug to PyTorch.",
+     "cuda.out_of_memory"),
+    ("torch CUDACachingAllocator.cpp reportProcessMemoryInfo, NVML's device handle",
+     "RuntimeError: NVML_SUCCESS == DriverAPI::get()->nvmlDeviceGetHandleByPciBusId_v2_( "
+     "pci_id, &nvml_device) INTERNAL ASSERT FAILED at \"../c10/cuda/CUDACachingAllocator.cpp\""
+     ":815, please report a bug to PyTorch.",
+     "cuda.out_of_memory"),
+]
+LINES += PHASE_J
+
 
 @pytest.fixture(scope="module")
 def matrix():
@@ -1310,3 +1414,92 @@ def test_deepspeed_s_return_code_2_alone_is_no_cause(tmp_path, matrix):
                            "['/usr/bin/python3', '-u', 'train.py', '--local_rank=7'] exits with "
                            "return code = 2\n", tmp_path, matrix)
     assert found == [] and int(result.exit_code) == 1
+
+
+# Phase J guards: a program's own import, library or build stays the program's (or no
+# cause); lines every working job prints, and the warnings of a build that goes on, are
+# no cause
+
+
+@pytest.mark.parametrize("text,kind", [
+    # a name the job's own module lacks: CPython names the module's file, outside
+    # site-packages
+    ('Traceback (most recent call last):\n  File "/home/u/train.py", line 3, in <module>\n'
+     "    from mypkg import build_model\n"
+     "ImportError: cannot import name 'build_model' from 'mypkg' (/home/u/mypkg/__init__.py)\n",
+     "ImportError"),
+    ("[rank2]: ImportError: cannot import name 'Config' from 'utils.config' "
+     "(/workspace/proj/utils/config.py)\n", "ImportError"),
+    # the job's own library, by ctypes, not on the loader's path: not a CUDA library
+    ("OSError: libmylib.so: cannot open shared object file: No such file or directory\n",
+     "OSError"),
+], ids=["own-module", "own-module-rank", "own-library"])
+def test_an_import_of_the_job_s_own_module_is_the_program_s(text, kind, tmp_path, matrix):
+    found, result = _first(text, tmp_path, matrix)
+    assert found == ["program.exception"]
+    assert result.findings[0].exception.type == kind
+
+
+@pytest.mark.parametrize("text", [
+    # whose module it is, the text does not say (a package not installed, or the job's
+    # own module not on sys.path): no cause, never an environment one
+    "ModuleNotFoundError: No module named 'mymodule'\n",
+    # a library's name missing from an installed package: another release of it
+    "ImportError: cannot import name 'foo' from 'transformers' (/opt/conda/lib/python3.10/"
+    "site-packages/transformers/__init__.py)\n",
+    # the job's own extension missing its own function (a build without that source file)
+    "ImportError: /home/u/proj/ops/_ext.cpython-310-x86_64-linux-gnu.so: undefined symbol: "
+    "_Z9my_kernelPf\n",
+    # torch's own library missing another name (MKL 2024.1's iJIT_NotifyEvent, c10 of two
+    # torch installs mixed): no signature reads it
+    "ImportError: /opt/conda/lib/python3.10/site-packages/torch/lib/libtorch_cpu.so: "
+    "undefined symbol: iJIT_NotifyEvent\n",
+    "ImportError: /usr/lib/python3.8/site-packages/torch/lib/libtorch_python.so: undefined "
+    "symbol: _ZN5torch4cuda4nccl6detail16throw_nccl_errorE12ncclResult_t\n",
+    # NCCL without a network plugin: an INFO line of every such job
+    "h1:16674:16674 [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : "
+    "libnccl-net.so: cannot open shared object file: No such file or directory\n",
+    # TensorFlow's warning where it is imported beside torch
+    "2023-05-01 10:00:00.000000: W tensorflow/compiler/xla/stream_executor/platform/default/"
+    "dso_loader.cc:64] Could not load dynamic library 'libcudart.so.11.0'; dlerror: "
+    "libcudart.so.11.0: cannot open shared object file: No such file or directory\n",
+    # the builds that go on: torch's and DeepSpeed's minor-release warnings
+    "UserWarning: The detected CUDA version (12.2) has a minor version mismatch with the "
+    "version that was used to compile PyTorch (12.1). Most likely this shouldn't be a "
+    "problem.\n",
+    "Installed CUDA version 11.8 does not match the version torch was compiled with 11.7 but "
+    "since the APIs are compatible, accepting this combination\n",
+    # accelerate's driver warning for device_map inference: the run goes on
+    "We've detected an older driver with an RTX 4000 series GPU. These drivers have issues "
+    "with P2P. This can affect the multi-gpu inference when using accelerate device_map.\n",
+], ids=["no-module", "package-name", "own-extension", "torch-ijit",
+        "torch-own-c10", "nccl-net-plugin", "tensorflow-warning", "torch-minor-cuda",
+        "deepspeed-minor-cuda", "accelerate-driver-warning"])
+def test_texts_close_to_phase_j_s_are_no_environment_cause(text, tmp_path, matrix):
+    found, result = _first(text, tmp_path, matrix)
+    assert found == [] and int(result.exit_code) == 1
+
+
+def test_torch_1_x_s_cuda_mismatch_is_one_failure_not_the_program_s(tmp_path, matrix):
+    """RuntimeError('\\nThe detected CUDA version ...') prints 'RuntimeError: ' alone: the
+    lines below are its message, not a second failure; a bare RuntimeError followed by
+    another text stays the program's."""
+    found, _ = _first("RuntimeError: \nThe detected CUDA version (12.4) mismatches the version "
+                      "that was used to compile\nPyTorch (11.8). Please make sure to use the "
+                      "same CUDA versions.\n", tmp_path, matrix)
+    assert found == ["extension.cuda_mismatch"]
+    found, _ = _first("RuntimeError: \nthe model's config has no key 'lr'\n", tmp_path, matrix)
+    assert found == ["program.exception"]
+
+
+def test_accelerate_s_rtx_40_refusal_says_the_driver(tmp_path, matrix):
+    text = ('Traceback (most recent call last):\n  File "/home/u/train.py", line 8, in <module>\n'
+            "    accelerator = Accelerator()\n"
+            '  File "/opt/conda/lib/python3.10/site-packages/accelerate/state.py", line 288, in '
+            "__init__\n    raise NotImplementedError(\n"
+            "NotImplementedError: Using RTX 4000 series doesn't support faster communication "
+            "broadband via P2P or IB. Please set `NCCL_P2P_DISABLE=\"1\"` and `NCCL_IB_DISABLE="
+            "\"1\" or use `accelerate launch` which will do this automatically.\n")
+    found, result = _first(text, tmp_path, matrix)
+    assert found == ["cuda.p2p_unsupported"] and result.frameworks == ["accelerate"]
+    assert "550.40.07" in dict(result.findings[0].signature.framework_advice)["accelerate"]

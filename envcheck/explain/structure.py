@@ -103,6 +103,13 @@ NOT_PROGRAM = {"ChildFailedError", "DistBackendError", "DistNetworkError", "Dist
                "ProcessExitedException", "ImportError", "ModuleNotFoundError",
                "RendezvousError", "RendezvousConnectionError", "RendezvousTimeoutError",
                "CheckpointException"}  # wrappers of the ranks' own errors, printed below them
+# An ImportError of a name the job's own module lacks: CPython (3.8 on, Python/ceval.c
+# import_from) names the module's file, and one outside site-packages and the standard
+# library is the job's own code (issue #34, phase J). Every other ImportError (a package
+# missing or built for another torch: 'No module named X' does not say whose X is) stays
+# no cause of the program's.
+OWN_IMPORT = re.compile(r"^cannot import name '[^']+' from '[^']+' \((?![^)]*(?:[/\\](?:site|dist)-"
+                        r"packages[/\\]|[/\\]lib[/\\]python\d))[^)]+\.py\)$")
 # An environment cause this close below a program error is the same failure told twice
 # (a wrapper, then the error it wraps): the environment's.
 SAME_FAILURE_LINES = 10
@@ -171,7 +178,8 @@ class Structure:
         if len(self.exceptions) < EXCEPTIONS_READ:
             frames, sources = _traceback(hit, ln)
         full, name, message = _unmixed(m.group(1), (m.group(3) or "").strip(), sources)
-        explained = (matched is not None or name in NOT_PROGRAM
+        explained = (matched is not None
+                     or (name in NOT_PROGRAM and not OWN_IMPORT.match(message))
                      or bool(ENVIRONMENT.search(full + " " + CPP_WHERE.sub("", message))
                              and not PROGRAM_TEXTS.search(message)))
         key = (name, message[:200], frames[-1] if frames else None)
@@ -389,6 +397,20 @@ def _finding(exc):
     return f
 
 
+def _told_below(exc, causes, structure):
+    """An exception whose message begins with a newline (torch 1.x's cpp_extension:
+    RuntimeError('\\nThe detected CUDA version ...')) is printed as its type and ': '
+    alone on a line, its message on the next ones: where a signature read the next line,
+    that is the exception's own message, not a second failure."""
+    if exc.message:
+        return False
+    for f in causes:
+        at = (structure.files.get(f.file, 0), f.line.number)
+        if at[0] == exc.order[0] and 0 < at[1] - exc.order[1] <= 2:
+            return True
+    return False
+
+
 def arrange(structure, findings, consequences):
     """(findings, consequences) with the program's own error first where it is the first
     failure of the log."""
@@ -398,11 +420,11 @@ def arrange(structure, findings, consequences):
     # signature reads (that line, not the guess, is what the log states)
     if structure.exceptions:
         findings = [f for f in findings if not getattr(f, "alone", False)]
-    program = structure.program()
+    causes = [f for f in findings if not f.signature.symptom]
+    program = [e for e in structure.program() if not _told_below(e, causes, structure)]
     if not program:
         return findings, consequences
     lead = program[0]
-    causes = [f for f in findings if not f.signature.symptom]
     symptoms = [f for f in findings if f.signature.symptom]
     root = structure.root["rank"] if structure.root else None
     cause_at = (structure.files.get(causes[0].file, 0), causes[0].line.number) if causes else None
