@@ -489,9 +489,6 @@ BATCH12_MISSED = {
     "https://github.com/BAAI-DCAI/Bunny/issues/46",  # new: a launch command cut by a comment
 }
 
-
-
-
 # Batch 13, measured once on phase H's rules (d3d131b) and once on phase I's (the merge of
 # phase I, written in a worktree that never held batch 13): 4 of 4 both times. Four logs
 # only (its collectors' search budget ran out): too few to say much alone. One is a
@@ -499,9 +496,34 @@ BATCH12_MISSED = {
 # refusing --rdzv_endpoint, `launch.torchrun_option_unknown`).
 BATCH13_MISSED = set()
 
-# Batches 8-13 as measured: logs, user-code logs among them, right at the first run, the
+# Batch 14 (32 logs, 10 of user code), collected after phase I by four people who read no
+# rule, committed with its causes (3f60fc4) before explain first ran on it; measured once
+# on phase I's rules (3f60fc4): 19 of 32, and once on phase J's (the merge a38919e;
+# phase J, written from the sources of compiled extensions' failures in a worktree that
+# never held batch 14): 19 of 32, the same thirteen misses. Eight are causes no signature
+# names (`new.*`: five a framework's own bug, fixed in DeepSpeed, torchtitan, verl or
+# transformers), five known causes in a wording or a log too short for any rule.
+BATCH14_MISSED = {
+    "https://github.com/pytorch/pytorch/issues/152077",  # no kernel image: NCCL's cuda error
+    "https://github.com/pytorch/pytorch/issues/17848",  # release lacks feature: no rule
+    "https://github.com/facebookresearch/fairseq/issues/2924",  # duplicate GPU: invalid usage
+    "https://github.com/hao-ai-lab/FastVideo/issues/915",  # pickled group: a one-line log
+    "https://github.com/p0p4k/pflowtts_pytorch/issues/8",  # unused parameters: program's
+    "https://github.com/huggingface/transformers/issues/10666",  # new
+    "https://github.com/verl-project/verl/pull/4799",  # new
+    "https://github.com/deepspeedai/DeepSpeed/pull/7585",  # new
+    "https://github.com/pytorch/torchtitan/pull/1465",  # new
+    "https://github.com/deepspeedai/DeepSpeed/pull/7869",  # new
+    "https://github.com/deepspeedai/DeepSpeed/pull/4985",  # new
+    "https://github.com/Lightning-AI/pytorch-lightning/pull/6002",  # new
+    "https://github.com/zcablii/LSKNet/issues/112",  # new
+}
+
+# Batches 8-14 as measured: logs, user-code logs among them, right at the first run, the
 # misses, and those of the misses whose cause no signature named then (`new.*`, kept as
-# family_when_measured). Every miss was written from after its measurement.
+# family_when_measured once a rule was written from it). A miss written from since is a
+# training log (split "train") and must get its cause now; one not yet written from is
+# still held out and may stay a miss.
 MEASURED_BATCHES = {
     8: (12, 6, 10, BATCH8_MISSED, {"https://github.com/pytorch/pytorch/issues/37004"}),
     9: (15, 4, 6, BATCH9_MISSED, {
@@ -518,6 +540,15 @@ MEASURED_BATCHES = {
         "https://github.com/haotian-liu/LLaVA/issues/52",
         "https://github.com/BAAI-DCAI/Bunny/issues/46"}),
     13: (4, 3, 4, BATCH13_MISSED, set()),
+    14: (32, 10, 19, BATCH14_MISSED, {
+        "https://github.com/huggingface/transformers/issues/10666",
+        "https://github.com/verl-project/verl/pull/4799",
+        "https://github.com/deepspeedai/DeepSpeed/pull/7585",
+        "https://github.com/pytorch/torchtitan/pull/1465",
+        "https://github.com/deepspeedai/DeepSpeed/pull/7869",
+        "https://github.com/deepspeedai/DeepSpeed/pull/4985",
+        "https://github.com/Lightning-AI/pytorch-lightning/pull/6002",
+        "https://github.com/zcablii/LSKNet/issues/112"}),
 }
 
 
@@ -534,13 +565,14 @@ def test_a_batch_keeps_its_measured_causes(batch, tmp_path, matrix):
     assert len(entries) == logs
     assert all(e["split"] == "heldout" or e.get("heldout_when_measured") for e in entries)
     assert {e["source"] for e in entries
-            if e.get("family_when_measured", "").startswith("new.")} == new
+            if e.get("family_when_measured", e["family"]).startswith("new.")} == new
     assert {e["source"] for e in entries if e["family"] == "user"} <= right, wrong
     # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
     assert right >= {e["source"] for e in entries} - missed, wrong
     assert len(right) >= measured_right
-    assert right >= missed - set(NOT_IN_THE_TEXT), wrong
-    assert {w[0] for w in wrong} <= set(NOT_IN_THE_TEXT), wrong
+    written = {e["source"] for e in entries if e["split"] == "train"}
+    assert right >= (missed & written) - set(NOT_IN_THE_TEXT), wrong
+    assert {w[0] for w in wrong} <= set(NOT_IN_THE_TEXT) | (missed - written), wrong
 
 
 @pytest.mark.parametrize("batch", sorted(MEASURED_BATCHES), ids="batch{}".format)
