@@ -129,7 +129,7 @@ def _package(path):
     name = m.group(1)
     if name.endswith(".egg") and m.group(2):
         name = m.group(2)
-    return re.split(r"[-.]", name, 1)[0] if name.endswith((".py", ".egg")) else name
+    return re.split(r"[-.]", name, maxsplit=1)[0] if name.endswith((".py", ".egg")) else name
 
 
 def _own(path):
