@@ -1675,10 +1675,17 @@ RUNPY = ("/usr/lib/python3.10/runpy.py", 196, "_run_module_as_main",
      " [rank3]:     engine = deepspeed.initialize(model=model)\n"
      " [rank3]: ValueError: torch.cat(): expected a non-empty list of Tensors\n",
      "ValueError"),
+    # FSDP's check that its parameters are on the GPU, where the program (verl's offload)
+    # left them on the CPU: words that name CUDA, the program's state; a Ray worker's
+    # line of another node (ip=)
+    ("(WorkerDict pid=42417, ip=10.0.0.7)   File \"" + LIB + "torch/distributed/utils.py\", "
+     "line 159, in _p_assert\n(WorkerDict pid=42417, ip=10.0.0.7)     raise AssertionError(s)\n"
+     "(WorkerDict pid=42417, ip=10.0.0.7) AssertionError: Expects tensor to be on the compute "
+     "device cuda:0, was on cpu\n", "AssertionError"),
 ], ids=["own-call-keyword", "library-calls-callback", "hook-under-deepspeed",
         "one-package", "cut-traceback", "own-config-module", "own-torch-attribute",
         "own-script-path", "command-as-one-string", "open-bare-name", "no-frames",
-        "indented-rank-prefix"])
+        "indented-rank-prefix", "fsdp-params-on-cpu-ray"])
 def test_texts_close_to_phase_k_s_are_the_program_s(text, kind, tmp_path, matrix):
     found, result = _first(text, tmp_path, matrix)
     assert found[:1] == ["program.exception"], found

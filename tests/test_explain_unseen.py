@@ -102,12 +102,13 @@ NOT_IN_THE_TEXT = {
     # batch 14, after it was measured (phase K): NCCL's 'invalid usage' without its
     # 'Duplicate GPU detected' WARN line (NCCL_DEBUG was not set; invalid usage has many
     # causes); five frameworks' own bugs, fixed in the framework, no rule: the best
-    # each text allows is what it shows (the program's error, in the framework's frame
-    # where the traceback has one; no finding where the message names CUDA, or the log
-    # holds no exception line whole)
+    # each text allows is what it shows, the program's error in the framework's frame
+    # (verl's FSDP parameters left on the CPU read so since phase K: FSDP's check of
+    # where the program put them, on Ray's lines of another node), or no finding where
+    # the log holds no exception line whole (transformers#10666)
     "https://github.com/facebookresearch/fairseq/issues/2924": "nccl.invalid_usage",
     "https://github.com/huggingface/transformers/issues/10666": None,
-    "https://github.com/verl-project/verl/pull/4799": None,
+    "https://github.com/verl-project/verl/pull/4799": "program.exception",
     "https://github.com/deepspeedai/DeepSpeed/pull/7585": "program.exception",
     "https://github.com/pytorch/torchtitan/pull/1465": "program.exception",
     "https://github.com/deepspeedai/DeepSpeed/pull/7869": "program.exception",

@@ -58,9 +58,13 @@ ENVIRONMENT = re.compile(
     r"|out of memory|shared memory|/dev/shm|[Rr]endezvous|Killed|[Rr]ank \d+ .*(?:failed|exited)")
 # torch's checks of what the program passed, in words that name CUDA: the program's error
 # (a CPU tensor given to an NCCL collective: ProcessGroupNCCL.cpp check_gpu_single_tensor;
-# tensors of one op on two devices: ATen's TORCH_CHECK in TensorIterator and many ops)
+# tensors of one op on two devices: ATen's TORCH_CHECK in TensorIterator and many ops;
+# FSDP's parameters found off their GPU, moved there by the program or its framework
+# outside FSDP's own CPU offload: _flat_param.py _check_on_compute_device, 2.0 on, read in
+# 2.13.0, verl-project/verl#4799)
 PROGRAM_TEXTS = re.compile(r"Tensors must be CUDA and dense"
-                           r"|Expected all tensors to be on the same device")
+                           r"|Expected all tensors to be on the same device"
+                           r"|^Expects tensor to be on the compute device \S+, was on \S+$")
 # Where a C++ error of torch (c10::Error) was raised, in torch's own source tree: torch up
 # to 1.6 appends ' (FUNC at FILE:LINE)' to the message (c10/util/Exception.cpp), 1.7 on
 # prints 'Exception raised from FUNC at FILE:LINE (most recent call first):' on a line of
