@@ -947,8 +947,8 @@ LINES += PHASE_J
 # Phase K (after batch 14 was measured): batch 14's misses, written from the sources of
 # their texts. NCCL's CUDACHECK (src/include/checks.h: WARN("Cuda failure '%s'",
 # cudaGetErrorString(err))) around its own kernels' look-ups at init (src/enqueue.cc:
-# cudaFuncGetAttributes and cudaFuncSetAttribute on each kernel, NCCL 2.10 to 2.29;
-# cudaGetFuncBySymbol since 2.2x): cudaErrorSymbolNotFound where NCCL's build has no
+# cudaFuncGetAttributes and cudaFuncSetAttribute on each kernel, NCCL 2.10 to 2.30;
+# cudaGetFuncBySymbol in 2.27): cudaErrorSymbolNotFound where NCCL's build has no
 # kernel for the GPU. torch 1.0's previews (ProcessGroupNCCL::barrier threw until
 # pytorch#14142; the 1.0.0 wheel holds no such refusal). FSDP2's fully_shard and the
 # composable replicate (__deepcopy__ raises AssertionError; 2.4.0, 2.13.0, 2.14.1).
