@@ -99,6 +99,19 @@ NOT_IN_THE_TEXT = {
     # inside the continued launch command is in the thread) names no cause (None)
     "https://github.com/huggingface/transformers/issues/20988": "program.exception",
     "https://github.com/BAAI-DCAI/Bunny/issues/46": None,
+    # batch 14, after it was measured (phase K): NCCL's 'invalid usage' without its
+    # 'Duplicate GPU detected' WARN line (NCCL_DEBUG was not set; invalid usage has many
+    # causes); five frameworks' own bugs, fixed in the framework, no rule: the best
+    # each text allows is what it shows, the program's error in the framework's frame
+    # (verl's FSDP parameters left on the CPU read so since phase K: FSDP's check of
+    # where the program put them, on Ray's lines of another node), or no finding where
+    # the log holds no exception line whole (transformers#10666)
+    "https://github.com/facebookresearch/fairseq/issues/2924": "nccl.invalid_usage",
+    "https://github.com/huggingface/transformers/issues/10666": None,
+    "https://github.com/verl-project/verl/pull/4799": "program.exception",
+    "https://github.com/deepspeedai/DeepSpeed/pull/7585": "program.exception",
+    "https://github.com/pytorch/torchtitan/pull/1465": "program.exception",
+    "https://github.com/deepspeedai/DeepSpeed/pull/7869": "program.exception",
 }
 
 
@@ -209,10 +222,10 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
         "https://github.com/NVIDIA/nccl/issues/473",
         "https://github.com/vllm-project/vllm/issues/7896",
     } | (BATCH5_MISSED | BATCH6_MISSED | BATCH7_MISSED | BATCH8_MISSED | BATCH9_MISSED
-         | BATCH10_MISSED | BATCH11_MISSED | BATCH12_MISSED)
+         | BATCH10_MISSED | BATCH11_MISSED | BATCH12_MISSED | BATCH14_MISSED)
     # every batch-4 miss was written from, and nothing batch 4 got right; the same for
     # batch 5 (phase C), batch 6 (phase D), batch 7 (phase E), batches 8 and 9 (phase F),
-    # batch 10 (phase G), batch 11 (phase H), batch 12 (phase I)
+    # batch 10 (phase G), batch 11 (phase H), batch 12 (phase I), batch 14 (phase K)
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 4} == BATCH4_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 5} == BATCH5_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 6} == BATCH6_MISSED
@@ -222,7 +235,9 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 10} == BATCH10_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 11} == BATCH11_MISSED
     assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 12} == BATCH12_MISSED
-    assert all(e["split"] == "train" and e.get("batch") in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
+    assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == 14} == BATCH14_MISSED
+    assert all(e["split"] == "train"
+               and e.get("batch") in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14)
                for e in WRITTEN_FROM_AFTER)
 
 
@@ -501,22 +516,30 @@ BATCH13_MISSED = set()
 # on phase I's rules (3f60fc4): 19 of 32, and once on phase J's (the merge a38919e;
 # phase J, written from the sources of compiled extensions' failures in a worktree that
 # never held batch 14): 19 of 32, the same thirteen misses. Eight are causes no signature
-# names (`new.*`: five a framework's own bug, fixed in DeepSpeed, torchtitan, verl or
-# transformers), five known causes in a wording or a log too short for any rule.
+# named (`new.*`: five a framework's own bug, fixed in DeepSpeed, torchtitan, verl or
+# transformers), five known causes in a wording or a log too short for any rule. Phase K
+# wrote from all thirteen after the measurement, so they are training logs now: four get
+# their cause from a widened signature (NCCL's 'named symbol not found' is
+# cuda.no_kernel_image; torch 1.0 previews' barrier refusal torch.release_lacks_feature;
+# FSDP2's deepcopy refusal torch.pickle_process_group; Lightning's wording of the unused
+# parameters torch.ddp_unused_parameters), three a new one (their family now, the measured
+# one kept as family_when_measured: env.package_version read from the traceback's frames,
+# host.command_missing, launch.nproc_per_node_invalid); fairseq#2924 and the five
+# frameworks' bugs the best their text allows (NOT_IN_THE_TEXT).
 BATCH14_MISSED = {
-    "https://github.com/pytorch/pytorch/issues/152077",  # no kernel image: NCCL's cuda error
-    "https://github.com/pytorch/pytorch/issues/17848",  # release lacks feature: no rule
-    "https://github.com/facebookresearch/fairseq/issues/2924",  # duplicate GPU: invalid usage
-    "https://github.com/hao-ai-lab/FastVideo/issues/915",  # pickled group: a one-line log
-    "https://github.com/p0p4k/pflowtts_pytorch/issues/8",  # unused parameters: program's
-    "https://github.com/huggingface/transformers/issues/10666",  # new
-    "https://github.com/verl-project/verl/pull/4799",  # new
-    "https://github.com/deepspeedai/DeepSpeed/pull/7585",  # new
-    "https://github.com/pytorch/torchtitan/pull/1465",  # new
-    "https://github.com/deepspeedai/DeepSpeed/pull/7869",  # new
-    "https://github.com/deepspeedai/DeepSpeed/pull/4985",  # new
-    "https://github.com/Lightning-AI/pytorch-lightning/pull/6002",  # new
-    "https://github.com/zcablii/LSKNet/issues/112",  # new
+    "https://github.com/pytorch/pytorch/issues/152077",  # NCCL's 'named symbol not found'
+    "https://github.com/pytorch/pytorch/issues/17848",  # 1.0 preview's barrier refusal
+    "https://github.com/facebookresearch/fairseq/issues/2924",  # duplicate GPU: invalid usage only
+    "https://github.com/hao-ai-lab/FastVideo/issues/915",  # FSDP2's deepcopy refusal
+    "https://github.com/p0p4k/pflowtts_pytorch/issues/8",  # Lightning's unused-parameters words
+    "https://github.com/huggingface/transformers/issues/10666",  # new: a framework's bug, no rule
+    "https://github.com/verl-project/verl/pull/4799",  # new: a framework's bug, no rule
+    "https://github.com/deepspeedai/DeepSpeed/pull/7585",  # new: a framework's bug, no rule
+    "https://github.com/pytorch/torchtitan/pull/1465",  # new: a framework's bug, no rule
+    "https://github.com/deepspeedai/DeepSpeed/pull/7869",  # new: a framework's bug, no rule
+    "https://github.com/deepspeedai/DeepSpeed/pull/4985",  # new: env.package_version
+    "https://github.com/Lightning-AI/pytorch-lightning/pull/6002",  # new: host.command_missing
+    "https://github.com/zcablii/LSKNet/issues/112",  # new: launch.nproc_per_node_invalid
 }
 
 # Batches 8-14 as measured: logs, user-code logs among them, right at the first run, the

@@ -151,7 +151,9 @@ def explain(paths, matrix_dirs=(), matrix=None):
     opened = [_open(p) for p in (paths or ["-"])]
     matcher = match.Matcher(matrix.signatures)
     facts = facts_mod.Facts()
-    structure = structure_mod.Structure()
+    structure = structure_mod.Structure(
+        judge=lambda ln, file, frames, whole: matcher.feed_exception(
+            ln, file, frames, whole, structure_mod.TRACEBACK_RULES))
     inputs, frameworks = [], []
     for name, stream in opened:
         scan = read.Scan(stream)

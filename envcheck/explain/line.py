@@ -15,6 +15,10 @@ returns are dropped, and the prefixes launchers put before a rank's output are r
 | ``host:pid:tid [0] NCCL ...`` | NCCL itself (kept in the text) | host |
 | ``[Rank 3]`` / ``[PG 0 Rank 3]`` | torch's NCCL watchdog (kept in the text) | rank 3 |
 
+A ``[rank3]:`` prefix after blanks (a log pasted into a thread with every line indented)
+is read the same way; Ray's ``(WorkerDict pid=12) `` is skipped, with its ``, ip=ADDR``
+(a worker on another node) too.
+
 A line torchrun's failure summary prints (``traceback : Signal 6 ...``) has no prefix;
 its ``rank : 1 (local_rank: 1)`` and ``host : ...`` lines just before it give them.
 """
@@ -25,7 +29,7 @@ from typing import Optional
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _PREFIXES = (
-    (re.compile(r"\[(?:rank|Rank )(\d+)\]:\s?"), "rank"),
+    (re.compile(r"[ \t]*\[(?:rank|Rank )(\d+)\]:\s?"), "rank"),
     (re.compile(r"\[rank: (\d+)\] "), "rank"),  # Lightning's rank_zero_* and seed lines
     (re.compile(r"\[[A-Za-z_]+?(\d+)\]:\s?"), "local"),  # torchrun --tee: [default3]:
     (re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:\s?"), "rank"),
@@ -34,7 +38,7 @@ _PREFIXES = (
     (re.compile(r"([A-Za-z][\w-]*\d[\w-]*): "), "host"),
     (re.compile(r"\[\d{4}-\d\d-\d\d[ T][\d:.,]+Z?\]\s*"), None),  # NCCL_DEBUG timestamps
     (re.compile(r"\d{4}-\d\d-\d\dT[\d:.,]+Z\s"), None),  # container runtimes' ISO times
-    (re.compile(r"\(\w+ pid=\d+\)\s*"), None),  # Ray actors
+    (re.compile(r"\((?:\w+ )?pid=\d+(?:, ip=[^)]*)?\)\s*"), None),  # Ray: actors, tasks, nodes
 )
 _NCCL_HOST = re.compile(r"^([A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] ")
 _WATCHDOG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")

@@ -4,7 +4,7 @@ A line is matched by the first signature (in matrix file order) one of whose pat
 it holds. The same cause on many ranks, or repeated for hours, is one finding: its
 ranks and hosts, how many lines showed it, and the first of them.
 
-Three kinds of signature behave differently:
+Some kinds of signature behave differently:
 
 - ``symptom``: usually the consequence of another failure (a watchdog timeout, a peer
   that exited, torchrun's summary). With a cause found they are its consequences (the
@@ -30,6 +30,11 @@ Three kinds of signature behave differently:
   then says ``alone_cause``, a guess worded as one ("likely", "possibly"); a ``needs``
   signature whose needs did not fire is read the same way where it has an
   ``alone_cause``.
+- ``traceback``: patterns read only on an exception line, with its traceback's frames,
+  which a rule of ``structure.TRACEBACK_RULES`` judges (a bare command name that
+  subprocess did not find on PATH; one installed package calling another's API in a
+  shape the installed release lacks); the same words raised in the job's own call stay
+  the program's error. The finding's cause ends with what the frames said.
 """
 
 import dataclasses
@@ -71,7 +76,9 @@ class Finding:
 class Matcher:
     def __init__(self, signatures):
         self.rank = {s.id: i for i, s in enumerate(signatures)}
-        self.plain = [s for s in signatures if not s.differ]
+        self.plain = [s for s in signatures if not s.differ and not s.traceback]
+        # read on an exception line only, with its traceback's frames (feed_exception)
+        self.traceback = [s for s in signatures if s.traceback]
         self.weak = [s for s in self.plain if s.weak]
         self.alone = [s for s in self.plain if s.alone]
         self.differ = [s for s in signatures if s.differ]
@@ -125,6 +132,22 @@ class Matcher:
                     self.rank_values.setdefault(s.id, {}).setdefault(
                         who, (m.group("value"), file, line))
         return matched
+
+    def feed_exception(self, line, file, frames, whole, rules):
+        """An exception line that no signature matched, with its traceback's frames
+        (outermost first; ``whole``: the traceback's first line is in the log): the first
+        ``traceback`` signature whose pattern it holds and whose rule (``rules[name](match,
+        frames, whole)``: what the frames say, or None) accepts the frames names it, with
+        what they say after its cause; returns it, or None."""
+        for s in self.traceback:
+            m = s.search(line.text)
+            said = m and rules[s.traceback](m, frames, whole)
+            if said:
+                if s.id not in self.found:
+                    s = dataclasses.replace(s, cause="%s (%s)" % (s.cause, said))
+                self._record(s, line, file)
+                return s
+        return None
 
     def _record(self, s, line, file, found=None):
         found = self.found if found is None else found

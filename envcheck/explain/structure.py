@@ -33,7 +33,7 @@ import dataclasses
 import re
 
 from ..core.text import rank_set, shorten
-from ..matrix.signatures import Signature
+from ..matrix.signatures import TRACEBACK_RULES as RULE_NAMES, Signature
 from . import line as line_mod
 from .match import Finding
 
@@ -58,9 +58,13 @@ ENVIRONMENT = re.compile(
     r"|out of memory|shared memory|/dev/shm|[Rr]endezvous|Killed|[Rr]ank \d+ .*(?:failed|exited)")
 # torch's checks of what the program passed, in words that name CUDA: the program's error
 # (a CPU tensor given to an NCCL collective: ProcessGroupNCCL.cpp check_gpu_single_tensor;
-# tensors of one op on two devices: ATen's TORCH_CHECK in TensorIterator and many ops)
+# tensors of one op on two devices: ATen's TORCH_CHECK in TensorIterator and many ops;
+# FSDP's parameters found off their GPU, moved there by the program or its framework
+# outside FSDP's own CPU offload: _flat_param.py _check_on_compute_device, 2.0 on, read in
+# 2.13.0, verl-project/verl#4799)
 PROGRAM_TEXTS = re.compile(r"Tensors must be CUDA and dense"
-                           r"|Expected all tensors to be on the same device")
+                           r"|Expected all tensors to be on the same device"
+                           r"|^Expects tensor to be on the compute device \S+, was on \S+$")
 # Where a C++ error of torch (c10::Error) was raised, in torch's own source tree: torch up
 # to 1.6 appends ' (FUNC at FILE:LINE)' to the message (c10/util/Exception.cpp), 1.7 on
 # prints 'Exception raised from FUNC at FILE:LINE (most recent call first):' on a line of
@@ -110,6 +114,89 @@ NOT_PROGRAM = {"ChildFailedError", "DistBackendError", "DistNetworkError", "Dist
 # no cause of the program's.
 OWN_IMPORT = re.compile(r"^cannot import name '[^']+' from '[^']+' \((?![^)]*(?:[/\\](?:site|dist)-"
                         r"packages[/\\]|[/\\]lib[/\\]python\d))[^)]+\.py\)$")
+# The traceback rules a signature may name (``traceback``, matrix/signatures.py
+# TRACEBACK_RULES; issue #34, phase K): each reads an exception line's frames, outermost
+# first, and says what they show (a short text, ending the finding's cause), or None.
+SITE_PACKAGE = re.compile(r"[/\\](?:site|dist)-packages[/\\]([^/\\]+)(?:[/\\]([^/\\]+))?")
+# a console script an installer wrote (pip's and conda's entry points: .../bin/torchrun,
+# .../bin/deepspeed): a package's own entry point, not the job's code
+CONSOLE_SCRIPT = re.compile(r"[/\\]bin[/\\][\w.-]+$")
+SUBPROCESS = re.compile(r"(?:^|[/\\])subprocess\.py$")
+
+
+def _package(path):
+    """The installed package a frame's file belongs to (the directory or module under
+    site-packages or dist-packages, an egg's inner one), or None."""
+    m = SITE_PACKAGE.search(path)
+    if not m:
+        return None
+    name = m.group(1)
+    if name.endswith(".egg") and m.group(2):
+        name = m.group(2)
+    return re.split(r"[-.]", name, maxsplit=1)[0] if name.endswith((".py", ".egg")) else name
+
+
+def _own(path):
+    """Whether a frame's file is the job's own code (not the standard library, not an
+    installed package, not a console script an installer wrote)."""
+    return not (INTERNAL.search(path) or LIBRARY.search(path)
+                or (CONSOLE_SCRIPT.search(path) and not path.endswith(".py")))
+
+
+def _at(frame):
+    return "%s:%d, in %s" % frame
+
+
+def _command_lookup(m, frames, whole):
+    """A bare command name (no directory, no blank) that subprocess could not run: CPython
+    raises the child's exec error from subprocess.py's _execute_child, naming the program
+    as it was given (orig_executable); with no directory in it, exec searched PATH. Only
+    where that is the innermost frame: the same message from open() or os.stat() of a file
+    in the working directory is the program's."""
+    path, _, function = frames[-1]
+    if function != "_execute_child" or not SUBPROCESS.search(path) or not INTERNAL.search(path):
+        return None
+    callers = [f for f in frames if not INTERNAL.search(f[0])]
+    said = "'%s' is not on PATH" % m.group("command")
+    return "%s; run from %s" % (said, _at(callers[-1])) if callers else said
+
+
+def _two_packages(m, frames, whole):
+    """An installed package calling another one's API in a shape the installed release
+    of it does not have. The call is made in the innermost frame (CPython raises a
+    call's TypeError, and an attribute's AttributeError, in the caller's frame), which
+    must be an installed package's (A), never the job's own code:
+
+    - ``module 'B.x' has no attribute 'y'``: B is named; it must be another package than
+      A, and torch or a package whose frames the traceback shows installed;
+    - a call's TypeError (an unexpected keyword, a count of arguments): the message does
+      not say whose function was called (it may be a callback the job passed in), so
+      only in a whole traceback with no frame of the job's own code at all (a package's
+      entry point: a launcher) whose frames show another installed package B (a
+      subclass or a plugin of A's, overriding what A calls)."""
+    inner = frames[-1]
+    a = _package(inner[0])
+    if a is None:
+        return None
+    packages = [_package(f[0]) for f in frames]
+    module = m.groupdict().get("module")
+    if module:
+        b = module.split(".")[0]
+        if b == a or (b != "torch" and b not in packages):
+            return None
+        return "%s calls %s.%s, which the installed %s lacks, at %s" % (
+            a, module, m.group("attribute"), b, _at(inner))
+    if not whole or any(_own(f[0]) for f in frames):
+        return None
+    others = [p for p in packages if p and p != a]
+    if not others:
+        return None
+    return "%s and %s: the call at %s" % (others[-1], a, _at(inner))
+
+
+TRACEBACK_RULES = {"command_lookup": _command_lookup, "two_packages": _two_packages}
+assert set(TRACEBACK_RULES) == set(RULE_NAMES)
+
 # An environment cause this close below a program error is the same failure told twice
 # (a wrapper, then the error it wraps): the environment's.
 SAME_FAILURE_LINES = 10
@@ -152,7 +239,10 @@ class Exc:
 
 
 class Structure:
-    def __init__(self):
+    def __init__(self, judge=None):
+        # judge(line, file, frames, whole): the signature an exception line's traceback
+        # names (match.Matcher.feed_exception with TRACEBACK_RULES), or None
+        self.judge = judge
         self.files = {}  # input name -> its index: where a line is, in reading order
         self.exceptions = {}  # key -> Exc
         self.by_text = {}  # (type, message) -> the first Exc of that text
@@ -174,9 +264,11 @@ class Structure:
         m = EXCEPTION.match(text)
         if m is None:
             return
-        frames, sources = None, ()
+        frames, sources, whole = None, (), False
         if len(self.exceptions) < EXCEPTIONS_READ:
-            frames, sources = _traceback(hit, ln)
+            frames, sources, whole = _traceback(hit, ln)
+        if matched is None and frames and self.judge is not None:
+            matched = self.judge(ln, file, frames, whole)
         full, name, message = _unmixed(m.group(1), (m.group(3) or "").strip(), sources)
         explained = (matched is not None
                      or (name in NOT_PROGRAM and not OWN_IMPORT.match(message))
@@ -291,18 +383,20 @@ def _ranks(ranks):
 
 
 def _traceback(hit, ln):
-    """(frames, sources) of an exception line: its traceback's frames, outermost first,
-    read back through its own rank's lines to the traceback's first line (or the
+    """(frames, sources, whole) of an exception line: its traceback's frames, outermost
+    first, read back through its own rank's lines to the traceback's first line (or the
     previous exception), or, where none is above, below it (a traceback pasted in
-    reverse); and the source lines shown above it, stripped (another rank's source line
-    may be glued to the message)."""
-    frames, sources = [], []
+    reverse); the source lines shown above it, stripped (another rank's source line
+    may be glued to the message); and whether the traceback is whole (its first line,
+    'Traceback (most recent call last):', is in the log above its frames)."""
+    frames, sources, whole = [], [], False
     for raw in reversed(hit.lookback()):
         prev = line_mod.parse(0, raw)
         if ln.rank is not None and prev.rank is not None and prev.rank != ln.rank:
             continue  # another rank's line, interleaved
         text = prev.text
         if text.startswith(TRACEBACK) or text.startswith(CHAINED):
+            whole = text.startswith(TRACEBACK) and bool(frames)
             break
         f = FRAME.match(text)
         if f:
@@ -314,7 +408,7 @@ def _traceback(hit, ln):
         elif len(text) >= GLUED and _indented(prev):
             sources.append(text)
     frames.reverse()
-    return frames or _frames_below(hit, ln), sources
+    return frames or _frames_below(hit, ln), sources, whole
 
 
 def _indented(line):

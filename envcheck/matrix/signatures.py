@@ -100,14 +100,25 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               "--log-dir", "--log_dir", "--logs-specs", "--logs_specs", "--log-line",
               "--log_line", "--redirects", "--tee", "--use-env", "--use_env", "--event",
               "--numa", "--duplicate", "--signals", "--virtual", "--shutdown",
-              "--print-completion", "--print_completion")
+              "--print-completion", "--print_completion",
+              # phase K of issue #34: FSDP2's refusal of a deepcopy (fully_shard's
+              # __deepcopy__), which a framework may log with none of the words above
+              # ("Failed to save EMA weights: FSDP does not ...": F is a first letter
+              # here already); the rest of phase K's texts hold "Error" or "Cuda failure"
+              "FSDP does not support deepcopy")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
 SIGNATURE_KEYS = {"id", "cause", "match", "advice", "advice_from", "framework_advice",
                   "source", "caught_by", "gpu", "symptom", "differ", "needs", "explains",
                   "weak_match", "weak_needs", "alone_match", "alone_cause", "note",
-                  "differ_match"}
+                  "differ_match", "traceback"}
+# The rules a signature's ``traceback`` may name: its exception line is the cause only
+# where the traceback's frames say so (explain/structure.py TRACEBACK_RULES holds them):
+# "command_lookup", a bare command name subprocess did not find on PATH;
+# "two_packages", an installed package calling another's API in a shape the installed
+# release of it does not have (issue #34, phase K)
+TRACEBACK_RULES = ("command_lookup", "two_packages")
 
 # A cause read from lines a working job prints too, where the log shows nothing else, is a
 # guess: its wording must say so (issue #34, phase D)
@@ -162,6 +173,9 @@ class Signature:
     # ``value`` (lines whose rank the log does not say are not compared; with a group
     # ``scope``, only lines of the same scope are: one process group's sequence numbers)
     differ_patterns: Tuple[re.Pattern, ...] = ()
+    # a rule of TRACEBACK_RULES: the ``match`` patterns are read only on an exception line
+    # whose traceback's frames the rule accepts (never line by line)
+    traceback: str = ""
     note: str = ""
 
     def search(self, text):
@@ -313,6 +327,14 @@ def parse(errors, where, e, probes, framework_advice):
         flags[key] = value
     needs = _optional_strings(errors, where, label, e, "needs")
     explains = _optional_strings(errors, where, label, e, "explains")
+    traceback = e.get("traceback", "")
+    if traceback and traceback not in TRACEBACK_RULES:
+        errors.add(where, "%s: traceback must be one of %s, got %r"
+                   % (label, ", ".join(TRACEBACK_RULES), traceback))
+        traceback = ""
+    if traceback and (weak or alone or differ_patterns or flags["differ"]):
+        errors.add(where, "%s: traceback reads exception lines only: no weak_match, "
+                   "alone_match, differ or differ_match beside it" % label)
     fw = framework_advice(errors, where, e) if advice is not None else ()
     if not patterns:
         return None
@@ -320,7 +342,7 @@ def parse(errors, where, e, probes, framework_advice):
                      where, advice, advice_from, fw, caught_by, needs=needs,
                      explains=explains, weak=weak, weak_needs=weak_needs,
                      alone=alone, alone_cause=alone_cause, differ_patterns=differ_patterns,
-                     note=e.get("note", ""), **flags)
+                     traceback=traceback, note=e.get("note", ""), **flags)
 
 
 def resolve(errors, signatures, expectations, builtin=None):
