@@ -542,7 +542,28 @@ BATCH14_MISSED = {
     "https://github.com/zcablii/LSKNet/issues/112",  # new: launch.nproc_per_node_invalid
 }
 
-# Batches 8-14 as measured: logs, user-code logs among them, right at the first run, the
+# Batch 15 (22 logs, 7 of user code), collected after phase J by three people who read no
+# rule, committed with its causes (e5a1067) before explain first ran on it; measured once
+# on phase J's rules (e5a1067): 12 of 22, and once on phase K's (the merge 92b7eba; phase
+# K, written from batch 14's misses in a worktree that never held batch 15): 12 of 22, the
+# same ten misses. Six are causes no signature names (`new.*`), two known causes in a log
+# that does not show them or a wording no rule reads, two user-code logs: one whose
+# traceback is followed by torch.distributed.launch's CalledProcessError, read as the
+# program's error in its place, one whose two ranks' tracebacks are mixed in every line.
+BATCH15_MISSED = {
+    "https://github.com/NovaSky-AI/SkyRL/pull/1761",  # OOM: NCCL's unhandled cuda error only
+    "https://github.com/hiyouga/LlamaFactory/issues/6075",  # local rank: argparse's other words
+    "https://github.com/facebookresearch/fairseq/pull/3237",  # user: launch.py's CalledProcessError
+    "https://github.com/nomic-ai/contrastors/issues/15",  # user: two tracebacks mixed
+    "https://github.com/OpenRLHF/OpenRLHF/pull/536",  # new
+    "https://github.com/NovaSky-AI/SkyRL/pull/357",  # new
+    "https://github.com/NovaSky-AI/SkyRL/pull/612",  # new
+    "https://github.com/verl-project/verl/pull/5548",  # new
+    "https://github.com/deepspeedai/DeepSpeed/issues/5818",  # new
+    "https://github.com/DLLXW/baby-llama2-chinese/pull/56",  # new
+}
+
+# Batches 8-15 as measured: logs, user-code logs among them, right at the first run, the
 # misses, and those of the misses whose cause no signature named then (`new.*`, kept as
 # family_when_measured once a rule was written from it). A miss written from since is a
 # training log (split "train") and must get its cause now; one not yet written from is
@@ -572,6 +593,13 @@ MEASURED_BATCHES = {
         "https://github.com/deepspeedai/DeepSpeed/pull/4985",
         "https://github.com/Lightning-AI/pytorch-lightning/pull/6002",
         "https://github.com/zcablii/LSKNet/issues/112"}),
+    15: (22, 7, 12, BATCH15_MISSED, {
+        "https://github.com/OpenRLHF/OpenRLHF/pull/536",
+        "https://github.com/NovaSky-AI/SkyRL/pull/357",
+        "https://github.com/NovaSky-AI/SkyRL/pull/612",
+        "https://github.com/verl-project/verl/pull/5548",
+        "https://github.com/deepspeedai/DeepSpeed/issues/5818",
+        "https://github.com/DLLXW/baby-llama2-chinese/pull/56"}),
 }
 
 
@@ -589,11 +617,15 @@ def test_a_batch_keeps_its_measured_causes(batch, tmp_path, matrix):
     assert all(e["split"] == "heldout" or e.get("heldout_when_measured") for e in entries)
     assert {e["source"] for e in entries
             if e.get("family_when_measured", e["family"]).startswith("new.")} == new
-    assert {e["source"] for e in entries if e["family"] == "user"} <= right, wrong
+    written = {e["source"] for e in entries if e["split"] == "train"}
+    # a user-code log: the program's error of its type, or (a miss not yet written from)
+    # no finding or the program's error of another type; never an environment cause
+    users = {e["source"] for e in entries if e["family"] == "user"}
+    assert users - (missed - written) <= right, wrong
+    assert all(w[2] in (None, "program.exception") for w in wrong if w[0] in users), wrong
     # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
     assert right >= {e["source"] for e in entries} - missed, wrong
     assert len(right) >= measured_right
-    written = {e["source"] for e in entries if e["split"] == "train"}
     assert right >= (missed & written) - set(NOT_IN_THE_TEXT), wrong
     assert {w[0] for w in wrong} <= set(NOT_IN_THE_TEXT) | (missed - written), wrong
 
