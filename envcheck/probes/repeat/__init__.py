@@ -71,9 +71,10 @@ def probe_repeat(ctx):
 class _Rounds:
     """What the rounds left: the tally, the round trips, the hosts."""
 
-    def __init__(self, tally, units, names, pair_times, done, seconds):
+    def __init__(self, tally, units, names, pair_times, done, seconds, one_host=False):
         self.tally, self.units, self.names = tally, units, names
         self.pair_times, self.done, self.seconds = pair_times, done, seconds
+        self.one_host = one_host
 
 
 def _run_rounds(ctx, torch, dist):
@@ -112,7 +113,8 @@ def _run_rounds(ctx, torch, dist):
         dist.broadcast(more, src=0)  # rank 0's clock decides, for every rank alike
         if not int(more.item()):
             break
-    return _Rounds(tally, units, names, pair_times, done, seconds)
+    return _Rounds(tally, units, names, pair_times, done, seconds,
+                   one_host=len(set(hosts)) == 1)
 
 
 def _host_of(rounds):
@@ -233,6 +235,14 @@ def _latency(ctx, c, rounds):
               "%s" % (stats.ms(threshold), n, stalls, table)
     if not stalling:
         c.detail = "%s, none stalls: %s" % (_rounds_word(rounds.done), figures)
+        return
+    if rounds.one_host:
+        # Ranks of one host share no link (loopback, shared memory): a stall between them
+        # is the machine's own scheduling (a busy CPU), never a lost packet. Reported,
+        # not judged, as the bandwidth rounds are not run there without --min-busbw.
+        c.data["stalling"] = []
+        c.detail = "%s on one host, not judged: %s (no link between its ranks: a stall " \
+                   "here is the machine's own scheduling)" % (_rounds_word(rounds.done), figures)
         return
     named = [names[u] for u in stalling]
     c.detail = "%s stall%s: %s" % (" and ".join(named) if len(named) < 3 else
