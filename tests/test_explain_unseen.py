@@ -159,6 +159,16 @@ def _cites_nothing_earlier(batch):
     sources = [e["source"] for e in ENTRIES if e.get("batch") == batch]
     assert len(set(sources)) == len(sources)
     assert not set(sources) & cited
+    # a repository renamed (volcengine/verl, now verl-project/verl) keeps its threads'
+    # numbers: one thread under two owners is one thread
+    assert not {_thread(u) for u in sources} & {_thread(u) for u in cited}
+
+
+def _thread(url):
+    """(repository name, number) of a GitHub thread, whoever owns the repository now."""
+    import re
+    m = re.match(r"https://github\.com/[^/]+/([^/]+)/(?:issues|pull|discussions)/(\d+)", url)
+    return (m.group(1).lower(), m.group(2)) if m else url
 
 
 def test_the_split_is_by_source_and_both_halves_hold_user_code():
