@@ -1041,6 +1041,147 @@ PHASE_K = [
 ]
 LINES += PHASE_K
 
+
+# Phase L (after batch 15 was measured): batch 15's misses, written from the sources of
+# their texts. torch.distributed.launch's main (1.1 to 1.7: 'raise
+# subprocess.CalledProcessError(returncode=process.returncode, cmd=...)'; 1.8: its
+# sigkill_handler) and accelerate launch's simple_launcher, in the launcher's own frame.
+# CPython's forks (multiprocessing popen_fork.py _launch 'self.pid = os.fork()', util.py
+# spawnv_passfds, subprocess.py _execute_child's _fork_exec): fork's ENOMEM. urllib's
+# port property (parse.py: 3.6-3.7's int(port, 10), 'Port could not be cast to integer
+# value as {port!r}' from 3.8) under
+# torch's _tcp_rendezvous_handler (rendezvous.py: 1.4's 'if not result.port', 2.13's 'if
+# result.port is None'), an IPv6 address without brackets. torch's
+# caffe2/serialize/inline_container.cc ('PytorchStreamReader failed ' WHAT ': ' and
+# miniz's error, 1.6.0, 1.10.0, 2.13.0). DeepSpeed's runner.py parse_resource_filter
+# ('No slot '{}' specified on host '{}'', 0.3.x's str.format and later f-strings).
+# torch's tensor_numpy.cpp (1.0-1.5: 'can't convert CUDA tensor to numpy. Use
+# Tensor.cpu() to copy the tensor to host memory first.'). CPython's pythonrun.c writes
+# of an exception line (type, ': ', message) mixed with another rank's source line.
+PY37 = "/opt/conda/lib/python3.7/"
+
+
+def _tb(*frames):
+    """A whole traceback's lines, one (path, line, function, source) per frame."""
+    return "Traceback (most recent call last):\n" + "".join(
+        '  File "%s", line %d, in %s\n    %s\n' % f for f in frames)
+
+
+LAUNCH_RUNPY = ('Traceback (most recent call last):\n'
+                '  File "' + PY37 + 'runpy.py", line 193, in _run_module_as_main\n'
+                '    "__main__", mod_spec)\n'
+                '  File "' + PY37 + 'runpy.py", line 85, in _run_code\n'
+                '    exec(code, run_globals)\n')
+PHASE_L = [
+    ("torch 1.6 launch.py main, the last rank's command line (cmd=cmd)",
+     LAUNCH_RUNPY + '  File "' + PY37 + 'site-packages/torch/distributed/launch.py", line '
+     "260, in <module>\n    main()\n"
+     '  File "' + PY37 + 'site-packages/torch/distributed/launch.py", line 256, in main\n'
+     "    cmd=cmd)\nsubprocess.CalledProcessError: Command '['/opt/conda/bin/python', '-u', "
+     "'train.py', '--local_rank=3']' returned non-zero exit status 1.",
+     "launch.subprocess_failed"),
+    ("torch 1.8 launch.py sigkill_handler, called from main's poll loop",
+     LAUNCH_RUNPY + '  File "' + PY37 + 'site-packages/torch/distributed/launch.py", line '
+     "326, in main\n    sigkill_handler(signal.SIGTERM, None)  # not coming back\n"
+     '  File "' + PY37 + 'site-packages/torch/distributed/launch.py", line 301, in '
+     "sigkill_handler\n    raise subprocess.CalledProcessError(returncode=last_return_code, "
+     "cmd=cmd)\nsubprocess.CalledProcessError: Command '['/opt/conda/bin/python', '-u', "
+     "'train.py', '--local_rank=1']' returned non-zero exit status 2.",
+     "launch.subprocess_failed"),
+    ("accelerate 1.15.0 commands/launch.py simple_launcher (made here, torch 2.13.0)",
+     'Traceback (most recent call last):\n  File "/work/.venv/bin/accelerate", line 6, in '
+     "<module>\n    sys.exit(main())\n             ^^^^^^\n"
+     '  File "/work/.venv/lib/python3.11/site-packages/accelerate/commands/accelerate_cli.py",'
+     " line 50, in main\n    args.func(args)\n"
+     '  File "/work/.venv/lib/python3.11/site-packages/accelerate/commands/launch.py", line '
+     "1413, in launch_command\n    simple_launcher(args)\n"
+     '  File "/work/.venv/lib/python3.11/site-packages/accelerate/commands/launch.py", line '
+     "999, in simple_launcher\n    raise subprocess.CalledProcessError(returncode=process."
+     "returncode, cmd=cmd)\nsubprocess.CalledProcessError: Command '['/work/.venv/bin/python',"
+     " 'train.py']' returned non-zero exit status 1.",
+     "launch.subprocess_failed"),
+    ("CPython 3.11 multiprocessing popen_fork.py _launch: a DataLoader's workers forked",
+     _tb(("/home/u/train.py", 88, "main", "for batch in loader:"),
+         (LIB + "torch/utils/data/dataloader.py", 1090, "__init__", "w.start()"),
+         ("/usr/lib/python3.11/multiprocessing/process.py", 121, "start",
+          "self._popen = self._Popen(self)"),
+         ("/usr/lib/python3.11/multiprocessing/popen_fork.py", 66, "_launch",
+          "self.pid = os.fork()"))
+     + "OSError: [Errno 12] Cannot allocate memory",
+     "host.fork_memory"),
+    ("CPython 3.11 subprocess.py _execute_child's _fork_exec, a rank's lines",
+     "".join("[rank2]: " + x + "\n" for x in _tb(
+         ("/home/u/train.py", 40, "save", "subprocess.run(['gzip', path], check=True)"),
+         ("/usr/lib/python3.11/subprocess.py", 548, "run",
+          "with Popen(*popenargs, **kwargs) as process:"),
+         ("/usr/lib/python3.11/subprocess.py", 1026, "__init__",
+          "self._execute_child(args, executable, preexec_fn, close_fds,"),
+         ("/usr/lib/python3.11/subprocess.py", 1834, "_execute_child",
+          "self.pid = _fork_exec(")).splitlines())
+     + "[rank2]: OSError: [Errno 12] Cannot allocate memory",
+     "host.fork_memory"),
+    ("CPython 3.11 multiprocessing util.py spawnv_passfds (the spawn start method)",
+     _tb(("/home/u/train.py", 20, "main", "p.start()"),
+         ("/usr/lib/python3.11/multiprocessing/popen_spawn_posix.py", 62, "_launch",
+          "self.pid = util.spawnv_passfds(spawn.get_executable(),"),
+         ("/usr/lib/python3.11/multiprocessing/util.py", 453, "spawnv_passfds",
+          "return _posixsubprocess.fork_exec("))
+     + "OSError: [Errno 12] Cannot allocate memory",
+     "host.fork_memory"),
+    ("torch 2.13 rendezvous.py _tcp_rendezvous_handler, urllib 3.11 (made here)",
+     _tb(("/home/u/train.py", 5, "<module>", 'dist.init_process_group("gloo", '
+          'init_method="tcp://2001:db8::5:29500", rank=0, world_size=1)'),
+         (LIB + "torch/distributed/distributed_c10d.py", 1892, "init_process_group",
+          "store, rank, world_size = next(rendezvous_iterator)"),
+         (LIB + "torch/distributed/rendezvous.py", 217, "_tcp_rendezvous_handler",
+          "if result.port is None:"),
+         ("/root/.pyenv/versions/3.11.7/lib/python3.11/urllib/parse.py", 182, "port",
+          'raise ValueError(f"Port could not be cast to integer value as {port!r}")'))
+     + "ValueError: Port could not be cast to integer value as 'db8::5:29500'",
+     "rendezvous.ipv6_unbracketed"),
+    ("torch 1.4 rendezvous.py _tcp_rendezvous_handler ('if not result.port'), CPython 3.7's "
+     "int() in urllib's port, a rank's lines",
+     "".join("[rank0]: " + x + "\n" for x in _tb(
+         (PY37 + "site-packages/torch/distributed/distributed_c10d.py", 400,
+          "init_process_group", "store, rank, world_size = next(rendezvous_iterator)"),
+         (PY37 + "site-packages/torch/distributed/rendezvous.py", 109,
+          "_tcp_rendezvous_handler", "if not result.port:"),
+         (PY37 + "urllib/parse.py", 172, "port", "port = int(port, 10)")).splitlines())
+     + "[rank0]: ValueError: invalid literal for int() with base 10: ':1:29500'",
+     "rendezvous.ipv6_unbracketed"),
+    ("torch 2.13 inline_container.cc, a file cut short (made here)",
+     "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central "
+     "directory. This is an internal miniz error. If you are seeing this error, there is a "
+     "high likelihood that your checkpoint file is corrupted. This can happen if the "
+     "checkpoint was not saved properly, was transferred incorrectly, or the file was "
+     "modified after saving.",
+     "checkpoint.corrupt"),
+    ("torch 1.6-1.10 inline_container.cc, a damaged entry, a rank's line",
+     "[rank3]: RuntimeError: PytorchStreamReader failed reading file data/94206583: invalid "
+     "header or archive is corrupted",
+     "checkpoint.corrupt"),
+    ("torch 1.10 inline_container.cc, miniz's CRC check",
+     "RuntimeError: PytorchStreamReader failed reading file data/0: CRC-32 check failed",
+     "checkpoint.corrupt"),
+    ("deepspeed 0.3.10 runner.py parse_resource_filter (str.format), a hostfile's slot",
+     "ValueError: No slot '4' specified on host 'worker-1'",
+     "launch.deepspeed_include_slot"),
+    ("torch 1.0-1.5 tensor_numpy.cpp, raised from Tensor.__array__ in the job's frame",
+     _tb(("/home/u/eval.py", 31, "reduce_metrics", "np.array(counts)"),
+         (PY37 + "site-packages/torch/tensor.py", 458, "__array__", "return self.numpy()"))
+     + "TypeError: can't convert CUDA tensor to numpy. Use Tensor.cpu() to copy the tensor to "
+     "host memory first.",
+     "program.exception"),
+    ("CPython pythonrun.c: a built-in type, another rank's source line glued to it, the "
+     "message on the next line",
+     'Traceback (most recent call last):\n  File "/home/u/train.py", line 56, in main\n'
+     "    torch.save(sampler.state_dict(), path)\n"
+     "    AttributeErrortrainer.train(): \n"
+     "'DistributedSampler' object has no attribute 'state_dict'",
+     "program.exception"),
+]
+LINES += PHASE_L
+
 @pytest.fixture(scope="module")
 def matrix():
     return matrix_load.load()
@@ -1608,12 +1749,6 @@ def test_accelerate_s_rtx_40_refusal_says_the_driver(tmp_path, matrix):
 # cause
 
 
-def _tb(*frames):
-    """A whole traceback's lines, one (path, line, function, source) per frame."""
-    return "Traceback (most recent call last):\n" + "".join(
-        '  File "%s", line %d, in %s\n    %s\n' % f for f in frames)
-
-
 OWN = ("/home/u/train.py", 40, "main", "model = build(cfg)")
 RUNPY = ("/usr/lib/python3.10/runpy.py", 196, "_run_module_as_main",
          "return _run_code(code, main_globals, None,")
@@ -1730,3 +1865,130 @@ def test_two_packages_out_of_step_are_named(tmp_path, matrix):
     assert found == ["env.package_version"]
     assert "(transformers calls torch.compiler, which the installed torch lacks, at " in (
         result.findings[0].cause)
+
+
+# Phase L guards: the same words raised by the job's own call, or without the frames that
+# say whose call it was, stay the program's error; ordinary words are no exception
+
+
+@pytest.mark.parametrize("text,kind", [
+    # the job's own subprocess.run(check=True): CalledProcessError raised in subprocess.py
+    (_tb(OWN, ("/usr/lib/python3.11/subprocess.py", 571, "run",
+               "raise CalledProcessError(retcode, process.args,"))
+     + "subprocess.CalledProcessError: Command '['python', '-u', 'eval.py', '--local_rank=0']' "
+     "returned non-zero exit status 1.\n", "CalledProcessError"),
+    # the job's own file named launch.py: not torch's or accelerate's launcher
+    (_tb(("/home/u/tools/launch.py", 30, "main", "raise subprocess.CalledProcessError(1, cmd)"))
+     + "subprocess.CalledProcessError: Command '['bash', 'prep.sh']' returned non-zero exit "
+     "status 1.\n", "CalledProcessError"),
+    # the launcher's summary without its frames: whose call it was is not said
+    ("subprocess.CalledProcessError: Command '['/usr/bin/python', '-u', 'train.py', "
+     "'--local_rank=0']' returned non-zero exit status 1.\n", "CalledProcessError"),
+    # ENOMEM without the frames of a fork: an mmap or an allocation, or a cut traceback
+    ("OSError: [Errno 12] Cannot allocate memory\n", "OSError"),
+    (_tb(OWN, (LIB + "numpy/core/memmap.py", 267, "__new__",
+               "mm = mmap.mmap(fid.fileno(), bytes, access=acc, offset=start)"))
+     + "OSError: [Errno 12] Cannot allocate memory\n", "OSError"),
+    # another errno where CPython forks: the program's (exec of a file that is no program)
+    (_tb(OWN, ("/usr/lib/python3.11/subprocess.py", 1950, "_execute_child",
+               "raise child_exception_type(errno_num, err_msg, err_filename)"))
+     + "OSError: [Errno 8] Exec format error: './scripts/eval.sh'\n", "OSError"),
+    # a subprocess of a file that is not there (the fork worked, the exec did not)
+    (_tb(OWN, ("/usr/lib/python3.11/subprocess.py", 1950, "_execute_child",
+               "raise child_exception_type(errno_num, err_msg, err_filename)"))
+     + "FileNotFoundError: [Errno 2] No such file or directory: './run_eval.sh'\n",
+     "FileNotFoundError"),
+    # urllib's port error of the job's own URL (an IPv6 address too), and a port that is a
+    # word under torch's rendezvous (init_method written wrong: not an address's rest)
+    (_tb(("/home/u/serve.py", 12, "connect", "port = urlparse(url).port"),
+         ("/usr/lib/python3.11/urllib/parse.py", 182, "port",
+          'raise ValueError(f"Port could not be cast to integer value as {port!r}")'))
+     + "ValueError: Port could not be cast to integer value as 'db8::5:8080'\n", "ValueError"),
+    (_tb(OWN, (LIB + "torch/distributed/rendezvous.py", 217, "_tcp_rendezvous_handler",
+               "if result.port is None:"),
+         ("/usr/lib/python3.11/urllib/parse.py", 182, "port",
+          'raise ValueError(f"Port could not be cast to integer value as {port!r}")'))
+     + "ValueError: Port could not be cast to integer value as 'PORT'\n", "ValueError"),
+    ("ValueError: Port could not be cast to integer value as 'db8::5:29500'\n", "ValueError"),
+    # a zip that is not torch's, and a file that is no zip (a git-lfs pointer): not read
+    ("RuntimeError: PytorchStreamReader failed locating file data.pkl: file not found\n",
+     "RuntimeError"),
+    ("_pickle.UnpicklingError: invalid load key, 'v'.\n", "UnpicklingError"),
+    # DeepSpeed's other refusal there: a host name the hostfile does not hold
+    ("ValueError: Hostname 'worker-9' not found in hostfile\n", "ValueError"),
+    # NumPy's other refusals in the job's code stay the job's (a sparse tensor)
+    ("TypeError: can't convert sparse tensor to numpy. Use Tensor.to_dense() to convert to "
+     "a dense tensor first.\n", "TypeError"),
+], ids=["own-check-call", "own-launch-py", "summary-without-frames", "enomem-bare",
+        "enomem-mmap", "exec-format", "missing-script", "own-url", "word-port",
+        "port-without-frames", "not-torch-zip", "lfs-pointer", "deepspeed-hostname",
+        "sparse-numpy"])
+def test_texts_close_to_phase_l_s_are_the_program_s(text, kind, tmp_path, matrix):
+    found, result = _first(text, tmp_path, matrix)
+    assert found[:1] == ["program.exception"], found
+    assert result.findings[0].exception.type == kind
+
+
+@pytest.mark.parametrize("text", [
+    # a word that ends in Error glued to words, with a message-like line below it
+    'Traceback (most recent call last):\n  File "/home/u/train.py", line 9, in main\n'
+    "    check(cfg)\nValueErrors were found in the config: \nlr must be positive\n",
+    # the glued type without a traceback above it
+    "    AttributeErrortrainer.train(): \n'DistributedSampler' object has no attribute "
+    "'state_dict'\n",
+    # a type no built-in: a framework's own class name glued to text
+    'Traceback (most recent call last):\n  File "/home/u/train.py", line 9, in main\n'
+    "    run()\nMisconfigurationErrorhandler.check(): \nbad value\n",
+    # the glued type whose next line is a frame, not a message
+    'Traceback (most recent call last):\n  File "/home/u/train.py", line 9, in main\n'
+    "    run()\nKeyErrortrainer.train(): \n"
+    '  File "/home/u/train.py", line 10, in run\n',
+], ids=["word-errors", "no-traceback", "not-builtin", "frame-below"])
+def test_ordinary_words_glued_to_a_type_are_no_exception(text, tmp_path, matrix):
+    found, result = _first(text, tmp_path, matrix)
+    assert found == [] and int(result.exit_code) == 1
+
+
+def test_a_launcher_s_summary_follows_the_rank_s_own_error(tmp_path, matrix):
+    """fairseq#3237's shape: the ranks' TypeError (torch's NumPy refusal of a GPU tensor,
+    the program's though it names CUDA) and torch.distributed.launch's summary below it,
+    which is a consequence, never the cause."""
+    text = (_tb(("/home/u/fairseq/tasks/translation.py", 410, "reduce_metrics",
+                 'metrics.log_scalar("_bleu_counts", np.array(counts))'),
+                (PY37 + "site-packages/torch/tensor.py", 480, "__array__",
+                 "return self.numpy()"))
+            + "TypeError: can't convert cuda:1 device type tensor to numpy. Use Tensor.cpu() "
+            "to copy the tensor to host memory first.\n"
+            + LAUNCH_RUNPY + '  File "' + PY37 + 'site-packages/torch/distributed/launch.py", '
+            "line 257, in main\n    cmd=cmd)\nsubprocess.CalledProcessError: Command '['/opt/"
+            "conda/bin/python', '-u', 'train.py', '--local_rank=3']' returned non-zero exit "
+            "status 1.\n")
+    found, result = _first(text, tmp_path, matrix)
+    assert found == ["program.exception"]
+    assert result.findings[0].exception.type == "TypeError"
+    assert "launch.subprocess_failed" in [f.signature.id for f in result.consequences]
+
+
+def test_a_rank_killed_under_the_old_launcher_stays_killed(tmp_path, matrix):
+    """launch.py's summary of a rank that died of SIGKILL: launch.rank_killed reads it
+    first, line by line."""
+    found, _ = _first(LAUNCH_RUNPY + '  File "' + PY37 + 'site-packages/torch/distributed/'
+                      "launch.py\", line 257, in main\n    cmd=cmd)\nsubprocess."
+                      "CalledProcessError: Command '['python', '-u', 'train.py', "
+                      "'--local_rank=0']' died with <Signals.SIGKILL: 9>.\n", tmp_path, matrix)
+    assert found == ["launch.rank_killed"]
+
+
+def test_the_new_findings_name_what_the_frames_show(tmp_path, matrix):
+    fork = dict((x[0], x[1]) for x in PHASE_L)[
+        "CPython 3.11 multiprocessing popen_fork.py _launch: a DataLoader's workers forked"]
+    found, result = _first(fork + "\n", tmp_path, matrix)
+    assert found == ["host.fork_memory"]
+    assert result.findings[0].cause.endswith(
+        "(the fork in multiprocessing/popen_fork.py, in _launch; started from "
+        "/home/u/train.py:88, in main)")
+    rdzv = [x[1] for x in PHASE_L if x[2] == "rendezvous.ipv6_unbracketed"][0]
+    found, result = _first(rdzv + "\n", tmp_path, matrix)
+    assert result.findings[0].cause.endswith(
+        "(the port urllib read: 'db8::5:29500', in "
+        + LIB + "torch/distributed/rendezvous.py:217, in _tcp_rendezvous_handler)")

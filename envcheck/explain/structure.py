@@ -29,6 +29,7 @@ that the log shows later are listed after it, the symptoms on other ranks as
 consequences.
 """
 
+import builtins
 import dataclasses
 import re
 
@@ -45,6 +46,18 @@ TRACEBACK = "Traceback (most recent call last)"
 CHAINED = ("During handling of the above exception",
            "The above exception was the direct cause of the following exception")
 FRAMES_BELOW = 200  # lines read below an exception line for a traceback pasted in reverse
+# Two ranks' writes mixed the other way (issue #34, phase L, nomic-ai/contrastors#15): rank
+# A's type, then rank B's source line glued to it (B's indentation before it), then A's
+# ': ', then B's newline, and A's message alone on the next line:
+# '    AttributeErrortrainer.train(): ' / ''DistributedSampler' object has no attribute ...'.
+# Read only for a type CPython itself defines (a built-in exception, printed without a
+# module), glued to a call as a traceback shows one, the line ending with the colon, with
+# a traceback's frames above it and the message on the next line of the same rank: an
+# ordinary word ending in 'Error' followed by text is none of that.
+BUILTIN_TYPES = sorted((n for n, v in vars(builtins).items()
+                        if isinstance(v, type) and issubclass(v, BaseException)
+                        and n.endswith(("Error", "Exception"))), key=len, reverse=True)
+GLUED_TYPE = re.compile(r"^(%s)[ \t]*[a-z_][\w.]*\(.*?[ \t]*:$" % "|".join(BUILTIN_TYPES))
 GLUED = 8  # the shortest source line taken for one glued to an exception's message
 # Frames that are not the job's own code: the standard library, torch, frozen modules.
 INTERNAL = re.compile(r"[/\\]lib[/\\]python\d[\d.]*[/\\](?!site-packages|dist-packages)"
@@ -61,10 +74,16 @@ ENVIRONMENT = re.compile(
 # tensors of one op on two devices: ATen's TORCH_CHECK in TensorIterator and many ops;
 # FSDP's parameters found off their GPU, moved there by the program or its framework
 # outside FSDP's own CPU offload: _flat_param.py _check_on_compute_device, 2.0 on, read in
-# 2.13.0, verl-project/verl#4799)
+# 2.13.0, verl-project/verl#4799); a tensor on a GPU given to NumPy, which torch refuses
+# (torch/csrc/utils/tensor_numpy.cpp, raised from Tensor.__array__ and Tensor.numpy():
+# 'can't convert CUDA tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory
+# first.' in 1.0-1.5, 'can't convert cuda:0 device type tensor to numpy. ...' from 1.6 on,
+# read in the wheels of 1.0.0, 1.4.0, 1.6.0, 1.8.1, 1.10.0 and 2.13.0; issue #34, phase L:
+# facebookresearch/fairseq#3237)
 PROGRAM_TEXTS = re.compile(r"Tensors must be CUDA and dense"
                            r"|Expected all tensors to be on the same device"
-                           r"|^Expects tensor to be on the compute device \S+, was on \S+$")
+                           r"|^Expects tensor to be on the compute device \S+, was on \S+$"
+                           r"|^can't convert (?:CUDA|\S+ device type) tensor to numpy\.")
 # Where a C++ error of torch (c10::Error) was raised, in torch's own source tree: torch up
 # to 1.6 appends ' (FUNC at FILE:LINE)' to the message (c10/util/Exception.cpp), 1.7 on
 # prints 'Exception raised from FUNC at FILE:LINE (most recent call first):' on a line of
@@ -194,7 +213,77 @@ def _two_packages(m, frames, whole):
     return "%s and %s: the call at %s" % (others[-1], a, _at(inner))
 
 
-TRACEBACK_RULES = {"command_lookup": _command_lookup, "two_packages": _two_packages}
+# The launchers that run each rank as a subprocess and raise CalledProcessError for the
+# first that exits with an error (issue #34, phase L): torch.distributed.launch from 1.1
+# to 1.8 (launch.py main: 'raise subprocess.CalledProcessError(returncode=...,
+# cmd=process.args)' in 1.1-1.3, 'cmd=cmd', the last rank's command line, in 1.4-1.7;
+# 1.8's sigkill_handler; 1.0 only waited, 1.9 on runs torch elastic: ChildFailedError),
+# read in the wheels of 1.0.0, 1.1.0, 1.4.0, 1.6.0, 1.8.1 and 1.9.0; accelerate launch
+# (commands/launch.py simple_launcher and deepspeed_launcher, 0.20.3, 0.26.1, 1.15.0)
+LAUNCHERS = {("torch/distributed/launch.py", "main"),
+             ("torch/distributed/launch.py", "sigkill_handler"),
+             ("accelerate/commands/launch.py", "simple_launcher"),
+             ("accelerate/commands/launch.py", "deepspeed_launcher")}
+# Where CPython forks: multiprocessing's fork start method (popen_fork.py _launch:
+# 'self.pid = os.fork()'), its spawn and forkserver start methods (util.py
+# spawnv_passfds: _posixsubprocess.fork_exec), subprocess (subprocess.py _execute_child:
+# _fork_exec / _posixsubprocess.fork_exec; _posix_spawn: os.posix_spawn), read in 3.8,
+# 3.11 and 3.12
+FORKS = {("multiprocessing/popen_fork.py", "_launch"),
+         ("multiprocessing/util.py", "spawnv_passfds"),
+         ("subprocess.py", "_execute_child"), ("subprocess.py", "_posix_spawn")}
+
+
+def _innermost(frames, places):
+    """(the innermost frame, the tail of ``places`` it matched) where that frame is one
+    of ``places`` ((file's tail, function)) in the standard library or an installed
+    package (never the job's own copy of such a file), else None."""
+    path, _, function = frames[-1]
+    path = path.replace("\\", "/")
+    if _own(path):
+        return None
+    for tail, name in places:
+        if function == name and (path == tail or path.endswith("/" + tail)):
+            return frames[-1], tail
+    return None
+
+
+def _launcher_summary(m, frames, whole):
+    """A launcher's CalledProcessError for a rank it started, raised in the launcher's
+    own frame; the job's own subprocess.run(check=True) or check_call raises it in
+    subprocess.py's frame, and stays the program's error."""
+    found = _innermost(frames, LAUNCHERS)
+    return "raised by the launcher at %s" % _at(found[0]) if found else None
+
+
+def _fork(m, frames, whole):
+    """An OSError of errno 12 raised where CPython forks (FORKS: the innermost frame):
+    the kernel refused the memory for the new process. The same error anywhere else (an
+    mmap, an allocation of the job's) is not read."""
+    found = _innermost(frames, FORKS)
+    if found is None:
+        return None
+    said = "the fork in %s, in %s" % (found[1], found[0][2])
+    callers = [f for f in frames if not INTERNAL.search(f[0])]
+    return "%s; started from %s" % (said, _at(callers[-1])) if callers else said
+
+
+def _rendezvous_url(m, frames, whole):
+    """urllib's refusal of a URL's port (parse.py, the port property), where torch's
+    rendezvous handler (torch/distributed/rendezvous.py: _tcp_rendezvous_handler's
+    'result.port') parsed the URL: the job's own URL parsing is not read."""
+    if _innermost(frames, {("urllib/parse.py", "port")}) is None:
+        return None
+    torch_frames = [f for f in frames if f[0].replace("\\", "/").endswith(
+        "torch/distributed/rendezvous.py")]
+    if not torch_frames:
+        return None
+    return "the port urllib read: '%s', in %s" % (m.group("port"), _at(torch_frames[-1]))
+
+
+TRACEBACK_RULES = {"command_lookup": _command_lookup, "two_packages": _two_packages,
+                   "launcher_summary": _launcher_summary, "fork": _fork,
+                   "rendezvous_url": _rendezvous_url}
 assert set(TRACEBACK_RULES) == set(RULE_NAMES)
 
 # An environment cause this close below a program error is the same failure told twice
@@ -262,14 +351,21 @@ class Structure:
             if w and ln.rank is not None:
                 self.work.setdefault(ln.rank, (int(w.group(1)), w.group(2)))
         m = EXCEPTION.match(text)
-        if m is None:
+        glued = GLUED_TYPE.match(text) if m is None else None
+        if m is None and glued is None:
             return
         frames, sources, whole = None, (), False
         if len(self.exceptions) < EXCEPTIONS_READ:
             frames, sources, whole = _traceback(hit, ln)
-        if matched is None and frames and self.judge is not None:
-            matched = self.judge(ln, file, frames, whole)
-        full, name, message = _unmixed(m.group(1), (m.group(3) or "").strip(), sources)
+        if glued is not None:
+            message = _message_below(hit, ln) if frames else None
+            if message is None:
+                return
+            full, name = glued.group(1), glued.group(1)
+        else:
+            if matched is None and frames and self.judge is not None:
+                matched = self.judge(ln, file, frames, whole)
+            full, name, message = _unmixed(m.group(1), (m.group(3) or "").strip(), sources)
         explained = (matched is not None
                      or (name in NOT_PROGRAM and not OWN_IMPORT.match(message))
                      or bool(ENVIRONMENT.search(full + " " + CPP_WHERE.sub("", message))
@@ -437,6 +533,25 @@ def _frames_below(hit, ln):
             break  # not a traceback
     frames.reverse()
     return frames
+
+
+def _message_below(hit, ln):
+    """The message of an exception line whose type another rank's source line was glued
+    to (GLUED_TYPE): the next non-blank line of the same rank, where it is a message (not
+    a frame, a source line as CPython indents it, a traceback's first line or another
+    exception), else None."""
+    for raw in hit.following(4):
+        nxt = line_mod.parse(0, raw)
+        if ln.rank is not None and nxt.rank is not None and nxt.rank != ln.rank:
+            continue
+        text = nxt.text
+        if not text:
+            continue
+        if (FRAME.match(text) or _indented(nxt) or text.startswith(TRACEBACK)
+                or text.startswith(CHAINED) or EXCEPTION.match(text) or GLUED_TYPE.match(text)):
+            return None
+        return text
+    return None
 
 
 def _unmixed(full, message, sources):

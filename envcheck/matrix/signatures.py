@@ -117,8 +117,12 @@ SIGNATURE_KEYS = {"id", "cause", "match", "advice", "advice_from", "framework_ad
 # where the traceback's frames say so (explain/structure.py TRACEBACK_RULES holds them):
 # "command_lookup", a bare command name subprocess did not find on PATH;
 # "two_packages", an installed package calling another's API in a shape the installed
-# release of it does not have (issue #34, phase K)
-TRACEBACK_RULES = ("command_lookup", "two_packages")
+# release of it does not have (issue #34, phase K); "launcher_summary", a launcher's
+# CalledProcessError for a rank it started, raised in the launcher's own frame; "fork",
+# an error raised where CPython forks (multiprocessing, subprocess); "rendezvous_url",
+# urllib's refusal of a URL's port where torch's rendezvous parsed it (phase L)
+TRACEBACK_RULES = ("command_lookup", "two_packages", "launcher_summary", "fork",
+                   "rendezvous_url")
 
 # A cause read from lines a working job prints too, where the log shows nothing else, is a
 # guess: its wording must say so (issue #34, phase D)
