@@ -644,7 +644,7 @@ BATCH16_MISSED = {
     "https://github.com/yiqiao-yin/deepspeed-course/pull/19",  # barrier(timeout=): no frame
     "https://github.com/tianweiy/CenterPoint/issues/59",  # DDP's keyword: the callee not shown
     "https://github.com/pytorch/torchtitan/pull/2888",  # package versions: torch's ImportError
-    "https://github.com/huggingface/accelerate/issues/1199",  # package versions: accelerate's refusal
+    "https://github.com/huggingface/accelerate/issues/1199",  # package versions: its refusal
     "https://github.com/NVIDIA-NeMo/Speech/issues/13996",  # new: NCCL's topology check, no rule
     "https://github.com/mila-iqia/milabench/issues/183",  # new: NCCL's topology check, no rule
     "https://github.com/instructlab/training/issues/678",  # new: torch.fsdp_hybrid_shard_devices
