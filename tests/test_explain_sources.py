@@ -1182,6 +1182,115 @@ PHASE_L = [
 ]
 LINES += PHASE_L
 
+# Phase M of issue #34 (after batch 16 was measured): each wording as its source prints it
+# (torch's default_planner.py, fsdp/_init_utils.py, distributed_c10d.py and
+# nn/parallel/distributed.py read in the wheels of 1.0.0 to 2.13.0; vLLM's
+# csrc/cumem_allocator.cpp; accelerate's commands/launch.py, accelerator.py and
+# big_modeling.py in the wheels of 0.16.0, 0.20.3 and 1.15.0; CPython's call and import
+# errors). Every one fails on the rules before phase M (e7bf20d).
+PY311 = "/opt/conda/lib/python3.11/"
+LIB311 = PY311 + "site-packages/"
+OWN_M = ("/home/u/train.py", 120, "main", "model = setup(cfg)")
+FSDP_M = ((LIB311 + "torch/distributed/fsdp/fully_sharded_data_parallel.py", 439, "__init__",
+           "_init_process_group_state("),
+          (LIB311 + "torch/distributed/fsdp/_init_utils.py", 113, "_init_process_group_state",
+           "state = _init_process_group_state_for_hybrid_shard("),
+          (LIB311 + "torch/distributed/fsdp/_init_utils.py", 160,
+           "_init_process_group_state_for_hybrid_shard",
+           "intra_node_group, inter_node_group = _init_intra_and_inter_node_groups("),
+          (LIB311 + "torch/distributed/fsdp/_init_utils.py", 266,
+           "_init_intra_and_inter_node_groups",
+           "_init_intra_node_process_group(num_devices_per_node),"))
+PHASE_M = [
+    ("torch 2.11-2.13 checkpoint/default_planner.py create_default_local_load_plan, the key "
+     "on the next line as posted",
+     "RuntimeError: Missing key in checkpoint state_dict:\n"
+     "    optimizer.state.model.layers.3.mlp.w1.weight.exp_avg",
+     "torch.dcp_missing_key"),
+    ("vLLM csrc/cumem_allocator.cpp CUDA_CHECK (cuGetErrorString of CUDA_ERROR_OUT_OF_MEMORY), "
+     "raised by its Python side",
+     "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+     "cuda.out_of_memory"),
+    ("vLLM csrc/cumem_allocator.cpp CUDA_CHECK, the line its std::cerr prints",
+     "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:75",
+     "cuda.out_of_memory"),
+    ("accelerate 0.16.0 commands/launch.py multi_gpu_launcher, the message alone",
+     "Native multi-GPU training requires pytorch>=1.9.1",
+     "env.package_version"),
+    ("accelerate 0.16.0 commands/launch.py multi_gpu_launcher, NotImplementedError",
+     "NotImplementedError: Native multi-GPU training requires pytorch>=1.9.1",
+     "env.package_version"),
+    ("accelerate 0.20.3 commands/launch.py multi_gpu_launcher (accelerate#1203)",
+     "NotImplementedError: Native multi-GPU training through `accelerate launch` requires "
+     "pytorch>=1.9.1. Please call `torch.distributed.launch` directly instead.",
+     "env.package_version"),
+    ("accelerate 0.16.0 commands/launch.py, multi-node",
+     "NotImplementedError: Multi-node training requires pytorch>=1.9.1",
+     "env.package_version"),
+    ("accelerate 1.15.0 accelerator.py, FSDP_PYTORCH_VERSION",
+     "ValueError: FSDP requires PyTorch >= 2.1.0.a0+32f93b1",
+     "env.package_version"),
+    ("accelerate 1.15.0 accelerator.py, FSDP2_PYTORCH_VERSION (an ImportError)",
+     "ImportError: FSDP2 requires PyTorch >= 2.6.0",
+     "env.package_version"),
+    ("accelerate 0.20.3 accelerator.py join_uneven_inputs",
+     "ValueError: Joining uneven inputs requires PyTorch >= 1.10.0, You have 1.9.0+cu111.",
+     "env.package_version"),
+    ("accelerate 0.20.3 big_modeling.py cpu_offload",
+     "NotImplementedError: CPU offloading requires torch >= 1.9.0",
+     "env.package_version"),
+    ("CPython 3.12 ceval.c import_from in an installed package's module, a name of torch's "
+     "module",
+     _tb(OWN_M, (LIB311 + "torchtitan/models/llama4/__init__.py", 24, "<module>",
+                 "from .parallelize import parallelize_llama"),
+         (LIB311 + "torchtitan/models/llama4/parallelize.py", 13, "<module>",
+          "from torch.distributed.fsdp._fully_shard._fsdp_common import ("))
+     + "ImportError: cannot import name 'ShardPlacementResult' from "
+     "'torch.distributed.fsdp._fully_shard._fsdp_common' (" + LIB311
+     + "torch/distributed/fsdp/_fully_shard/_fsdp_common.py)",
+     "env.package_version"),
+    ("torch 2.13 fsdp/_init_utils.py _init_intra_node_process_group, new_subgroups' refusal",
+     _tb(OWN_M, *FSDP_M,
+         (LIB311 + "torch/distributed/fsdp/_init_utils.py", 212,
+          "_init_intra_node_process_group",
+          "intra_node_subgroup, _ = dist.new_subgroups(num_devices_per_node)"),
+         (LIB311 + "torch/distributed/distributed_c10d.py", 6190, "new_subgroups",
+          "raise ValueError("))
+     + "ValueError: The arg 'group_size' (8) must not exceed the world size (2)",
+     "torch.fsdp_hybrid_shard_devices"),
+    ("torch 2.0 fsdp/_init_utils.py _init_intra_node_process_group, new_subgroups() "
+     "defaulting to torch.cuda.device_count()",
+     _tb(OWN_M, *FSDP_M[:3],
+         (LIB311 + "torch/distributed/fsdp/_init_utils.py", 177,
+          "_init_intra_node_process_group", "intra_node_subgroup, _ = dist.new_subgroups()"),
+         (LIB311 + "torch/distributed/distributed_c10d.py", 3632, "new_subgroups",
+          "raise ValueError(f\"The arg 'group_size' ({group_size}) must not exceed the "
+          "world size ({world_size})\")"))
+     + "ValueError: The arg 'group_size' (4) must not exceed the world size (1)",
+     "torch.fsdp_hybrid_shard_devices"),
+    ("torch 1.0.0 nn/parallel/distributed.py __init__ (no find_unused_parameters before "
+     "1.1.0), CPython 3.7",
+     _tb(("/home/u/train.py", 88, "main",
+          "model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank], "
+          "find_unused_parameters=True)"))
+     + "TypeError: __init__() got an unexpected keyword argument 'find_unused_parameters'",
+     "torch.release_lacks_feature"),
+    ("torch 2.11.0 distributed_c10d.py barrier (timeout from 2.12), CPython 3.11 carets",
+     _tb(("/home/u/train.py", 40, "main",
+          "torch.distributed.barrier(timeout=timedelta(minutes=30))"))
+     + "    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+     "TypeError: barrier() got an unexpected keyword argument 'timeout'",
+     "torch.release_lacks_feature"),
+    ("torch 2.0.0 DistributedDataParallel.__init__ (init_sync read from 2.11.0), CPython "
+     "3.10's qualified name",
+     _tb(("/home/u/train.py", 51, "wrap",
+          "ddp = nn.parallel.DistributedDataParallel(model, init_sync=False)"))
+     + "TypeError: DistributedDataParallel.__init__() got an unexpected keyword argument "
+     "'init_sync'",
+     "torch.release_lacks_feature"),
+]
+LINES += PHASE_M
+
 @pytest.fixture(scope="module")
 def matrix():
     return matrix_load.load()
@@ -1992,3 +2101,98 @@ def test_the_new_findings_name_what_the_frames_show(tmp_path, matrix):
     assert result.findings[0].cause.endswith(
         "(the port urllib read: 'db8::5:29500', in "
         + LIB + "torch/distributed/rendezvous.py:217, in _tcp_rendezvous_handler)")
+
+
+# Phase M's guards: texts close to its wordings stay what they are.
+@pytest.mark.parametrize("text,kind", [
+    # the job's own function named barrier, and DeepSpeed's deepspeed.comm imported as
+    # dist (whose barrier takes no timeout either): the call does not name torch's API
+    (_tb(("/home/u/train.py", 40, "main", "barrier(timeout=30)"),
+         ("/home/u/utils.py", 9, "wrapper", "return fn(*args, **kwargs)"))
+     + "TypeError: barrier() got an unexpected keyword argument 'timeout'\n", None),
+    (_tb(("/home/u/train.py", 40, "main", "dist.barrier(timeout=timedelta(minutes=30))"))
+     + "TypeError: barrier() got an unexpected keyword argument 'timeout'\n", None),
+    # a bare DistributedDataParallel( (apex's has no find_unused_parameters), a keyword no
+    # torch release took, a keyword of the table said of another function, and
+    # CenterPoint#59's shape: CPython 3.6 shows the call's last line, not the callee
+    (_tb(("/home/u/train.py", 88, "main",
+          "model = DistributedDataParallel(model, find_unused_parameters=True)"))
+     + "TypeError: __init__() got an unexpected keyword argument 'find_unused_parameters'\n",
+     "TypeError"),
+    (_tb(("/home/u/train.py", 88, "main",
+          "model = torch.nn.parallel.DistributedDataParallel(model, find_unused_params=True)"))
+     + "TypeError: __init__() got an unexpected keyword argument 'find_unused_params'\n",
+     "TypeError"),
+    (_tb(("/home/u/train.py", 88, "main",
+          "out = torch.nn.parallel.DistributedDataParallel(model, static_graph=True)(x)"))
+     + "TypeError: forward() got an unexpected keyword argument 'static_graph'\n",
+     "TypeError"),
+    (_tb(("./tools/train.py", 128, "main", "logger=logger,"),
+         ("/home/u/det3d/torchie/apis/train.py", 344, "train_detector",
+          "find_unused_parameters=True,"))
+     + "TypeError: __init__() got an unexpected keyword argument 'find_unused_parameters'\n",
+     "TypeError"),
+    # new_subgroups called by the job itself, torch's refusal without FSDP's frames
+    (_tb(OWN_M, (LIB311 + "torch/distributed/distributed_c10d.py", 6190, "new_subgroups",
+                 "raise ValueError("))
+     + "ValueError: The arg 'group_size' (8) must not exceed the world size (2)\n",
+     "ValueError"),
+    (_tb(("/home/u/groups.py", 12, "make", "dist.new_subgroups(8)"),
+         ("/home/u/distributed_c10d.py", 6190, "new_subgroups", "raise ValueError("))
+     + "ValueError: The arg 'group_size' (8) must not exceed the world size (2)\n",
+     "ValueError"),
+    # accelerate's bf16 refusal names a device too: not read
+    ("ValueError: bf16 mixed precision requires PyTorch >= 1.10 and a supported device.\n",
+     "ValueError"),
+], ids=["own-barrier", "dist-alias-barrier", "bare-ddp", "keyword-never-taken",
+        "other-function", "callee-not-shown", "own-new-subgroups", "own-copy-of-c10d",
+        "bf16-device"])
+def test_texts_close_to_phase_m_s_are_the_program_s(text, kind, tmp_path, matrix):
+    found, result = _first(text, tmp_path, matrix)
+    if kind is None:  # a message naming a timeout and no signature: no finding
+        assert found == [], found
+    else:
+        assert found[:1] == ["program.exception"], found
+        assert result.findings[0].exception.type == kind
+
+
+@pytest.mark.parametrize("text", [
+    # the job's own import of a name torch lacks (its frame, not an installed package's):
+    # no cause, as since phase J
+    _tb(("/home/u/train.py", 3, "<module>",
+         "from torch.distributed.fsdp._fully_shard._fsdp_common import ShardPlacementResult"))
+    + "ImportError: cannot import name 'ShardPlacementResult' from "
+    "'torch.distributed.fsdp._fully_shard._fsdp_common' (" + LIB311
+    + "torch/distributed/fsdp/_fully_shard/_fsdp_common.py)\n",
+    # an installed package importing another package's name (not torch's)
+    _tb(OWN_M, (LIB311 + "peft/utils/other.py", 20, "<module>",
+                "from transformers.pytorch_utils import Conv1D"))
+    + "ImportError: cannot import name 'Conv1D' from 'transformers.pytorch_utils' ("
+    + LIB311 + "transformers/pytorch_utils.py)\n",
+    # vLLM's allocator with another CUDA error: not the OOM
+    "RuntimeError: CUDA Error: invalid argument at /workspace/csrc/cumem_allocator.cpp:62\n",
+], ids=["own-import", "other-package", "other-cuda-error"])
+def test_texts_close_to_phase_m_s_are_no_such_cause(text, tmp_path, matrix):
+    found, _ = _first(text, tmp_path, matrix)
+    assert not {"env.package_version", "cuda.out_of_memory"} & set(found), found
+
+
+def test_phase_m_s_findings_name_what_the_frames_show(tmp_path, matrix):
+    lines = {x[0]: x[1] for x in PHASE_M}
+    found, result = _first(lines["torch 1.0.0 nn/parallel/distributed.py __init__ (no "
+                                 "find_unused_parameters before 1.1.0), CPython 3.7"] + "\n",
+                           tmp_path, matrix)
+    assert result.findings[0].cause.endswith(
+        "(DistributedDataParallel takes find_unused_parameters from torch 1.1.0 (torch "
+        "1.0.0 does not), called at /home/u/train.py:88, in main)")
+    found, result = _first([x[1] for x in PHASE_M
+                            if x[2] == "torch.fsdp_hybrid_shard_devices"][0] + "\n",
+                           tmp_path, matrix)
+    assert result.findings[0].cause.endswith(
+        "(a group of 8 ranks, the GPUs torch counts on the node, in a world of 2, asked for "
+        "at " + LIB311 + "torch/distributed/fsdp/_init_utils.py:212, in "
+        "_init_intra_node_process_group)")
+    found, result = _first([x[1] for x in PHASE_M if "import_from" in x[0]][0] + "\n",
+                           tmp_path, matrix)
+    assert "(torchtitan imports ShardPlacementResult from torch.distributed.fsdp._fully_shard."\
+        "_fsdp_common, which the installed torch lacks, at " in result.findings[0].cause

@@ -152,8 +152,8 @@ def explain(paths, matrix_dirs=(), matrix=None):
     matcher = match.Matcher(matrix.signatures)
     facts = facts_mod.Facts()
     structure = structure_mod.Structure(
-        judge=lambda ln, file, frames, whole: matcher.feed_exception(
-            ln, file, frames, whole, structure_mod.TRACEBACK_RULES))
+        judge=lambda ln, file, frames, whole, source: matcher.feed_exception(
+            ln, file, frames, whole, structure_mod.TRACEBACK_RULES, source))
     inputs, frameworks = [], []
     for name, stream in opened:
         scan = read.Scan(stream)

@@ -76,7 +76,9 @@ class Finding:
 class Matcher:
     def __init__(self, signatures):
         self.rank = {s.id: i for i, s in enumerate(signatures)}
-        self.plain = [s for s in signatures if not s.differ and not s.traceback]
+        # (a ``traceback`` signature's ``line_match`` is read line by line too)
+        self.plain = [s for s in signatures
+                      if not s.differ and (not s.traceback or s.line_patterns)]
         # read on an exception line only, with its traceback's frames (feed_exception)
         self.traceback = [s for s in signatures if s.traceback]
         self.weak = [s for s in self.plain if s.weak]
@@ -87,7 +89,8 @@ class Matcher:
         # a team's pattern with a global flag such as (?i) cannot be joined to others).
         try:
             self.any = re.compile("|".join("(?:%s)" % p.pattern for s in self.plain
-                                           for p in s.patterns + s.weak + s.alone)) if self.plain else None
+                                           for p in (s.line_patterns if s.traceback else s.patterns)
+                                           + s.weak + s.alone)) if self.plain else None
         except re.error:
             self.any = None
         self.found = {}  # signature id -> Finding
@@ -102,7 +105,7 @@ class Matcher:
         matched = None
         if self.any is None or self.any.search(line.text):
             for s in self.plain:
-                if s.search(line.text):
+                if s.line_search(line.text):
                     self._record(s, line, file)
                     matched = s
                     break
@@ -133,15 +136,16 @@ class Matcher:
                         who, (m.group("value"), file, line))
         return matched
 
-    def feed_exception(self, line, file, frames, whole, rules):
+    def feed_exception(self, line, file, frames, whole, rules, source=""):
         """An exception line that no signature matched, with its traceback's frames
         (outermost first; ``whole``: the traceback's first line is in the log): the first
         ``traceback`` signature whose pattern it holds and whose rule (``rules[name](match,
-        frames, whole)``: what the frames say, or None) accepts the frames names it, with
+        frames, whole, source)``, ``source`` the innermost frame's source line: what the
+        frames say, or None) accepts the frames names it, with
         what they say after its cause; returns it, or None."""
         for s in self.traceback:
             m = s.search(line.text)
-            said = m and rules[s.traceback](m, frames, whole)
+            said = m and rules[s.traceback](m, frames, whole, source)
             if said:
                 if s.id not in self.found:
                     s = dataclasses.replace(s, cause="%s (%s)" % (s.cause, said))

@@ -166,7 +166,7 @@ def _at(frame):
     return "%s:%d, in %s" % frame
 
 
-def _command_lookup(m, frames, whole):
+def _command_lookup(m, frames, whole, source):
     """A bare command name (no directory, no blank) that subprocess could not run: CPython
     raises the child's exec error from subprocess.py's _execute_child, naming the program
     as it was given (orig_executable); with no directory in it, exec searched PATH. Only
@@ -180,7 +180,7 @@ def _command_lookup(m, frames, whole):
     return "%s; run from %s" % (said, _at(callers[-1])) if callers else said
 
 
-def _two_packages(m, frames, whole):
+def _two_packages(m, frames, whole, source):
     """An installed package calling another one's API in a shape the installed release
     of it does not have. The call is made in the innermost frame (CPython raises a
     call's TypeError, and an attribute's AttributeError, in the caller's frame), which
@@ -203,6 +203,9 @@ def _two_packages(m, frames, whole):
         b = module.split(".")[0]
         if b == a or (b != "torch" and b not in packages):
             return None
+        if m.groupdict().get("imported"):
+            return "%s imports %s from %s, which the installed %s lacks, at %s" % (
+                a, m.group("attribute"), module, b, _at(inner))
         return "%s calls %s.%s, which the installed %s lacks, at %s" % (
             a, module, m.group("attribute"), b, _at(inner))
     if not whole or any(_own(f[0]) for f in frames):
@@ -248,7 +251,7 @@ def _innermost(frames, places):
     return None
 
 
-def _launcher_summary(m, frames, whole):
+def _launcher_summary(m, frames, whole, source):
     """A launcher's CalledProcessError for a rank it started, raised in the launcher's
     own frame; the job's own subprocess.run(check=True) or check_call raises it in
     subprocess.py's frame, and stays the program's error."""
@@ -256,7 +259,7 @@ def _launcher_summary(m, frames, whole):
     return "raised by the launcher at %s" % _at(found[0]) if found else None
 
 
-def _fork(m, frames, whole):
+def _fork(m, frames, whole, source):
     """An OSError of errno 12 raised where CPython forks (FORKS: the innermost frame):
     the kernel refused the memory for the new process. The same error anywhere else (an
     mmap, an allocation of the job's) is not read."""
@@ -268,7 +271,7 @@ def _fork(m, frames, whole):
     return "%s; started from %s" % (said, _at(callers[-1])) if callers else said
 
 
-def _rendezvous_url(m, frames, whole):
+def _rendezvous_url(m, frames, whole, source):
     """urllib's refusal of a URL's port (parse.py, the port property), where torch's
     rendezvous handler (torch/distributed/rendezvous.py: _tcp_rendezvous_handler's
     'result.port') parsed the URL: the job's own URL parsing is not read."""
@@ -281,9 +284,105 @@ def _rendezvous_url(m, frames, whole):
     return "the port urllib read: '%s', in %s" % (m.group("port"), _at(torch_frames[-1]))
 
 
+# The keywords torch added to its distributed APIs, read from the signatures in the
+# wheels of 1.0.0, 1.1.0, 1.4.0, 1.6.0, 1.8.1, 1.9.0, 1.10.0, 1.13.1, 2.0.0, 2.11.0, 2.12.1
+# and 2.13.0 (DistributedDataParallel.__init__ in torch/nn/parallel/distributed.py;
+# barrier, init_process_group, new_group, new_subgroups in distributed_c10d.py; issue #34,
+# phase M): (API, keyword) -> (the first release read that takes it, the last read that
+# does not). Keywords a release took through **kwargs (1.0's init_process_group) are not
+# here: no release refused them.
+TORCH_KEYWORDS = {
+    ("DistributedDataParallel", "find_unused_parameters"): ("1.1.0", "1.0.0"),
+    ("DistributedDataParallel", "gradient_as_bucket_view"): ("1.8.1", "1.6.0"),
+    ("DistributedDataParallel", "static_graph"): ("1.13.1", "1.10.0"),
+    ("DistributedDataParallel", "init_sync"): ("2.11.0", "2.0.0"),
+    ("DistributedDataParallel", "delay_all_reduce_named_params"): ("2.11.0", "2.0.0"),
+    ("DistributedDataParallel", "param_to_hook_all_reduce"): ("2.11.0", "2.0.0"),
+    ("DistributedDataParallel", "mixed_precision"): ("2.11.0", "2.0.0"),
+    ("DistributedDataParallel", "device_mesh"): ("2.11.0", "2.0.0"),
+    ("DistributedDataParallel", "skip_all_reduce_unused_params"): ("2.11.0", "2.0.0"),
+    ("DistributedDataParallel", "bucket_cap_mb_list"): ("2.11.0", "2.0.0"),
+    ("DistributedDataParallel", "batched_grad_copy"): ("2.12.1", "2.11.0"),
+    ("DistributedDataParallel", "forward_sync_buffers"): ("2.13.0", "2.12.1"),
+    ("barrier", "device_ids"): ("1.8.1", "1.6.0"),
+    ("barrier", "timeout"): ("2.12.1", "2.11.0"),
+    ("init_process_group", "pg_options"): ("1.9.0", "1.8.1"),
+    ("init_process_group", "device_id"): ("2.11.0", "2.0.0"),
+    ("new_group", "backend"): ("1.1.0", "1.0.0"),
+    ("new_group", "pg_options"): ("1.9.0", "1.8.1"),
+    ("new_group", "use_local_synchronization"): ("2.11.0", "2.0.0"),
+    ("new_group", "group_desc"): ("2.11.0", "2.0.0"),
+    ("new_group", "device_id"): ("2.11.0", "2.0.0"),
+    ("new_group", "sort_ranks"): ("2.12.1", "2.11.0"),
+    ("new_subgroups", "group_desc"): ("2.11.0", "2.0.0"),
+}
+# A call of one of them by its qualified name, as the call's source line shows it (the
+# job's own function of the same name, apex's DistributedDataParallel and DeepSpeed's
+# deepspeed.comm.barrier, often imported as ``dist``, take other keywords: a bare
+# ``DistributedDataParallel(`` or ``dist.barrier(`` does not say whose it is)
+TORCH_CALL = re.compile(r"(?<![\w.])(?:(?:torch\.)?nn\.parallel\.(?:distributed\.)?"
+                        r"(?P<ddp>DistributedDataParallel)"
+                        r"|torch\.distributed\.(?:distributed_c10d\.)?(?P<function>\w+))\(")
+
+
+def _torch_keyword(m, frames, whole, source):
+    """A keyword a later torch release added to one of its distributed APIs
+    (TORCH_KEYWORDS), passed to that API called by its qualified name in the innermost
+    frame's source line (CPython raises a call's TypeError in the caller's frame). The
+    message names the function (``__init__()`` or, from 3.10, its qualified name); the
+    job's own function with a wrong keyword, or a call whose source line the traceback
+    does not show, is not read."""
+    call = TORCH_CALL.search(source or "")
+    if call is None:
+        return None
+    api = call.group("ddp") or call.group("function")
+    said = m.group("function").split(".")
+    if said[-1] != ("__init__" if call.group("ddp") else api) or (
+            len(said) > 1 and said[-2] != api):
+        return None
+    keyword = m.group("keyword")
+    release = TORCH_KEYWORDS.get((api, keyword))
+    if release is None:
+        return None
+    return "%s takes %s from torch %s (torch %s does not), called at %s" % (
+        api, keyword, release[0], release[1], _at(frames[-1]))
+
+
+# torch's refusal of a subgroup larger than the world (distributed_c10d.py new_subgroups:
+# 'The arg 'group_size' (N) must not exceed the world size (M)', 2.0 on; without the
+# numbers in 1.13), where FSDP's hybrid sharding asked for a group of one node's GPUs
+# (fsdp/_init_utils.py _init_intra_node_process_group: 2.0.0's dist.new_subgroups(), whose
+# group_size defaults to torch.cuda.device_count(); 2.11.0-2.13.0's
+# new_subgroups(num_devices_per_node), the device handle's device_count())
+FSDP_INTRA_NODE = ("torch/distributed/fsdp/_init_utils.py", "_init_intra_node_process_group")
+
+
+def _torch_file(frame, tail, function):
+    """Whether ``frame`` is torch's own ``tail`` in ``function``: under site-packages or
+    dist-packages, or a path the poster shortened to '...' (never the job's own copy)."""
+    path = frame[0].replace("\\", "/")
+    return (frame[2] == function and path.endswith("/" + tail)
+            and (not _own(path) or path.startswith(".../")))
+
+
+def _fsdp_intra_node(m, frames, whole, source):
+    """new_subgroups' refusal raised in torch's own frame, called from FSDP's
+    _init_intra_node_process_group: the job's own new_subgroups call is not read."""
+    if not _torch_file(frames[-1], "torch/distributed/distributed_c10d.py", "new_subgroups"):
+        return None
+    fsdp = [f for f in frames if _torch_file(f, *FSDP_INTRA_NODE)]
+    if not fsdp:
+        return None
+    size, world = m.group("size"), m.group("world")
+    said = ("a group of %s ranks, the GPUs torch counts on the node, in a world of %s"
+            % (size, world)) if size and world else "a group of the GPUs torch counts on the node"
+    return "%s, asked for at %s" % (said, _at(fsdp[-1]))
+
+
 TRACEBACK_RULES = {"command_lookup": _command_lookup, "two_packages": _two_packages,
                    "launcher_summary": _launcher_summary, "fork": _fork,
-                   "rendezvous_url": _rendezvous_url}
+                   "rendezvous_url": _rendezvous_url, "torch_keyword": _torch_keyword,
+                   "fsdp_intra_node": _fsdp_intra_node}
 assert set(TRACEBACK_RULES) == set(RULE_NAMES)
 
 # An environment cause this close below a program error is the same failure told twice
@@ -329,7 +428,7 @@ class Exc:
 
 class Structure:
     def __init__(self, judge=None):
-        # judge(line, file, frames, whole): the signature an exception line's traceback
+        # judge(line, file, frames, whole, source): the signature an exception line's traceback
         # names (match.Matcher.feed_exception with TRACEBACK_RULES), or None
         self.judge = judge
         self.files = {}  # input name -> its index: where a line is, in reading order
@@ -354,9 +453,9 @@ class Structure:
         glued = GLUED_TYPE.match(text) if m is None else None
         if m is None and glued is None:
             return
-        frames, sources, whole = None, (), False
+        frames, sources, whole, source = None, (), False, ""
         if len(self.exceptions) < EXCEPTIONS_READ:
-            frames, sources, whole = _traceback(hit, ln)
+            frames, sources, whole, source = _traceback(hit, ln)
         if glued is not None:
             message = _message_below(hit, ln) if frames else None
             if message is None:
@@ -364,7 +463,7 @@ class Structure:
             full, name = glued.group(1), glued.group(1)
         else:
             if matched is None and frames and self.judge is not None:
-                matched = self.judge(ln, file, frames, whole)
+                matched = self.judge(ln, file, frames, whole, source)
             full, name, message = _unmixed(m.group(1), (m.group(3) or "").strip(), sources)
         explained = (matched is not None
                      or (name in NOT_PROGRAM and not OWN_IMPORT.match(message))
@@ -479,13 +578,14 @@ def _ranks(ranks):
 
 
 def _traceback(hit, ln):
-    """(frames, sources, whole) of an exception line: its traceback's frames, outermost
+    """(frames, sources, whole, source) of an exception line: its traceback's frames, outermost
     first, read back through its own rank's lines to the traceback's first line (or the
     previous exception), or, where none is above, below it (a traceback pasted in
     reverse); the source lines shown above it, stripped (another rank's source line
     may be glued to the message); and whether the traceback is whole (its first line,
-    'Traceback (most recent call last):', is in the log above its frames)."""
-    frames, sources, whole = [], [], False
+    'Traceback (most recent call last):', is in the log above its frames); and the
+    innermost frame's source line, where the log shows it ('' else)."""
+    frames, sources, whole, source = [], [], False, ""
     for raw in reversed(hit.lookback()):
         prev = line_mod.parse(0, raw)
         if ln.rank is not None and prev.rank is not None and prev.rank != ln.rank:
@@ -503,8 +603,12 @@ def _traceback(hit, ln):
             break  # the previous exception: its frames are not this one's
         elif len(text) >= GLUED and _indented(prev):
             sources.append(text)
+        if not frames and not f and _indented(prev) and text.strip("^~ "):
+            source = text  # below the innermost frame: its source line (not the carets)
     frames.reverse()
-    return frames or _frames_below(hit, ln), sources, whole
+    if not frames:
+        return _frames_below(hit, ln), sources, whole, ""
+    return frames, sources, whole, source
 
 
 def _indented(line):

@@ -105,14 +105,18 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # __deepcopy__), which a framework may log with none of the words above
               # ("Failed to save EMA weights: FSDP does not ...": F is a first letter
               # here already); the rest of phase K's texts hold "Error" or "Cuda failure"
-              "FSDP does not support deepcopy")
+              "FSDP does not support deepcopy",
+              # phase M: accelerate's refusals of the installed torch, printed without an
+              # exception's type ('Native multi-GPU training requires pytorch>=1.9.1',
+              # accelerate 0.16's launch; N and M are first letters here already)
+              "Native multi-GPU training", "Multi-node training")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
 SIGNATURE_KEYS = {"id", "cause", "match", "advice", "advice_from", "framework_advice",
                   "source", "caught_by", "gpu", "symptom", "differ", "needs", "explains",
                   "weak_match", "weak_needs", "alone_match", "alone_cause", "note",
-                  "differ_match", "traceback"}
+                  "differ_match", "traceback", "line_match"}
 # The rules a signature's ``traceback`` may name: its exception line is the cause only
 # where the traceback's frames say so (explain/structure.py TRACEBACK_RULES holds them):
 # "command_lookup", a bare command name subprocess did not find on PATH;
@@ -120,9 +124,12 @@ SIGNATURE_KEYS = {"id", "cause", "match", "advice", "advice_from", "framework_ad
 # release of it does not have (issue #34, phase K); "launcher_summary", a launcher's
 # CalledProcessError for a rank it started, raised in the launcher's own frame; "fork",
 # an error raised where CPython forks (multiprocessing, subprocess); "rendezvous_url",
-# urllib's refusal of a URL's port where torch's rendezvous parsed it (phase L)
+# urllib's refusal of a URL's port where torch's rendezvous parsed it (phase L);
+# "torch_keyword", a torch API called, by its qualified name, with a keyword a later torch
+# release added; "fsdp_intra_node", torch's refusal of a subgroup larger than the world
+# where FSDP's hybrid sharding asked for one of a node's GPUs (phase M)
 TRACEBACK_RULES = ("command_lookup", "two_packages", "launcher_summary", "fork",
-                   "rendezvous_url")
+                   "rendezvous_url", "torch_keyword", "fsdp_intra_node")
 
 # A cause read from lines a working job prints too, where the log shows nothing else, is a
 # guess: its wording must say so (issue #34, phase D)
@@ -180,11 +187,19 @@ class Signature:
     # a rule of TRACEBACK_RULES: the ``match`` patterns are read only on an exception line
     # whose traceback's frames the rule accepts (never line by line)
     traceback: str = ""
+    # with ``traceback``: patterns read on every line, as a signature's without it (a
+    # package's own words that say the cause whole, with no traceback needed)
+    line_patterns: Tuple[re.Pattern, ...] = ()
     note: str = ""
 
     def search(self, text):
         """The first match of any pattern in ``text``, or None."""
         return _first(self.patterns, text)
+
+    def line_search(self, text):
+        """The first match in ``text`` of a pattern read line by line: ``line_match``'s
+        for a signature with ``traceback``, else ``match``'s."""
+        return _first(self.line_patterns, text) if self.traceback else _first(self.patterns, text)
 
     def weak_search(self, text):
         """The first match of a ``weak_match`` pattern in ``text``, or None."""
@@ -339,6 +354,10 @@ def parse(errors, where, e, probes, framework_advice):
     if traceback and (weak or alone or differ_patterns or flags["differ"]):
         errors.add(where, "%s: traceback reads exception lines only: no weak_match, "
                    "alone_match, differ or differ_match beside it" % label)
+    line_patterns = _optional_patterns(errors, where, label, e, "line_match")
+    if line_patterns and not traceback:
+        errors.add(where, "%s: line_match is for a signature with traceback (without it, "
+                   "match is read line by line)" % label)
     fw = framework_advice(errors, where, e) if advice is not None else ()
     if not patterns:
         return None
@@ -346,7 +365,8 @@ def parse(errors, where, e, probes, framework_advice):
                      where, advice, advice_from, fw, caught_by, needs=needs,
                      explains=explains, weak=weak, weak_needs=weak_needs,
                      alone=alone, alone_cause=alone_cause, differ_patterns=differ_patterns,
-                     traceback=traceback, note=e.get("note", ""), **flags)
+                     traceback=traceback, line_patterns=line_patterns,
+                     note=e.get("note", ""), **flags)
 
 
 def resolve(errors, signatures, expectations, builtin=None):
