@@ -242,3 +242,23 @@ def test_every_signature_s_screen_source_is_its_links_or_its_head():
             assert all(link in sig.source for link in links)  # never cut inside a link
         else:
             assert sig.source.startswith(shown[:-len(" (in full: -v)")])
+
+
+def test_every_command_to_paste_in_a_fix_stays_on_one_line_at_80_columns():
+    # python -c '...' split at a blank no longer pastes; before, 9 of the signatures'
+    # fixes had one, and at 80 columns most were split (the code's blanks)
+    import re
+
+    from envcheck.matrix import load
+    from envcheck.render.explanation import _fit
+
+    commands = 0
+    for sig in load.load().signatures:
+        for text in [sig.advice] + [v for _, v in sig.framework_advice]:
+            wanted = re.findall(r"\bpython[\d.]* -c '[^']*'", text)
+            lines = _fit(["  fix: " + text], 80)
+            assert " ".join(" ".join(lines).split()) == " ".join(("fix: " + text).split())
+            for command in wanted:
+                commands += 1
+                assert any(command in line for line in lines), (sig.id, command, lines)
+    assert commands >= 9

@@ -118,9 +118,16 @@ def _finding(f, frameworks, verbose=False):
     return out
 
 
+# A command to paste, in an advice: python's -c with its quoted code. Kept on one line
+# (a longer one overflows it whole, as a long URL does): split, it no longer pastes.
+COMMAND = re.compile(r"\bpython[\d.]* -c '[^']*'")
+KEEP = "\u00a0"  # no-break space: textwrap breaks at ASCII whitespace only
+
+
 def _fit(lines, width):
     """Lines wrapped to ``width`` columns (a terminal's); words are never broken, so a
-    URL or a path stays whole. ``width`` None (a pipe, a file): whole lines."""
+    URL or a path stays whole, nor a command to paste (COMMAND). ``width`` None (a pipe,
+    a file): whole lines."""
     if not width:
         return lines
     out = []
@@ -128,11 +135,12 @@ def _fit(lines, width):
         if len(line) <= width:
             out.append(line)
             continue
-        body = line.lstrip(" ")
-        indent = " " * (len(line) - len(body))
+        body = COMMAND.sub(lambda m: m.group(0).replace(" ", KEEP), line.lstrip(" "))
+        indent = " " * (len(line) - len(line.lstrip(" ")))
         more = indent + ("  " if body[:2] in ("✗ ", "> ", "- ") else "    ")
-        out += textwrap.wrap(body, width, initial_indent=indent, subsequent_indent=more,
-                             break_long_words=False, break_on_hyphens=False) or [line]
+        out += [w.replace(KEEP, " ") for w in textwrap.wrap(
+            body, width, initial_indent=indent, subsequent_indent=more,
+            break_long_words=False, break_on_hyphens=False)] or [line]
     return out
 
 
