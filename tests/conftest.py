@@ -160,7 +160,7 @@ def launcher_env(**extra):
     return env
 
 
-def torchrun(python, nnodes, node_rank, nproc, port, args, cwd, host=None):
+def torchrun(python, nnodes, node_rank, nproc, port, args, cwd, host=None, env=None):
     """One torchrun agent running launcher mode (ENVCHECK_HOST=host plays a node). The
     rendezvous id is this test process's own: two tests in two xdist workers that were
     handed the same free port would otherwise join one rendezvous, each agent pairing
@@ -172,7 +172,8 @@ def torchrun(python, nnodes, node_rank, nproc, port, args, cwd, host=None):
            "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:%d" % port,
            "--rdzv-id", "envcheck-test-%d" % os.getpid(), "-m", "envcheck.worker.launched",
            *args]
-    return subprocess.Popen(cmd, cwd=cwd, env=launcher_env(**({"ENVCHECK_HOST": host} if host else {})),
+    extra = dict(env or {}, **({"ENVCHECK_HOST": host} if host else {}))
+    return subprocess.Popen(cmd, cwd=cwd, env=launcher_env(**extra),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL)
 

@@ -122,11 +122,16 @@ def test_docs_prolog_drains_its_node_and_the_job_skips_it(slurm, cluster, node_b
     env = launcher_env(ROOT)
     with prolog(slurm, cluster, hand_block("prolog.d/envcheck.sh")), node3_first(slurm):
         # the first 2-node job is given node3 (and node1): node3's prolog fails, the
-        # job is cancelled (srun's cannot be requeued) before any task ran, and node3
-        # is drained with envcheck's reason (the prolog's; slurmd's drain keeps it)
+        # job is cancelled (srun's cannot be requeued) with no task run on node3, and
+        # node3 is drained with envcheck's reason (the prolog's; slurmd's drain keeps
+        # it). node1's task may start in the instant before the cancel reaches node1:
+        # slurmctld let the step through as node3's prolog reported (exit 168, "node1"
+        # on stdout, once in a CI run), so only node3's part is the test's
         first = slurm.run(["srun", "-N2", "--immediate=20", "hostname"], env=env,
                           timeout=120)
-        assert first.returncode == 1 and first.stdout == "", _explain(slurm, first)
+        assert first.returncode != 0 and first.stdout in ("", "node1\n"), \
+            _explain(slurm, first)
+        assert "Prolog failure on node node3" in first.stderr, _explain(slurm, first)
         _wait_for(lambda: "DRAIN" in slurm.node("node3")["State"], slurm, "node3 drained")
         n3 = slurm.node("node3")
         assert n3["Reason"].split(" [root@")[0] == reason, (n3, _explain(slurm, first))

@@ -187,7 +187,8 @@ def test_a_wrong_gloo_socket_ifname_is_named_with_its_host_and_fix_before_the_re
     # torchrun ends a host's other rank as soon as one fails: that one may be torn down
     # before it recorded its checks, so each host is judged by the ranks that did
     ranks = {int(r): e for r, e in check["ranks"].items()}
-    assert {0, 1} <= set(ranks) and {2, 3} & set(ranks) and {4, 5} & set(ranks), ranks
+    assert {0, 1} <= set(ranks) and {2, 3} & set(ranks) and {4, 5} & set(ranks), (
+        ranks, _where(res))
     by_host = {"node1": (0, 1), "node2": (2, 3), "node3": (4, 5)}
     assert {h: {ranks[r]["outcome"] for r in rs if r in ranks}
             for h, rs in by_host.items()} == {"node1": {"passed"}, "node2": {"failed"},

@@ -105,6 +105,34 @@ def test_rank_0s_early_report_helper_reads_the_path_then_reports_or_leaves_quiet
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
 
 
+def test_a_rank_whose_setup_failed_sent_its_failure_to_the_store_before_it_ended(tmp_path):
+    """nodeB names an interface it lacks: its ranks fail the pre-checks and end at once.
+    Its publishing rank (2) sends its host's records, that failure included, before it
+    exits, instead of leaving them to its watcher's relay: a new process that imports
+    torch first, while rank 0 waits only so long for them."""
+    out, report = tmp_path / "out", tmp_path / "report.json"
+    args = ["--out", str(out), "--json", str(report), "-p", "launch", "--timeout", "30"]
+    port = free_port()
+    agents = [torchrun(sys.executable, 2, i, 2, port, args, str(tmp_path), "node%s" % "AB"[i],
+                       env={"GLOO_SOCKET_IFNAME": ("lo", "envcheck9")[i]})
+              for i in (0, 1)]
+    results = [a.communicate(timeout=120) for a in agents]
+    assert [a.returncode for a in agents] == [1, 1], results
+    with open(out / "records-rank2.jsonl", "rb") as f:
+        data = f.read()
+    lines = data.splitlines(keepends=True)
+    setup = [i for i, line in enumerate(lines) if json.loads(line)["t"] == "setup"]
+    assert [json.loads(lines[i])["outcome"] for i in setup] == ["failed"], lines
+    failed_setup_ends = len(b"".join(lines[:setup[0] + 1]))
+    with open(out / ".relay-sent-rank2.json") as f:
+        sent = json.load(f)
+    assert sent["2"][1] >= failed_setup_ends, (sent, failed_setup_ends, len(data))
+    check = checks_by_id(load_report(str(report)))["setup.socket_interface"]
+    assert check["ranks"]["2"]["outcome"] == "failed", check
+    assert check["ranks"]["2"]["detail"].startswith(
+        "GLOO_SOCKET_IFNAME=envcheck9: nodeB has no interface envcheck9"), check
+
+
 def test_silent_ranks_are_named_by_host_even_when_they_sent_nothing(tmp_path):
     """After a link cut, rank 2's records reached rank 0 but rank 3's did not: both are
     named on node2, rank 3 from the hosts rank 0's launch probe gathered."""

@@ -195,8 +195,16 @@ def _rank_main(job, forked=None):
             publisher.append(pub)
         return writer
 
+    def flush():
+        # A rank that ends here (its setup failed) sends its host's last lines itself,
+        # before it exits: else they wait for its watcher's relay, a new process that
+        # must import torch first, and on a busy machine rank 0 may stop waiting first
+        for pub in publisher:
+            pub.flush()
+
     report = reporting.start_report(args) if rank == 0 else None
-    ctx = runtime.run_rank(job.plan, args.out, job.identity, wrap=watched, forked=forked)
+    ctx = runtime.run_rank(job.plan, args.out, job.identity, wrap=watched, forked=forked,
+                           before_exit=flush)
     records = ctx.records
     records.write("gather_start")
     chunks = reporting.gather_records(ctx, records_path(args.out, rank))
@@ -213,8 +221,7 @@ def _rank_main(job, forked=None):
         code = reporting.render_report(args, merged, report)
         if code is None:
             code = reporting.unjudged(merged, chunks)
-    for pub in publisher:
-        pub.flush()
+    flush()
     runtime.finish(records, code)
 
 

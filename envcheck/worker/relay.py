@@ -348,9 +348,11 @@ def main(argv=None):
                    help="how long rank 0 waits for the others to be done [%(default)s]")
     args = p.parse_args(argv)
     keys = prefix(args.run_id)
-    deadline = time.monotonic() + args.wait
     try:
         store = connect(args.rank, args.world_size, CONNECT_S, False)
+        # from here: the others' whole wait, not what this process's import of torch
+        # and its connect took of it
+        deadline = time.monotonic() + args.wait
         values = last_words(args.out, args.rank, args.local_rank, args.local_world_size)
         for i, value in enumerate(values[:-1]):
             store.set(keys + "final/%d/%d" % (args.rank, i + 1), value)

@@ -343,22 +343,29 @@ def teardown(ctx):
     return True
 
 
-def run_rank(plan, out_dir, identity, wrap=None, on_teardown_failed=None, forked=None):
+def run_rank(plan, out_dir, identity, wrap=None, on_teardown_failed=None, forked=None,
+             before_exit=None):
     """One rank's life, the same under both drivers: start, setup, probes, teardown.
 
     Returns the Context after a clean final barrier; otherwise the rank exits here with
-    ``RankExit.SETUP_FAILED`` or ``RankExit.TEARDOWN_FAILED``. ``wrap`` may wrap the
-    record writer (launcher mode's watchdog follows every record through it).
+    ``RankExit.SETUP_FAILED`` or ``RankExit.TEARDOWN_FAILED``, after ``before_exit``
+    (launcher mode: its host's records to the job's store, from this process, which
+    has torch and the store's connection already). ``wrap`` may wrap the record writer
+    (launcher mode's watchdog follows every record through it).
     """
     writer, host = start(plan, out_dir, identity, forked)
     records = wrap(writer) if wrap else writer
     ctx = setup(plan, records, host, identity)
     if ctx is None:
+        if before_exit:
+            before_exit()
         finish(records, RankExit.SETUP_FAILED)
     run_probes(ctx, plan["probes"])
     if not teardown(ctx):
         if on_teardown_failed:
             on_teardown_failed()
+        if before_exit:
+            before_exit()
         finish(records, RankExit.TEARDOWN_FAILED)
     return ctx
 
