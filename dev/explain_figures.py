@@ -53,7 +53,7 @@ def main(argv=None):
     total = right_total = 0
     for batch, (entries, missed) in batches.items():
         right = sum(e["source"] not in missed for e in entries)
-        users = sum(e["family"] == "user" for e in entries)
+        users = sum(family(e) == "user" for e in entries)
         print("| %d | %d | %d | %d (%.0f%%) |" % (batch, len(entries), users, right,
                                                  100.0 * right / len(entries)))
         total += len(entries)

@@ -1291,6 +1291,129 @@ PHASE_M = [
 ]
 LINES += PHASE_M
 
+# Phase N of issue #34 (after batch 17 was measured): each wording as its source prints it
+# (NCCL's src/transport.cc, src/misc/ipcsocket.cc and src/misc/socket.cc at the release
+# tags named; torch's c10/cuda/CUDACachingAllocator.cpp, generic/serialization.cpp and
+# serialization.cpp read in the wheels of 1.0.0 to 2.13.0; CPython's import system and
+# two-path OSError; Slurm's gres.c, slurm_opt.c and sbatch.c; DeepSpeed's
+# multinode_runner.py and runner.py; transformers' dynamic_module_utils.py and the auto
+# classes of 4.26.1). Every one fails on the rules before phase N (7375200).
+PHASE_N = [
+    ("nccl 2.18.5 src/transport.cc:174 (the recv side), CUDACHECKGOTO's WARN",
+     "node3:2201:2290 [1] transport.cc:174 NCCL WARN Cuda failure 'invalid argument'",
+     "nccl.release_bug"),
+    ("nccl 2.19.1 src/transport.cc:154, under torch's rank prefix",
+     "[rank3]:node7:5512:5590 [3] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'",
+     "nccl.release_bug"),
+    ("nccl 2.20.3 src/misc/ipcsocket.cc:57 ncclIpcSocketInit, the proxy's UDS socket of a "
+     "split communicator",
+     "gpu-12:40:1733 [0] misc/ipcsocket.cc:57 NCCL WARN UDS: Binding to socket "
+     "/tmp/nccl-socket-0-5d1e0c2a9b7f3e41 failed : Address already in use (98)",
+     "nccl.release_bug"),
+    ("nccl 2.18.3 src/misc/socket.cc:431 socketFinalizeAccept, an HTTP HEAD request "
+     "('HEAD / H')",
+     "h1:11:22 [0] misc/socket.cc:431 NCCL WARN socketFinalizeAccept: wrong magic "
+     "48202f2044414548 != 26c0f9a4e3e2b4f1",
+     "nccl.foreign_connection"),
+    ("nccl 2.24.3 src/misc/socket.cc:483 socketFinalizeAccept, an SSH client's banner "
+     "('SSH-2.0-')",
+     "h1:11:22 [2] misc/socket.cc:483 NCCL WARN socketFinalizeAccept: wrong magic "
+     "2d302e322d485353 != b17e3a0c55d9f2a8",
+     "nccl.foreign_connection"),
+    ("CPython 3.11 importlib (ModuleNotFoundError), an installed package's module importing "
+     "a module of its own package",
+     _tb(OWN_M, (LIB311 + "megatron/core/dist_checkpointing/strategies/torch.py", 71,
+                 "<module>", "from .filesystem_async import FileSystemWriterAsync"))
+     + "ModuleNotFoundError: No module named "
+     "'megatron.core.dist_checkpointing.strategies.filesystem_async'",
+     "env.package_incomplete"),
+    ("CPython 3.5 importlib (ImportError, before ModuleNotFoundError), a package's "
+     "__init__.py importing its own module",
+     _tb(("/home/u/train.py", 5, "<module>", "import flash_attn"),
+         ("/usr/local/lib/python3.5/dist-packages/flash_attn/__init__.py", 3, "<module>",
+          "from flash_attn.flash_attn_interface import flash_attn_func"))
+     + "ImportError: No module named 'flash_attn.flash_attn_interface'",
+     "env.package_incomplete"),
+    ("torch 2.12.1 c10/cuda/CUDACachingAllocator.cpp (libc10_cuda.so): pidfd_getfd refused, "
+     "a CUDA tensor from a queue",
+     _tb(("/home/u/train.py", 77, "consume", "batch = queue.get()"),
+         ("/usr/lib/python3.10/multiprocessing/queues.py", 122, "get",
+          "return _ForkingPickler.loads(res)"),
+         (LIB311 + "torch/multiprocessing/reductions.py", 181, "rebuild_cuda_tensor",
+          "storage = storage_cls._new_shared_cuda("),
+         (LIB311 + "torch/storage.py", 1452, "_new_shared_cuda",
+          "return torch.UntypedStorage._new_shared_cuda(*args, **kwargs)"))
+     + "RuntimeError: pidfd_getfd: Operation not permitted",
+     "cuda.ipc_expandable_segments"),
+    ("torch 2.12.1 CUDACachingAllocator.cpp: pidfd_open refused",
+     "RuntimeError: pidfd_open: Operation not permitted",
+     "cuda.ipc_expandable_segments"),
+    ("torch 2.12.1 CUDACachingAllocator.cpp: a kernel without pidfd_getfd (ENOSYS)",
+     "RuntimeError: The kernel on this machine does not support the pidfd_getfd syscall "
+     "needed to use IPC for CUDA tensors when expandable_segments:True is set. Consider "
+     "using expandable_segments:False via torch.cuda.memory._set_allocator_settings("
+     "'expandable_segments:False') for this allocation.",
+     "cuda.ipc_expandable_segments"),
+    ("CPython Objects/exceptions.c OSError_str (two paths): os.symlink on a FUSE drive, "
+     "EOPNOTSUPP",
+     "OSError: [Errno 95] Operation not supported: 'checkpoint-500' -> "
+     "'/content/drive/MyDrive/run/latest'",
+     "host.filesystem_unsupported"),
+    ("CPython OSError_str (two paths): os.replace on a mount without rename, ENOSYS",
+     "OSError: [Errno 38] Function not implemented: '/mnt/gcs/ckpt/last.pt.tmp' -> "
+     "'/mnt/gcs/ckpt/last.pt'",
+     "host.filesystem_unsupported"),
+    ("Slurm 21.08 src/common/gres.c gres_job_state_validate, under srun",
+     "srun: error: Failed to validate job spec. --gpus-per-task used without either --gpus "
+     "or -n/--ntasks is not allowed.",
+     "launch.slurm_gres_refused"),
+    ("Slurm 24.05 src/interfaces/gres.c: --gpus not a multiple of --gpus-per-task",
+     "sbatch: error: Failed to validate job spec, --gpus not multiple of --gpus-per-task",
+     "launch.slurm_gres_refused"),
+    ("Slurm src/sbatch/sbatch.c: the controller's ESLURM_INVALID_GRES "
+     "(src/common/slurm_errno.c)",
+     "sbatch: error: Batch job submission failed: Invalid generic resource (gres) "
+     "specification",
+     "launch.slurm_gres_refused"),
+    ("DeepSpeed 0.8 multinode_runner.py PDSHRunner.get_cmd ('pdsh -f 1024 -w'), "
+     ".deepspeed_env's Slurm variable",
+     "[2023-02-01 10:00:00,000] [INFO] [runner.py:508:main] cmd = pdsh -f 1024 -w "
+     "node1,node2 export NCCL_IB_DISABLE=0; export SLURM_TASKS_PER_NODE=8(x2);  cd "
+     "/home/u/proj; /opt/conda/bin/python -u -m deepspeed.launcher.launch "
+     "--world_info=eyJub2RlMSI6IFswXX0= --node_rank=%n --master_addr=node1 "
+     "--master_port=29500 train.py",
+     "launch.deepspeed_export_unquoted"),
+    ("DeepSpeed 0.14 ('pdsh -S -f 1024 -w'), an exported MLFLOW variable",
+     "[2024-05-02 09:12:44,101] [INFO] [runner.py:568:main] cmd = pdsh -S -f 1024 -w "
+     "gpu01,gpu02 export PYTHONPATH=/home/u/proj; export MLFLOW_RUN_NAME=sft(v2);  cd "
+     "/home/u/proj; /usr/bin/python3 -u -m deepspeed.launcher.launch "
+     "--world_info=eyJncHUwMSI6IFswXX0= --node_rank=%n --master_addr=gpu01 "
+     "--master_port=29500 train.py",
+     "launch.deepspeed_export_unquoted"),
+    ("torch 1.4 generic/serialization.cpp THPStorage_(readFileRaw), the legacy reader",
+     "RuntimeError: storage has wrong size: expected 4096 got 1024",
+     "checkpoint.corrupt"),
+    ("torch 2.0 serialization.cpp THPStorage_readFileRaw, the legacy reader's byte size",
+     "RuntimeError: storage has wrong byte size: expected 16384 got 4096",
+     "checkpoint.corrupt"),
+    ("torch 1.0-2.13 serialization.cpp doRead, a legacy file cut short",
+     "RuntimeError: unexpected EOF, expected 851968 more bytes. The file might be corrupted.",
+     "checkpoint.corrupt"),
+    ("transformers 4.57.6 dynamic_module_utils.py resolve_trust_remote_code, a repository "
+     "whose name holds NVIDIA",
+     "ValueError: The repository nvidia/NVIDIA-Nemotron-Nano-9B-v2 contains custom code "
+     "which must be executed to correctly load the model. You can inspect the repository "
+     "content at https://hf.co/nvidia/NVIDIA-Nemotron-Nano-9B-v2 .",
+     "program.exception"),
+    ("transformers 4.26.1 models/auto/configuration_auto.py, a local path holding CUDA",
+     "ValueError: Loading /data/cuda-models/chatglm2-6b requires you to execute the "
+     "configuration file in that repo on your local machine. Make sure you have read the "
+     "code there to avoid malicious use, then set the option `trust_remote_code=True` to "
+     "remove this error.",
+     "program.exception"),
+]
+LINES += PHASE_N
+
 @pytest.fixture(scope="module")
 def matrix():
     return matrix_load.load()
@@ -2196,3 +2319,135 @@ def test_phase_m_s_findings_name_what_the_frames_show(tmp_path, matrix):
                            tmp_path, matrix)
     assert "(torchtitan imports ShardPlacementResult from torch.distributed.fsdp._fully_shard."\
         "_fsdp_common, which the installed torch lacks, at " in result.findings[0].cause
+
+
+# What phase N's program errors mean, said in the finding (PROGRAM_MEANINGS): torch's
+# ProcessGroup.hpp (2.0 on) and ProcessGroupNCCL.cpp (1.x) refusals of a CPU tensor on an
+# NCCL-only group, and transformers' trust_remote_code refusals. Each was the program's
+# error before phase N too, without what it means (or, for a repository whose name holds
+# NVIDIA, no finding at all).
+@pytest.mark.parametrize("text,meaning", [
+    (_tb(("/home/u/train.py", 60, "log_metrics", "dist.all_reduce(correct)"),
+         (LIB311 + "torch/distributed/distributed_c10d.py", 2501, "all_reduce",
+          "work = group.allreduce([tensor], opts)"))
+     + "RuntimeError: No backend type associated with device type cpu\n",
+     "a tensor on the CPU was given to a collective of a process group whose only backend "
+     "is NCCL"),
+    (_tb(("/home/u/train.py", 60, "log_metrics", "dist.all_reduce(correct)"),
+         ("/opt/conda/lib/python3.7/site-packages/torch/distributed/distributed_c10d.py",
+          907, "all_reduce", "work = _default_pg.allreduce([tensor], opts)"))
+     + "RuntimeError: Tensors must be CUDA and dense\n",
+     "a tensor on the CPU was given to a collective of a process group whose only backend "
+     "is NCCL"),
+    ([x[1] for x in PHASE_N if "4.57.6" in x[0]][0] + "\n",
+     "transformers refused to load a model"),
+    ([x[1] for x in PHASE_N if "4.26.1" in x[0]][0] + "\n",
+     "transformers refused to load a model"),
+], ids=["no-backend-cpu", "cuda-and-dense", "trust-4.57", "trust-4.26"])
+def test_phase_n_s_program_errors_say_what_they_mean(text, meaning, tmp_path, matrix):
+    found, result = _first(text, tmp_path, matrix)
+    assert found[:1] == ["program.exception"], found
+    assert meaning in result.findings[0].cause
+    assert "trust_remote_code=True" in result.findings[0].signature.advice or \
+        "cpu:gloo,cuda:nccl" in result.findings[0].signature.advice
+
+
+@pytest.mark.parametrize("text,kind", [
+    # another device type than the CPU (a group of a backend without CUDA): not the CPU
+    # tensor's meaning; its words name CUDA, no finding as before
+    ("RuntimeError: No backend type associated with device type cuda\n", None),
+    # the job's own import of a module it lacks: no cause (phase J), never the install's
+    (_tb(("/home/u/train.py", 3, "<module>", "from mypkg.utils import load"))
+     + "ModuleNotFoundError: No module named 'mypkg.utils'\n", None),
+    # an installed package importing another package's module: which is out of step is
+    # not this rule's to say
+    (_tb(OWN_M, (LIB311 + "peft/tuners/lora/model.py", 30, "<module>",
+                 "from transformers.integrations.bnb import dequantize_bnb_weight"))
+     + "ModuleNotFoundError: No module named 'transformers.integrations.bnb'\n", None),
+    # a module of a parent package (google.cloud is a namespace of many distributions)
+    (_tb(OWN_M, (LIB311 + "google/cloud/bigquery/client.py", 44, "<module>",
+                 "from google.cloud import storage"))
+     + "ModuleNotFoundError: No module named 'google.cloud.storage'\n", None),
+    # a module of another subpackage of the same package
+    (_tb(OWN_M, (LIB311 + "deepspeed/ops/adam/cpu_adam.py", 9, "<module>",
+                 "from deepspeed.ops.op_builder.cpu_adam import CPUAdamBuilder"))
+     + "ModuleNotFoundError: No module named 'deepspeed.ops.op_builder.cpu_adam'\n", None),
+    # the parent is a module, not a package: a file shadowing the package
+    (_tb(OWN_M, (LIB311 + "deepspeed/runtime/engine.py", 1835, "_configure_zero_optimizer",
+                 "from deepspeed.runtime.superoffload.stage3 import X"))
+     + "ModuleNotFoundError: No module named 'deepspeed.runtime.superoffload.stage3'; "
+     "'deepspeed.runtime.superoffload' is not a package\n", None),
+    # one path: a lock or a chmod on a FUSE mount has other causes
+    ("OSError: [Errno 38] Function not implemented: '/mnt/nfs/run/ckpt.lock'\n", "OSError"),
+    # two filesystems, a permission: not a filesystem without the call
+    ("OSError: [Errno 18] Invalid cross-device link: '/tmp/ckpt.pt' -> '/data/ckpt.pt'\n",
+     "OSError"),
+    ("PermissionError: [Errno 1] Operation not permitted: '/data/a.pt' -> '/data/b.pt'\n",
+     "PermissionError"),
+    # the same path of torch's, another failure (pytorch/pytorch#179220, open)
+    ("RuntimeError: pidfd_getfd: Bad file descriptor\n", "RuntimeError"),
+    # a parser's words of its own
+    ("ValueError: unexpected EOF while parsing the config\n", "ValueError"),
+], ids=["no-backend-cuda", "own-import", "other-package", "namespace-parent",
+        "other-subpackage", "not-a-package", "one-path", "cross-device", "eperm-link",
+        "pidfd-ebadf", "parser-eof"])
+def test_texts_close_to_phase_n_s_are_the_program_s(text, kind, tmp_path, matrix):
+    found, result = _first(text, tmp_path, matrix)
+    if kind is None:  # an ImportError the install does not explain, CUDA's name: no cause
+        assert found == [], found
+    else:
+        assert found[:1] == ["program.exception"], found
+        assert result.findings[0].exception.type == kind
+        assert "a tensor on the CPU" not in result.findings[0].cause
+
+
+@pytest.mark.parametrize("text", [
+    # the same CUDA failure at another line, or another error at the bug's line
+    "h1:11:22 [0] transport.cc:160 NCCL WARN Cuda failure 'invalid argument'\n",
+    "h1:11:22 [0] transport/p2p.cc:154 NCCL WARN Cuda failure 'invalid argument'\n",
+    "h1:11:22 [0] transport.cc:154 NCCL WARN Cuda failure 'an illegal memory access was "
+    "encountered'\n",
+    # the UDS bind of 2.17-2.18 (the number alone) and of 2.23 on (line 58): no pidHash name
+    "h1:11:22 [0] misc/ipcsocket.cc:57 NCCL WARN UDS: Binding to socket "
+    "/tmp/nccl-socket-0-5d1e0c2a9b7f3e41 failed : 98\n",
+    "h1:11:22 [0] misc/ipcsocket.cc:58 NCCL WARN UDS: Binding to socket "
+    "/tmp/nccl-socket-0-5d1e0c2a9b7f3e41 failed : Address already in use (98)\n",
+    # another NCCL's magic (random bytes): not a foreign client
+    "h1:11:22 [0] misc/socket.cc:484 NCCL WARN socketFinalizeAccept: wrong magic "
+    "9f1c2e88d04b7a13 != 7970663b906d70b9\n",
+    # DeepSpeed 0.15.2's quoted value, an array assignment, a value without parentheses
+    "[INFO] [runner.py:568:main] cmd = pdsh -S -f 1024 -w n1,n2 export "
+    "SLURM_JOB_CPUS_PER_NODE=\"64(x2)\"; export PYTHONPATH=/p;  cd /p; python -u -m "
+    "deepspeed.launcher.launch --node_rank=%n train.py\n",
+    "[INFO] [runner.py:568:main] cmd = pdsh -S -f 1024 -w n1,n2 export NCCL_X=(a b);  cd /p; "
+    "python -u -m deepspeed.launcher.launch --node_rank=%n train.py\n",
+    "[INFO] [runner.py:568:main] cmd = pdsh -S -f 1024 -w n1,n2 export NCCL_IB_HCA=mlx5_0:1; "
+    " cd /p; python -u -m deepspeed.launcher.launch --node_rank=%n train.py\n",
+    # Slurm's other refusals, and another tool's words
+    "sbatch: error: Batch job submission failed: Invalid account or account/partition "
+    "combination specified\n",
+    "ERROR: Failed to validate job spec: field 'image' is immutable\n",
+], ids=["other-line", "other-file", "other-cuda-error", "uds-2.18", "uds-2.23",
+        "random-magic", "quoted-export", "array-export", "plain-export", "slurm-account",
+        "other-tool"])
+def test_texts_close_to_phase_n_s_are_no_such_cause(text, tmp_path, matrix):
+    found, _ = _first(text, tmp_path, matrix)
+    assert not {"nccl.release_bug", "nccl.foreign_connection",
+                "launch.deepspeed_export_unquoted", "launch.slurm_gres_refused"} & set(found), \
+        found
+
+
+def test_phase_n_s_findings_name_what_the_frames_show(tmp_path, matrix):
+    found, result = _first([x[1] for x in PHASE_N if "3.11 importlib" in x[0]][0] + "\n",
+                           tmp_path, matrix)
+    assert result.findings[0].cause.endswith(
+        "(megatron.core.dist_checkpointing.strategies.filesystem_async is not in the "
+        "installed megatron, which imports it at " + LIB311
+        + "megatron/core/dist_checkpointing/strategies/torch.py:71, in <module>)")
+    # a foreign client's text magic takes the place of the stray connection NCCL's error
+    # would otherwise be read as
+    found, result = _first([x[1] for x in PHASE_N if "HEAD" in x[0]][0] + "\n"
+                           "h1:11:22 [0] NCCL INFO bootstrap.cc:701 -> 6\n"
+                           "RuntimeError: NCCL error: remote process exited or there was a "
+                           "network error, NCCL version 2.18.3\n", tmp_path, matrix)
+    assert found[:1] == ["nccl.foreign_connection"], found

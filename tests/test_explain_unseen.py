@@ -144,6 +144,11 @@ NOT_IN_THE_TEXT = {
     "https://github.com/NVIDIA/TransformerEngine/pull/1031": "launch.child_failed",
     "https://github.com/deepspeedai/DeepSpeed/pull/4962": "program.exception",
     "https://github.com/OpenRLHF/OpenRLHF/pull/524": "program.exception",
+    # batch 17, after it was measured (phase N): DeepSpeed's data analyzer merging files it
+    # had not flushed shows as NumPy's 'cannot mmap an empty file' in DeepSpeed's frame, a
+    # framework's own bug the text cannot tell from an empty file of any other making: the
+    # program's ValueError
+    "https://github.com/deepspeedai/DeepSpeed/pull/5106": "program.exception",
 }
 
 
@@ -266,7 +271,7 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
     } | set().union(*(missed for batch, missed in WRITTEN_FROM.items() if batch != 4))
     # every miss of a batch written from was written from, and nothing it got right: batch
     # 4 (phases A and B), 5 (C), 6 (D), 7 (E), 8 and 9 (F), 10 (G), 11 (H), 12 (I), 14 (K),
-    # 15 (L), 16 (M)
+    # 15 (L), 16 (M), 17 (N)
     for batch, missed in WRITTEN_FROM.items():
         assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == batch} == missed
     assert all(e["split"] == "train" and e.get("batch") in (2, 3, *WRITTEN_FROM)
@@ -646,27 +651,39 @@ BATCH16_MISSED = {
 # the same thirteen misses. Twelve are causes no signature names (`new.*`: frameworks'
 # and NCCL's own bugs, a launcher's, a scheduler's and a filesystem's refusals), one a
 # known cause in a wording no rule reads. Every user-code log got the program's error.
+# Phase N wrote from all thirteen after the measurement, so they are training logs now:
+# apex#515 gets checkpoint.corrupt (the legacy reader's 'storage has wrong size'); seven a
+# new signature (their family now, the measured one kept as family_when_measured:
+# nccl.release_bug for nccl#957 and #1185, read from the WARN's file and line, which exist
+# with that call only in the releases with the bug; nccl.foreign_connection, a magic of
+# text; env.package_incomplete, an installed package importing its own missing module;
+# launch.slurm_gres_refused; launch.deepspeed_export_unquoted; host.filesystem_unsupported;
+# cuda.ipc_expandable_segments); three the program's error, now with what torch's or
+# transformers' words mean (their family now user: a CPU tensor in a collective of an
+# NCCL-only group, the same text as batches 7 and 16's user-code logs; transformers'
+# refusal without trust_remote_code, a path naming NVIDIA no longer read as the
+# environment's); DeepSpeed#5106 the best its text allows (NOT_IN_THE_TEXT).
 BATCH17_MISSED = {
     "https://github.com/NVIDIA/apex/issues/515",  # corrupt checkpoint: 'storage has wrong size'
-    "https://github.com/sgl-project/sglang/pull/5322",  # new
-    "https://github.com/huggingface/lerobot/issues/3127",  # new
-    "https://github.com/NVIDIA/nccl/issues/957",  # new
-    "https://github.com/NVIDIA/nccl/issues/1185",  # new
-    "https://github.com/NVIDIA/nccl/issues/1808",  # new
-    "https://github.com/deepspeedai/DeepSpeed/pull/7591",  # new
-    "https://github.com/verl-project/verl/pull/5200",  # new
-    "https://github.com/meta-pytorch/torchx/pull/1100",  # new
-    "https://github.com/deepspeedai/DeepSpeed/pull/5878",  # new
-    "https://github.com/huggingface/pytorch-image-models/issues/340",  # new
-    "https://github.com/NovaSky-AI/SkyRL/pull/1960",  # new
-    "https://github.com/deepspeedai/DeepSpeed/pull/5106",  # new
+    "https://github.com/sgl-project/sglang/pull/5322",  # new: a CPU tensor on NCCL, user now
+    "https://github.com/huggingface/lerobot/issues/3127",  # new: a CPU tensor on NCCL, user now
+    "https://github.com/NVIDIA/nccl/issues/957",  # new: nccl.release_bug (transport.cc:154)
+    "https://github.com/NVIDIA/nccl/issues/1185",  # new: nccl.release_bug (ipcsocket.cc:57)
+    "https://github.com/NVIDIA/nccl/issues/1808",  # new: nccl.foreign_connection
+    "https://github.com/deepspeedai/DeepSpeed/pull/7591",  # new: env.package_incomplete
+    "https://github.com/verl-project/verl/pull/5200",  # new: trust_remote_code, user now
+    "https://github.com/meta-pytorch/torchx/pull/1100",  # new: launch.slurm_gres_refused
+    "https://github.com/deepspeedai/DeepSpeed/pull/5878",  # new: launch.deepspeed_export_unquoted
+    "https://github.com/huggingface/pytorch-image-models/issues/340",  # new: filesystem, no links
+    "https://github.com/NovaSky-AI/SkyRL/pull/1960",  # new: cuda.ipc_expandable_segments
+    "https://github.com/deepspeedai/DeepSpeed/pull/5106",  # new: an unflushed file, no rule
 }
 
 # The batches rules were written from after their measurement, and their misses.
 WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_MISSED,
                 8: BATCH8_MISSED, 9: BATCH9_MISSED, 10: BATCH10_MISSED, 11: BATCH11_MISSED,
                 12: BATCH12_MISSED, 14: BATCH14_MISSED, 15: BATCH15_MISSED,
-                16: BATCH16_MISSED}
+                16: BATCH16_MISSED, 17: BATCH17_MISSED}
 
 # Batches 8-17 as measured: logs, user-code logs among them, right at the first run, the
 # misses, and those of the misses whose cause no signature named then (`new.*`, kept as
@@ -747,7 +764,10 @@ def test_a_batch_keeps_its_measured_causes(batch, tmp_path, matrix):
 def test_a_batch_cites_no_thread_of_the_corpus_or_earlier_batches(batch):
     logs, users, _, missed, _ = MEASURED_BATCHES[batch]
     entries = [e for e in ENTRIES if e.get("batch") == batch]
-    assert len(entries) == logs and sum(e["family"] == "user" for e in entries) == users
+    # user-code logs as measured (a `new.*` miss read since as the program's error keeps
+    # its measured family: phase N's CPU tensor on an NCCL-only group)
+    assert len(entries) == logs and sum(
+        e.get("family_when_measured", e["family"]) == "user" for e in entries) == users
     assert all(e["split"] == "heldout" or e["source"] in missed for e in entries)
     _cites_nothing_earlier(batch)
 

@@ -79,11 +79,18 @@ ENVIRONMENT = re.compile(
 # 'can't convert CUDA tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory
 # first.' in 1.0-1.5, 'can't convert cuda:0 device type tensor to numpy. ...' from 1.6 on,
 # read in the wheels of 1.0.0, 1.4.0, 1.6.0, 1.8.1, 1.10.0 and 2.13.0; issue #34, phase L:
-# facebookresearch/fairseq#3237)
+# facebookresearch/fairseq#3237); transformers' refusal to run the code a model's
+# repository ships without trust_remote_code=True, whatever the repository's name says
+# ('NVIDIA-Nemotron-...': issue #34, phase N, verl-project/verl#5200; its wordings below,
+# TRUST_REMOTE_CODE)
+TRUST_REMOTE_CODE = (r"requires you to execute (?:the (?:code in the )?[\w ]+? file in that repo"
+                     r"|custom code contained in the model repository)"
+                     r"|^The repository (?:for )?\S+ (?:contains|references) custom code\b")
 PROGRAM_TEXTS = re.compile(r"Tensors must be CUDA and dense"
                            r"|Expected all tensors to be on the same device"
                            r"|^Expects tensor to be on the compute device \S+, was on \S+$"
-                           r"|^can't convert (?:CUDA|\S+ device type) tensor to numpy\.")
+                           r"|^can't convert (?:CUDA|\S+ device type) tensor to numpy\."
+                           r"|" + TRUST_REMOTE_CODE)
 # Where a C++ error of torch (c10::Error) was raised, in torch's own source tree: torch up
 # to 1.6 appends ' (FUNC at FILE:LINE)' to the message (c10/util/Exception.cpp), 1.7 on
 # prints 'Exception raised from FUNC at FILE:LINE (most recent call first):' on a line of
@@ -120,6 +127,61 @@ PROGRAM_MEANINGS = (
      "torch/csrc/distributed/c10d/reducer.cpp (Reducer::Reducer: 'Expected at least one "
      "parameter.'); torch/nn/parallel/distributed.py ('DistributedDataParallel is not "
      "needed when a module doesn't have any parameter that requires a gradient.')"),
+    # A tensor on the CPU in a collective of a group that has NCCL alone (issue #34, phase
+    # N: sgl-project/sglang#5322, huggingface/lerobot#3127; the same text as batch 7's
+    # anomalib#1410 and batch 16's NeMo Automodel#3461, user code): torch 2.0 on keeps a
+    # backend per device type in each ProcessGroup (ProcessGroup::getBackend: 'No backend
+    # type associated with device type ' and the device, read in the wheels of 2.0.0,
+    # 2.11.0, 2.12.1 and 2.13.0, not in 1.13.1); before it, and in 2.x for a tensor list
+    # whose first tensor is on the GPU, ProcessGroupNCCL.cpp's check_gpu_single_tensor
+    # ('Tensors must be CUDA and dense', in the 1.13.1 and 2.12.1 wheels' libtorch_cuda,
+    # asserted by torch's own distributed_test.py from 1.8.1 on)
+    (re.compile(r"No backend type associated with device type cpu\b"
+                r"|Tensors must be CUDA and dense"),
+     "a tensor on the CPU was given to a collective of a process group whose only backend "
+     "is NCCL (init_process_group('nccl'), or a group or device mesh made for NCCL), which "
+     "moves GPU tensors only: torch 2.0 on says the group has no backend for the CPU ('No "
+     "backend type associated with device type cpu'), torch 1.x, and 2.x for a list whose "
+     "first tensor is on the GPU, 'Tensors must be CUDA and dense' (a sparse GPU tensor is "
+     "refused in the same words)",
+     "create the tensor on the rank's GPU before the collective (torch.tensor(x, "
+     "device=torch.device('cuda', local_rank)), t.to(device)): a value computed on the CPU "
+     "(a metric, a count, a .cpu() before the all_reduce), an object sent through a tensor "
+     "made on the CPU, or a module buffer replaced by a new CPU tensor (DDP broadcasts the "
+     "buffers at each forward: update a buffer in place, buf.fill_(v) or buf.copy_(t)) are "
+     "the usual ones; or give the group a CPU backend too: "
+     "init_process_group('cpu:gloo,cuda:nccl') (torch 2.0 on), or a gloo group for the CPU "
+     "tensors (dist.new_group(backend='gloo'))",
+     "torch/csrc/distributed/c10d/ProcessGroup.hpp (ProcessGroup::getBackend: 'No backend "
+     "type associated with device type ', torch 2.0 on); ProcessGroupNCCL.cpp "
+     "check_gpu_single_tensor ('Tensors must be CUDA and dense'); "
+     "https://github.com/sgl-project/sglang/pull/5322, "
+     "https://github.com/huggingface/lerobot/issues/3127 (a framework's tensor made on the "
+     "CPU, a buffer replaced by a CPU tensor)"),
+    # transformers' refusal to run the code a model's repository ships (issue #34, phase N:
+    # verl-project/verl#5200): dynamic_module_utils.py resolve_trust_remote_code, read in the
+    # wheels of 4.26.1, 4.36.2 and 4.57.6 (TRUST_REMOTE_CODE above: 4.26.1's 'Loading X
+    # requires you to execute the configuration file in that repo ...', and the modeling,
+    # tokenizer, feature extractor, image processor and pipeline files' words; 4.36.2's
+    # 'The repository for X contains custom code ...'; 4.57.6's 'The repository X contains
+    # custom code which must be executed to correctly load the model.', 'references
+    # custom code contained in', and the prompt's timeout, 'Loading this model requires
+    # you to execute custom code contained in the model repository ...')
+    (re.compile(TRUST_REMOTE_CODE),
+     "transformers refused to load a model (its configuration, tokenizer or processor) "
+     "whose repository ships code of its own, because the call that loads or builds it was "
+     "not given trust_remote_code=True (in a job without a terminal, transformers' question "
+     "gets no answer); the job's setting has to reach every call that builds the model, a "
+     "framework's own among them (a checkpoint save that builds the model again from its "
+     "configuration)",
+     "pass trust_remote_code=True to the call the traceback shows (from_pretrained, "
+     "from_config, AutoConfig or AutoTokenizer.from_pretrained), or set the framework's own "
+     "option for it and check that it reaches that call (a framework that drops it on one "
+     "path, such as verl's checkpoint save before verl-project/verl#5200, needs its fix); "
+     "read the repository's code first: it runs on every rank",
+     "transformers' dynamic_module_utils.py resolve_trust_remote_code (4.36.2 on; "
+     "configuration_auto.py, tokenization_auto.py, auto_factory.py before), read in the "
+     "wheels of 4.26.1, 4.36.2 and 4.57.6; https://github.com/verl-project/verl/pull/5200"),
 )
 NOT_PROGRAM = {"ChildFailedError", "DistBackendError", "DistNetworkError", "DistStoreError",
                "DistError", "OutOfMemoryError", "MemoryError", "ProcessRaisedException",
@@ -379,10 +441,40 @@ def _fsdp_intra_node(m, frames, whole, source):
     return "%s, asked for at %s" % (said, _at(fsdp[-1]))
 
 
+# The part of a frame's path below site-packages or dist-packages (an egg's directory
+# left out): 'deepspeed/runtime/engine.py'
+INSTALLED = re.compile(r"[/\\](?:site|dist)-packages[/\\](?:[^/\\]+\.egg[/\\])?(.+)$")
+
+
+def _own_module(m, frames, whole, source):
+    """An installed package's module importing a module of its own package that is not
+    there: CPython's 'No module named 'A.b.c'' raised in the importing frame (an import
+    statement; importlib's own frames are left out), where that frame's file is installed
+    (site-packages or dist-packages) in the package A.b, the missing module's own parent.
+    A sibling missing from the installed files is the install's, not the job's: the
+    release was packaged without it, or the install is partial. The job's own import, an
+    import of another package's or of a parent package's module (a namespace package such
+    as google.cloud shares its directory between distributions) is not read."""
+    callers = [f for f in frames if not INTERNAL.search(f[0])
+               or (LIBRARY.search(f[0]) and not f[0].startswith("<"))]
+    if not callers:
+        return None
+    importer = callers[-1]
+    found = INSTALLED.search(importer[0].replace("\\", "/"))
+    missing = m.group("module")
+    if found is None or "." not in missing:
+        return None
+    package = ".".join(found.group(1).split("/")[:-1])
+    if not package or missing.rsplit(".", 1)[0] != package:
+        return None
+    return "%s is not in the installed %s, which imports it at %s" % (
+        missing, missing.split(".")[0], _at(importer))
+
+
 TRACEBACK_RULES = {"command_lookup": _command_lookup, "two_packages": _two_packages,
                    "launcher_summary": _launcher_summary, "fork": _fork,
                    "rendezvous_url": _rendezvous_url, "torch_keyword": _torch_keyword,
-                   "fsdp_intra_node": _fsdp_intra_node}
+                   "fsdp_intra_node": _fsdp_intra_node, "own_module": _own_module}
 assert set(TRACEBACK_RULES) == set(RULE_NAMES)
 
 # An environment cause this close below a program error is the same failure told twice

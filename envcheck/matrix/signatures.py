@@ -109,7 +109,14 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # phase M: accelerate's refusals of the installed torch, printed without an
               # exception's type ('Native multi-GPU training requires pytorch>=1.9.1',
               # accelerate 0.16's launch; N and M are first letters here already)
-              "Native multi-GPU training", "Multi-node training")
+              "Native multi-GPU training", "Multi-node training",
+              # phase N: DeepSpeed's multi-node launcher's command line ('cmd = pdsh -S -f
+              # 1024 -w HOSTS export ...', PDSH_MAX_FAN_OUT: its exports cut short by a
+              # paste hold no other word; "-" is a first letter here already), and sbatch's
+              # refusal by the controller ('Batch job submission failed: Invalid generic
+              # resource (gres) specification': B is a first letter already); the other
+              # phase N texts hold "Error", "NCCL" or "Failed"
+              "-f 1024 -w", "Batch job submission failed")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
@@ -127,9 +134,11 @@ SIGNATURE_KEYS = {"id", "cause", "match", "advice", "advice_from", "framework_ad
 # urllib's refusal of a URL's port where torch's rendezvous parsed it (phase L);
 # "torch_keyword", a torch API called, by its qualified name, with a keyword a later torch
 # release added; "fsdp_intra_node", torch's refusal of a subgroup larger than the world
-# where FSDP's hybrid sharding asked for one of a node's GPUs (phase M)
+# where FSDP's hybrid sharding asked for one of a node's GPUs (phase M); "own_module", an
+# installed package's module importing a module of its own package that is not installed
+# (phase N)
 TRACEBACK_RULES = ("command_lookup", "two_packages", "launcher_summary", "fork",
-                   "rendezvous_url", "torch_keyword", "fsdp_intra_node")
+                   "rendezvous_url", "torch_keyword", "fsdp_intra_node", "own_module")
 
 # A cause read from lines a working job prints too, where the log shows nothing else, is a
 # guess: its wording must say so (issue #34, phase D)
