@@ -2348,8 +2348,12 @@ def test_phase_n_s_program_errors_say_what_they_mean(text, meaning, tmp_path, ma
     found, result = _first(text, tmp_path, matrix)
     assert found[:1] == ["program.exception"], found
     assert meaning in result.findings[0].cause
-    assert "trust_remote_code=True" in result.findings[0].signature.advice or \
-        "cpu:gloo,cuda:nccl" in result.findings[0].signature.advice
+    # the fix that goes with this meaning, not the other one's
+    fix = {"a tensor on the CPU": "cpu:gloo,cuda:nccl",
+           "transformers refused": "trust_remote_code=True"}
+    wanted = [f for m, f in fix.items() if meaning.startswith(m)]
+    advice = result.findings[0].signature.advice
+    assert [f for f in fix.values() if f in advice] == wanted, advice
 
 
 @pytest.mark.parametrize("text,kind", [
