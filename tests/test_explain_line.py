@@ -18,6 +18,10 @@ CASES = [
      "[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog caught collective", 1, None),
     (b"(Worker pid=12) [rank1]:[E918 23:18:00.3 ProcessGroupNCCL.cpp:632] [Rank 1] W",
      "[E918 23:18:00.3 ProcessGroupNCCL.cpp:632] [Rank 1] W", 1, None),
+    # SkyPilot's task prefix, a comma before the pid (oumi-ai/oumi#835)
+    (b"(llama405b-qlora-fsdp, pid=17187) [rank0]: AssertionError", "AssertionError", 0, None),
+    (b"(a task, pid=17187) [rank0]: AssertionError",
+     "(a task, pid=17187) [rank0]: AssertionError", None, None),
     (b"\x1b[31mRuntimeError\x1b[0m: CUDA error\r\n", "RuntimeError: CUDA error", None, None),
     (b"RuntimeError: caf\xe9 \xff broken", "RuntimeError: caf\ufffd \ufffd broken", None, None),
     (b"  2%|##  | 3/100 [00:01<00:30]\r 5%|###  | 5/100\rRuntimeError: late",

@@ -1414,6 +1414,39 @@ PHASE_N = [
 ]
 LINES += PHASE_N
 
+# Phase O (issue #34, from batch 18's misses, after it was measured): the wordings of the
+# texts those logs hold, as their sources print them (each failed on dcb097d: no finding)
+PHASE_O = [
+    ("torch 1.x torch.distributed.launch, argparse's type=int refusal of an empty value",
+     "launch.py: error: argument --nproc_per_node: invalid int value: ''",
+     "launch.nproc_per_node_invalid"),
+    ("torch 1.x torch.distributed.launch, argparse's refusal of a word",
+     "usage: launch.py [-h] [--nnodes NNODES] [--node_rank NODE_RANK]\n"
+     "launch.py: error: argument --nproc_per_node: invalid int value: 'all'",
+     "launch.nproc_per_node_invalid"),
+    ("torch 2.13.0 torch/serialization.py, a GPU index this process does not have",
+     "RuntimeError: Attempting to deserialize object on CUDA device 2 but "
+     "torch.cuda.device_count() is 1. Please use torch.load with map_location to map your "
+     "storages to an existing device.",
+     "checkpoint.device_missing"),
+    ("torch 2.13.0 torch/serialization.py, no GPU at all",
+     "RuntimeError: Attempting to deserialize object on a CUDA device but "
+     "torch.cuda.is_available() is False. If you are running on a CPU-only machine, please "
+     "use torch.load with map_location=torch.device('cpu') to map your storages to the CPU.",
+     "checkpoint.device_missing"),
+    ("CPython os.environ's KeyError of a task's variable, outside srun",
+     _tb(("/home/u/train.py", 12, "<module>", "rank = int(os.environ['SLURM_PROCID'])"),
+         ("/usr/lib/python3.10/os.py", 680, "__getitem__",
+          "raise KeyError(key) from None"))
+     + "KeyError: 'SLURM_PROCID'",
+     "launch.slurm_variable_missing"),
+    ("a framework's own check of a Slurm variable (itwinai), under Hydra",
+     "Error in call to target 'pkg.Trainer':\n"
+     "KeyError(\"Required environment variable 'SLURM_NTASKS' not set\")",
+     "launch.slurm_variable_missing"),
+]
+LINES += PHASE_O
+
 @pytest.fixture(scope="module")
 def matrix():
     return matrix_load.load()
@@ -2455,3 +2488,50 @@ def test_phase_n_s_findings_name_what_the_frames_show(tmp_path, matrix):
                            "RuntimeError: NCCL error: remote process exited or there was a "
                            "network error, NCCL version 2.18.3\n", tmp_path, matrix)
     assert found[:1] == ["nccl.foreign_connection"], found
+
+
+@pytest.mark.parametrize("text", [
+    # argparse's refusal of another option, and of a number torchrun reads itself
+    "launch.py: error: argument --nnodes: invalid int value: ''\n",
+    "train.py: error: argument --batch_size: invalid int value: ''\n",
+    # torch.load's other refusals
+    "RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda."
+    "is_available() was called\n",
+    # a KeyError of another variable, and of a Slurm name no step sets
+    "KeyError: 'MASTER_ADDR'\n",
+    "KeyError: 'SLURM_MY_SETTING'\n",
+    "KeyError: 'SLURM_PROCID_OFFSET'\n",
+], ids=["other-option", "other-program", "other-load", "master-addr", "slurm-unknown",
+        "slurm-longer"])
+def test_texts_close_to_phase_o_s_are_no_such_cause(text, tmp_path, matrix):
+    found, _ = _first(text, tmp_path, matrix)
+    assert not {"launch.nproc_per_node_invalid", "checkpoint.device_missing",
+                "launch.slurm_variable_missing"} & set(found), found
+
+
+@pytest.mark.parametrize("message, meaning, fix", [
+    # autograd's in-place check: its tensor type names CUDA, and it is still the program's
+    ("RuntimeError: one of the variables needed for gradient computation has been modified "
+     "by an inplace operation: [torch.cuda.FloatTensor [256]] is at version 5; expected "
+     "version 4 instead. Hint: enable anomaly detection to find the operation that failed "
+     "to compute its gradient, with torch.autograd.set_detect_anomaly(True).",
+     "BatchNorm's running statistics", "convert_sync_batchnorm"),
+    # a Slurm per-node count read with int()
+    ("ValueError: invalid literal for int() with base 10: '4(x2)'",
+     "'2(x3)' is 2 on each of 3 nodes", "SLURM_NODEID"),
+    ("ValueError: invalid literal for int() with base 10: '8(x2),4'",
+     "'2(x3)' is 2 on each of 3 nodes", "SLURM_NODEID"),
+], ids=["inplace", "slurm-count", "slurm-count-list"])
+def test_phase_o_s_program_errors_say_what_they_mean(message, meaning, fix, tmp_path, matrix):
+    found, result = _first(_tb(OWN_M) + message + "\n", tmp_path, matrix)
+    assert found[:1] == ["program.exception"], found
+    first = result.findings[0]
+    assert meaning in first.cause, first.cause
+    assert fix in first.signature.advice, first.signature.advice
+
+
+def test_another_int_refusal_gets_no_slurm_meaning(tmp_path, matrix):
+    found, result = _first(_tb(OWN_M) + "ValueError: invalid literal for int() with base "
+                           "10: '4x2'\n", tmp_path, matrix)
+    assert found[:1] == ["program.exception"]
+    assert "Slurm" not in result.findings[0].cause

@@ -154,7 +154,9 @@ def test_json_carries_the_structure_first_rank_its_own_error_and_the_others():
     by_rank = {e["rank"]: e for e in structure["rank_first_errors"]}
     assert by_rank[2]["type"] == "FileNotFoundError" and by_rank[2]["program"] is True
     assert by_rank[2]["frame"] == {"path": script, "line": _bug_line(),
-                                   "function": "load_labels", "own_code": True}
+                                   "function": "load_labels", "own_code": True,
+                                   "library": None}
+    assert by_rank[2]["called_from"] is None
     assert {1, 3} <= set(by_rank) and 2 not in by_rank[1]["ranks"]
     assert all(by_rank[r]["program"] is False for r in by_rank if r != 2)
     first = data["findings"][0]
@@ -342,3 +344,93 @@ def test_another_programs_words_get_no_ddp_meaning(tmp_path):
     first = result.findings[0]
     assert first.signature.id == "program.exception"
     assert "DistributedDataParallel" not in first.signature.cause
+
+
+# Whose code raised (issue #34, phase O): the deepest frame that is neither torch nor the
+# standard library, and the library it is code of, by its import name: an installed
+# package, or a checkout of a training stack; where the job's own code called it.
+SITE = "/opt/conda/lib/python3.10/site-packages/"
+OWN = ("/home/u/proj/train.py", 88, "main", "engine.step()")
+
+
+def _tb(*frames):
+    return "Traceback (most recent call last):\n" + "".join(
+        '  File "%s", line %d, in %s\n    %s\n' % f for f in frames)
+
+
+@pytest.mark.parametrize("frames, library, culprit, caller", [
+    # an installed library raised, called from the job's own code
+    ((OWN, (SITE + "deepspeed/runtime/engine.py", 2100, "step", "self._take_step()"),
+      (SITE + "deepspeed/runtime/zero/stage_1_and_2.py", 985, "hook", "b[dt]")),
+     "deepspeed", (SITE + "deepspeed/runtime/zero/stage_1_and_2.py", 985, "hook"),
+     OWN[:3]),
+    # a checkout of a training stack (an editable install): the same library
+    ((OWN, ("/code/u/DeepSpeed/deepspeed/runtime/base_optimizer.py", 70, "report", "b[dt]")),
+     "deepspeed", ("/code/u/DeepSpeed/deepspeed/runtime/base_optimizer.py", 70, "report"),
+     OWN[:3]),
+    # torch refused what a library passed it: the library's frame is blamed
+    ((OWN, (SITE + "deepspeed/runtime/pipe/engine.py", 375, "reduce", "dist.all_reduce(g)"),
+      (SITE + "torch/distributed/distributed_c10d.py", 2500, "all_reduce", "_check(t)")),
+     "deepspeed", (SITE + "deepspeed/runtime/pipe/engine.py", 375, "reduce"), OWN[:3]),
+    # NumPy and tqdm run what their caller hands them: the caller is blamed
+    ((OWN, (SITE + "deepspeed/data/analyzer.py", 40, "merge", "np.memmap(f)"),
+      (SITE + "numpy/core/memmap.py", 267, "__new__", "mm = mmap.mmap(...)")),
+     "deepspeed", (SITE + "deepspeed/data/analyzer.py", 40, "merge"), OWN[:3]),
+    ((OWN, (SITE + "tqdm/std.py", 1181, "__iter__", "for obj in iterable:"),
+      (SITE + "torch/utils/data/dataloader.py", 630, "__next__", "data = self._next()")),
+     None, OWN[:3], None),
+    # the job's own code raised, under a library's loop: no library
+    (((SITE + "lightning/pytorch/trainer/trainer.py", 544, "fit", "self._run()"),
+      ("/home/u/proj/model.py", 40, "training_step", "x = batch['y']")),
+     None, ("/home/u/proj/model.py", 40, "training_step"), None),
+    # torch in a source tree is torch; a job's module named torch/distributed.py is not
+    ((OWN, ("/data/u/pytorch/torch/nn/modules/module.py", 1614, "__getattr__", "raise")),
+     None, OWN[:3], None),
+    (((OWN, ("/home/u/returnn/returnn/torch/distributed.py", 30, "init", "raise"))),
+     None, ("/home/u/returnn/returnn/torch/distributed.py", 30, "init"), None),
+    # Ray's temporary directory and a home named after a stack are not the stack's code
+    ((("/tmp/ray/session_2026_01/runtime_resources/working_dir_files/pkg/train.py", 9,
+       "run", "x()"),), None,
+     ("/tmp/ray/session_2026_01/runtime_resources/working_dir_files/pkg/train.py", 9, "run"),
+     None),
+    ((("/home/ray/default/train.py", 9, "run", "x()"),), None,
+     ("/home/ray/default/train.py", 9, "run"), None),
+    # verl run from Ray's working_dir: verl's code
+    ((("/tmp/ray/session_1/runtime_resources/working_dir_files/_ray_pkg_1/verl/workers/"
+       "fsdp_workers.py", 798, "init_model", "x()"),), "verl",
+     ("/tmp/ray/session_1/runtime_resources/working_dir_files/_ray_pkg_1/verl/workers/"
+      "fsdp_workers.py", 798, "init_model"), None),
+], ids=["installed", "checkout", "torch-refused", "numpy", "tqdm", "own-in-loop",
+        "torch-tree", "own-torch-module", "ray-tmp", "home-ray", "ray-working-dir"])
+def test_the_code_to_blame_and_its_library(frames, library, culprit, caller, tmp_path):
+    exc = _explained(_tb(*frames) + "KeyError: 'x'\n", tmp_path).findings[0].exception
+    assert (exc.library, exc.culprit, exc.caller) == (library, culprit, caller)
+
+
+def test_a_library_s_error_says_whose_code_raised_and_where_the_job_called_it(tmp_path):
+    frames = (OWN, (SITE + "deepspeed/runtime/engine.py", 2100, "step", "self._take()"),
+              (SITE + "deepspeed/runtime/base_optimizer.py", 70, "report", "b[dt]"))
+    result = _explained(_tb(*frames) + "KeyError: torch.bfloat16\n", tmp_path)
+    first = result.findings[0]
+    assert first.signature.id == "program.exception"
+    assert first.cause == (
+        "the program raised KeyError: torch.bfloat16 in deepspeed's code at " + SITE
+        + "deepspeed/runtime/base_optimizer.py:70 (in report), called from the job's own "
+        "code at /home/u/proj/train.py:88 (in main): an error in a library the job runs, "
+        "not in the environment")
+    assert first.signature.advice.startswith(
+        "deepspeed raised it, not the environment: check the job's call at "
+        "/home/u/proj/train.py:88 against deepspeed's documentation")
+    own = _explained(_tb(OWN) + "KeyError: 'x'\n", tmp_path).findings[0]
+    assert own.cause.endswith("an error in the job's own code, not in the environment")
+    assert own.signature.advice.startswith("fix the program at that line")
+
+
+def test_three_ranks_writing_one_type_at_once_are_read_as_one_type(tmp_path):
+    # mlfoundations/open_lm#234's shape: three ranks' types, then their separators
+    result = _explained("AttributeErrorAttributeErrorAttributeError: : : 'DistributedDataPara"
+                        "llel' object has no attribute 'set_grad_checkpointing'\n", tmp_path)
+    exc = result.findings[0].exception
+    assert (exc.type, exc.message) == (
+        "AttributeError", "'DistributedDataParallel' object has no attribute "
+        "'set_grad_checkpointing'")

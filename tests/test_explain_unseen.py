@@ -149,6 +149,19 @@ NOT_IN_THE_TEXT = {
     # framework's own bug the text cannot tell from an empty file of any other making: the
     # program's ValueError
     "https://github.com/deepspeedai/DeepSpeed/pull/5106": "program.exception",
+    # batch 18, after it was measured (phase O): elastic's survivor's 'NCCL error: unhandled
+    # system error' alone (the killed peers and NCCL's 'Connection closed by remote peer'
+    # are in the thread); frameworks' own bugs whose log has no frame of the library that
+    # was fixed: dmlcloud's Slurm parsing from its checkout (not a stack envcheck knows:
+    # the program's ValueError, with what '1(x2)' means), DeepSpeed's ZeRO check, verl's
+    # Megatron save and SkyRL's 2-D mesh without a traceback, DeepSpeed's BF16_Optimizer
+    # lacking 'state' seen from Megatron-DeepSpeed's frame: the program's error
+    "https://github.com/pytorch/elastic/issues/134": "nccl.system_error",
+    "https://github.com/sehoffmann/dmlcloud/issues/39": "program.exception",
+    "https://github.com/deepspeedai/DeepSpeed/issues/3810": "program.exception",
+    "https://github.com/verl-project/verl/pull/5782": "program.exception",
+    "https://github.com/NovaSky-AI/SkyRL/pull/554": "program.exception",
+    "https://github.com/deepspeedai/DeepSpeed/pull/5767": "program.exception",
 }
 
 
@@ -170,6 +183,12 @@ def _right(entry, result):
     if entry["family"] == "user":
         return (first.signature.id == "program.exception"
                 and first.exception.type == entry["exception"])
+    if entry["family"] == "library":
+        # a library's own bug (batch 19 on): the program's error of the entry's type,
+        # raised in (or calling torch from) that library's code, by its import name
+        return (first.signature.id == "program.exception"
+                and first.exception.type == entry["exception"]
+                and first.exception.library == entry["library"])
     return first.signature.id == entry["family"]
 
 
@@ -213,7 +232,8 @@ def test_the_split_is_by_source_and_both_halves_hold_user_code():
     assert len(set(sources)) == len(sources) >= 70
     assert {e["split"] for e in ENTRIES} == {"train", "heldout"}
     assert sum(e["family"] == "user" for e in ENTRIES) >= 10
-    assert all(e["family"] == "user" or "exception" not in e for e in ENTRIES)
+    assert all(e["family"] in ("user", "library") or "exception" not in e for e in ENTRIES)
+    assert all((e["family"] == "library") == ("library" in e) for e in ENTRIES)
     for half in (TRAIN, HELDOUT):
         assert any(e["family"] == "user" for e in half)
 
@@ -271,7 +291,7 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
     } | set().union(*(missed for batch, missed in WRITTEN_FROM.items() if batch != 4))
     # every miss of a batch written from was written from, and nothing it got right: batch
     # 4 (phases A and B), 5 (C), 6 (D), 7 (E), 8 and 9 (F), 10 (G), 11 (H), 12 (I), 14 (K),
-    # 15 (L), 16 (M), 17 (N)
+    # 15 (L), 16 (M), 17 (N), 18 (O)
     for batch, missed in WRITTEN_FROM.items():
         assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == batch} == missed
     assert all(e["split"] == "train" and e.get("batch") in (2, 3, *WRITTEN_FROM)
@@ -707,7 +727,7 @@ BATCH18_MISSED = {
 WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_MISSED,
                 8: BATCH8_MISSED, 9: BATCH9_MISSED, 10: BATCH10_MISSED, 11: BATCH11_MISSED,
                 12: BATCH12_MISSED, 14: BATCH14_MISSED, 15: BATCH15_MISSED,
-                16: BATCH16_MISSED, 17: BATCH17_MISSED}
+                16: BATCH16_MISSED, 17: BATCH17_MISSED, 18: BATCH18_MISSED}
 
 # Batches 8-17 as measured: logs, user-code logs among them, right at the first run, the
 # misses, and those of the misses whose cause no signature named then (`new.*`, kept as

@@ -17,7 +17,7 @@ returns are dropped, and the prefixes launchers put before a rank's output are r
 
 A ``[rank3]:`` prefix after blanks (a log pasted into a thread with every line indented)
 is read the same way; Ray's ``(WorkerDict pid=12) `` is skipped, with its ``, ip=ADDR``
-(a worker on another node) too.
+(a worker on another node) too, and SkyPilot's ``(task-name, pid=12) ``.
 
 A line torchrun's failure summary prints (``traceback : Signal 6 ...``) has no prefix;
 its ``rank : 1 (local_rank: 1)`` and ``host : ...`` lines just before it give them.
@@ -38,7 +38,9 @@ _PREFIXES = (
     (re.compile(r"([A-Za-z][\w-]*\d[\w-]*): "), "host"),
     (re.compile(r"\[\d{4}-\d\d-\d\d[ T][\d:.,]+Z?\]\s*"), None),  # NCCL_DEBUG timestamps
     (re.compile(r"\d{4}-\d\d-\d\dT[\d:.,]+Z\s"), None),  # container runtimes' ISO times
-    (re.compile(r"\((?:\w+ )?pid=\d+(?:, ip=[^)]*)?\)\s*"), None),  # Ray: actors, tasks, nodes
+    # Ray: actors, tasks, nodes ('(WorkerDict pid=12)'); SkyPilot: a task's name, a comma
+    # ('(llama405b-qlora-fsdp, pid=17187)', oumi-ai/oumi#835)
+    (re.compile(r"\((?:\w+ |[\w.-]+, )?pid=\d+(?:, ip=[^)]*)?\)\s*"), None),
 )
 _NCCL_HOST = re.compile(r"^([A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] ")
 _WATCHDOG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")

@@ -63,6 +63,35 @@ GLUED = 8  # the shortest source line taken for one glued to an exception's mess
 INTERNAL = re.compile(r"[/\\]lib[/\\]python\d[\d.]*[/\\](?!site-packages|dist-packages)"
                       r"|[/\\](?:site|dist)-packages[/\\]torch[/\\]|^<|^/usr/lib/python")
 LIBRARY = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
+# torch's own code in a source tree rather than site-packages (a developer's
+# .../pytorch/torch/distributed/..., a Buck link tree's .../torch/nn/..., a path the poster
+# shortened to .../torch/...): torch's subpackages and top-level modules as its source
+# tree lays them out, so that a job's module of the same name (returnn/torch/distributed.py,
+# a file) is not taken for torch's.
+TORCH_TREE = re.compile(
+    r"[/\\]torch[/\\](?:distributed|nn|cuda|utils|_dynamo|_inductor|autograd|multiprocessing"
+    r"|optim|fx|amp|backends|testing|_functorch|export|_C|_refs|_prims|_higher_order_ops)[/\\]"
+    r"|[/\\]torch[/\\](?:serialization|_tensor|_utils|functional|overrides|_ops|hub|storage"
+    r"|random|_jit_internal|_compile|__init__)\.py$")
+# The training stacks a job runs from a source checkout (an editable install, a clone on
+# PYTHONPATH, Ray's working_dir), by the import names their PyPI packages install: a frame
+# in a directory of that name is the stack's code, not the job's (issue #34, phase O; an
+# installed one is under site-packages, where its directory names it). Ray's temporary
+# directory (/tmp/ray/session_...) and a home directory of that name (/home/ray/, Ray's
+# images' user) are not its code.
+STACKS = ("deepspeed", "megatron", "transformers", "accelerate", "lightning",
+          "pytorch_lightning", "lightning_fabric", "peft", "trl", "vllm", "sglang", "verl",
+          "torchtitan", "torchtnt", "torchrec", "torchx", "fairseq", "fairscale", "apex",
+          "colossalai", "nemo", "ray", "openrlhf", "nanotron", "composer", "mmengine", "mmcv",
+          "detectron2", "timm", "diffusers", "datasets", "xformers", "transformer_engine",
+          "torchao", "llamafactory", "swift", "skyrl_train", "horovod")
+STACK_DIR = re.compile(r"[/\\](%s)[/\\](?!session_)" % "|".join(STACKS))
+# Libraries that run what the code above them hands them, and refuse it as torch does:
+# the frame to blame is their caller's (DeepSpeed's data analyzer calling NumPy's mmap on
+# a file it had not flushed; verl calling uvloop's get_event_loop from a thread; a
+# DataLoader iterated through tqdm).
+FOUNDATION = frozenset({"numpy", "uvloop", "tqdm"})
+HOME_DIR = re.compile(r"^(?:/home|/Users)/[^/\\]+(?=[/\\])")
 # An exception that names a part of the environment is the environment's (or a peer's)
 # failure, never the program's own, even when no signature knows its wording.
 ENVIRONMENT = re.compile(
@@ -86,7 +115,13 @@ ENVIRONMENT = re.compile(
 TRUST_REMOTE_CODE = (r"requires you to execute (?:the (?:code in the )?[\w ]+? file in that repo"
                      r"|custom code contained in the model repository)"
                      r"|^The repository (?:for )?\S+ (?:contains|references) custom code\b")
-PROGRAM_TEXTS = re.compile(r"Tensors must be CUDA and dense"
+# autograd's check that a tensor it saved for backward was not changed in place since
+# (torch/csrc/autograd/saved_variable.cpp, read in the 2.13.0 wheel's libtorch_cpu); the
+# tensor's type in it names CUDA ('[torch.cuda.FloatTensor [256]]'): the program's error
+# (issue #34, phase O: Project-MONAI/GenerativeModels#352)
+INPLACE = (r"^one of the variables needed for gradient computation has been modified by an "
+           r"inplace operation")
+PROGRAM_TEXTS = re.compile(INPLACE + r"|Tensors must be CUDA and dense"
                            r"|Expected all tensors to be on the same device"
                            r"|^Expects tensor to be on the compute device \S+, was on \S+$"
                            r"|^can't convert (?:CUDA|\S+ device type) tensor to numpy\."
@@ -158,6 +193,40 @@ PROGRAM_MEANINGS = (
      "https://github.com/sgl-project/sglang/pull/5322, "
      "https://github.com/huggingface/lerobot/issues/3127 (a framework's tensor made on the "
      "CPU, a buffer replaced by a CPU tensor)"),
+    # autograd's in-place check (INPLACE; issue #34, phase O: Project-MONAI/GenerativeModels
+    # #352): under DDP the usual cause is its own, broadcast_buffers=True copying every
+    # buffer (BatchNorm's running statistics) in place before each forward, so that two
+    # forwards before one backward (a GAN's discriminator on fake and real images) fail
+    # (pytorch/pytorch#22095, #110363: a maintainer's answer with both fixes)
+    (re.compile(INPLACE),
+     "a tensor that autograd saved for the backward pass was changed in place before the "
+     "backward ran (its version counter moved on); under DistributedDataParallel the usual "
+     "one is a module buffer, BatchNorm's running statistics: DDP copies the buffers in "
+     "place before every forward (broadcast_buffers=True, the default), so two forwards of "
+     "the wrapped module before one backward fail",
+     "under DDP: convert BatchNorm to SyncBatchNorm "
+     "(torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)) or wrap with "
+     "broadcast_buffers=False, or run backward after each forward; otherwise find the "
+     "in-place operation with torch.autograd.set_detect_anomaly(True) and make it out of "
+     "place (x = x + y, not x += y)",
+     "torch/csrc/autograd/saved_variable.cpp ('one of the variables needed for gradient "
+     "computation has been modified by an inplace operation'); "
+     "https://github.com/pytorch/pytorch/issues/22095, "
+     "https://github.com/pytorch/pytorch/issues/110363 (DDP's buffer broadcast, the two "
+     "fixes)"),
+    # a Slurm per-node count read as a number (issue #34, phase O: sehoffmann/dmlcloud#39):
+    # Slurm writes SLURM_TASKS_PER_NODE, SLURM_STEP_TASKS_PER_NODE and
+    # SLURM_JOB_CPUS_PER_NODE compressed, a count followed by '(xN)' for N nodes in a row
+    (re.compile(r"^invalid literal for int\(\) with base 10: '\d+\(x\d+\)(?:,[\d(x)]+)*'$"),
+     "the job read a Slurm per-node count as one number, but Slurm writes those variables "
+     "(SLURM_TASKS_PER_NODE, SLURM_STEP_TASKS_PER_NODE, SLURM_JOB_CPUS_PER_NODE) compressed "
+     "when nodes repeat: '2(x3)' is 2 on each of 3 nodes, and int() cannot read it",
+     "parse the N(xM) list (the count for this node is the entry for SLURM_NODEID), or read "
+     "a variable that holds one number per task: SLURM_LOCALID, SLURM_NTASKS, "
+     "SLURM_NTASKS_PER_NODE (set when --ntasks-per-node is given)",
+     "Slurm's sbatch(1) and srun(1), OUTPUT ENVIRONMENT VARIABLES: SLURM_TASKS_PER_NODE "
+     "(a count that consecutive nodes share is followed by '(x#)', the number of nodes); "
+     "https://github.com/sehoffmann/dmlcloud/issues/39 ('1(x2)' from srun -n 2 --nodes 2)"),
     # transformers' refusal to run the code a model's repository ships (issue #34, phase N:
     # verl-project/verl#5200): dynamic_module_utils.py resolve_trust_remote_code, read in the
     # wheels of 4.26.1, 4.36.2 and 4.57.6 (TRUST_REMOTE_CODE above: 4.26.1's 'Loading X
@@ -215,6 +284,24 @@ def _package(path):
     if name.endswith(".egg") and m.group(2):
         name = m.group(2)
     return re.split(r"[-.]", name, maxsplit=1)[0] if name.endswith((".py", ".egg")) else name
+
+
+def library(path):
+    """The library a frame's file is code of, by its import name: an installed package
+    (site-packages, dist-packages) or a checkout of one of the training stacks (STACKS);
+    None for the job's own code. torch and the standard library are not asked."""
+    name = _package(path)
+    if name:
+        return name
+    m = STACK_DIR.search(HOME_DIR.sub("", path))
+    return m.group(1) if m else None
+
+
+def _torch_or_stdlib(path):
+    """torch, the standard library, or a library the job hands its data to whose refusal
+    is the caller's (FOUNDATION): not the frame to blame."""
+    return bool(INTERNAL.search(path) or TORCH_TREE.search(path)
+                or _package(path) in FOUNDATION)
 
 
 def _own(path):
@@ -494,6 +581,17 @@ PROGRAM = Signature(
            "Run the same code on one process (python train.py) to reproduce it quickly")
 
 
+# A library's own code raised (or called torch with what torch refused): either a bug of
+# that library's, fixed in one of its releases, or a use of it that its release does not
+# support; the traceback cannot tell which, the two places to look can.
+LIBRARY_ADVICE = (
+    "%(library)s raised it, not the environment: check %(call)s against %(library)s's "
+    "documentation for the installed version, and search %(library)s's issues for this "
+    "message (a newer %(library)s may have fixed it; pip show %(library)s gives the "
+    "version); the errors of the other ranks (a closed connection, a timeout, torchrun's "
+    "summary) follow from this rank's exit")
+
+
 @dataclasses.dataclass
 class Exc:
     """One exception, the same on every rank and line that raised it."""
@@ -510,12 +608,27 @@ class Exc:
 
     @property
     def culprit(self):
-        """The frame to blame: the deepest frame of the job's own code, else the
-        deepest of a library it calls, else None (no traceback in the log)."""
-        own = [f for f in self.frames if not INTERNAL.search(f[0]) and not LIBRARY.search(f[0])]
-        lib = [f for f in self.frames if not INTERNAL.search(f[0])]
-        found = own or lib
+        """The frame to blame: the deepest frame that is neither torch nor the standard
+        library (the job's own code, or a library it runs that raised or called torch
+        with what torch refused), else None (no traceback in the log)."""
+        found = [f for f in self.frames if not _torch_or_stdlib(f[0])]
         return found[-1] if found else None
+
+    @property
+    def library(self):
+        """The import name of the library whose code the culprit is, or None (the job's
+        own code, or no traceback)."""
+        where = self.culprit
+        return library(where[0]) if where else None
+
+    @property
+    def caller(self):
+        """Where the job's own code called into that library: its deepest frame of its
+        own, or None (no library raised, or no frame of the job's own in the log)."""
+        if not self.library:
+            return None
+        own = [f for f in self.frames if not _torch_or_stdlib(f[0]) and library(f[0]) is None]
+        return own[-1] if own else None
 
 
 class Structure:
@@ -647,7 +760,10 @@ def exception_dict(exc):
             "line_number": exc.line.number, "ranks": sorted(exc.ranks),
             "program": not exc.explained,
             "frame": ({"path": where[0], "line": where[1], "function": where[2],
-                       "own_code": not LIBRARY.search(where[0])} if where else None)}
+                       "own_code": exc.library is None, "library": exc.library}
+                      if where else None),
+            "called_from": ({"path": exc.caller[0], "line": exc.caller[1],
+                             "function": exc.caller[2]} if exc.caller else None)}
 
 
 def _root_cause(hit, file):
@@ -755,13 +871,16 @@ def _unmixed(full, message, sources):
     another rank's writes were mixed into it: the type twice ('ValueErrorValueError: :
     ...'), the message twice, another rank's source line (one of ``sources``) glued
     before or after the message. A line no other rank wrote into is returned as it is."""
-    half = len(full) // 2
-    twice = len(full) % 2 == 0 and full[:half] == full[half:]
+    times = next((n for n in range(len(full) // 3, 1, -1)
+                  if len(full) % n == 0 and full == full[:len(full) // n] * n), 1)
+    twice = times > 1  # written by two ranks, or more (open_lm#234: three)
     if twice:
-        full = full[:half]
+        full = full[:len(full) // times]
     if twice or message.startswith(full):
-        again = re.match(r"(?:%s)?[ \t]*:[ \t]?" % re.escape(full), message)
-        if again and again.end():
+        for _ in range(max(times - 1, 1)):
+            again = re.match(r"(?:%s)?[ \t]*:[ \t]?" % re.escape(full), message)
+            if not (again and again.end()):
+                break
             message, twice = message[again.end():], True
     if twice:
         half = len(message) // 2
@@ -782,15 +901,21 @@ def _finding(exc):
     if where is None:
         cause = ("the program raised %s (no traceback in the log names a line); no failure "
                  "of the environment explains it: it is most likely the job's own code" % what)
-    elif not LIBRARY.search(where[0]):
+    elif exc.library is None:
         cause = ("the program raised %s at %s:%d (in %s): an error in the job's own code, "
                  "not in the environment" % (what, where[0], where[1], where[2]))
     else:
-        cause = ("the program raised %s in %s:%d (in %s), a library the job runs: an "
-                 "error of the program, not of the environment" % (what, where[0], where[1],
-                                                                   where[2]))
+        called = (", called from the job's own code at %s:%d (in %s)" % exc.caller
+                  if exc.caller else "")
+        cause = ("the program raised %s in %s's code at %s:%d (in %s)%s: an error in a "
+                 "library the job runs, not in the environment"
+                 % (what, exc.library, where[0], where[1], where[2], called))
     source = "the traceback in this log (%s:%d)" % (exc.file, exc.line.number)
     advice = PROGRAM.advice
+    if exc.library:
+        advice = LIBRARY_ADVICE % {"library": exc.library, "call": (
+            "the job's call at %s:%d" % exc.caller[:2] if exc.caller
+            else "how the job calls it")}
     for pattern, meaning, fix, where_from in PROGRAM_MEANINGS:
         if pattern.search(exc.message):
             cause, advice = "%s: %s" % (cause, meaning), "%s; %s" % (fix, advice)
