@@ -723,13 +723,40 @@ BATCH18_MISSED = {
     "https://github.com/mlfoundations/open_lm/pull/234",  # user: three ranks' types glued
 }
 
+# Batch 19, measured once (88cae8e, the rules of phase O at 6409a15): 10 of 21, and that
+# figure stays; 8 of 21 on phase N's rules (dcb097d), which name no library. Its family
+# `library` (a bug of a library the job imports, fixed there) was defined in the
+# collectors' brief before any log was collected: 9 logs, 2 right (megatron's and
+# transformers' own code named); the others show no frame of the library (one line, a
+# sentence, a traceback cut before its last frame) or an argparse refusal.
+BATCH19_MISSED = {
+    "https://github.com/Lightning-AI/pytorch-lightning/issues/8139",  # library: NCCL's words only
+    "https://github.com/deepspeedai/DeepSpeed/issues/3411",  # nvcc's missing header: nothing
+    "https://github.com/huggingface/trl/pull/825",  # library: its frame cut off, no library
+    "https://github.com/aws-samples/aws-do-eks/pull/51",  # gloo's enforce of '^lo': nothing
+    "https://github.com/EleutherAI/gpt-neox/issues/849",  # user, read as the port in use
+    "https://github.com/deepspeedai/DeepSpeed/pull/5318",  # library: a sentence, nothing
+    "https://github.com/huggingface/accelerate/issues/18",  # library: argparse's refusal
+    "https://github.com/OpenRLHF/OpenRLHF/issues/101",  # library: no frame, no library
+    "https://github.com/MiniMax-AI/MiniMax-01/issues/42",  # shm: NCCL's system error only
+    "https://github.com/meta-pytorch/torchtune/issues/2561",  # library: one line, no frame
+    "https://github.com/PrimeIntellect-ai/prime-rl/pull/1678",  # library: ranks' lines only
+}
+# A log its collector labelled the job's own code that got an environment cause, as
+# measured: gpt-neox's launch on one node with its Slurm/MPI launcher (DeepSpeed's runner
+# then starts plain python, and every rank starts the store's server), whose log holds
+# torch's 'RuntimeError: Address already in use' alone, read as the port taken by another
+# job. The list is exact: a new one fails the batch's test.
+USER_GOT_ENVIRONMENT = {"https://github.com/EleutherAI/gpt-neox/issues/849":
+                        "rendezvous.port_in_use"}
+
 # The batches rules were written from after their measurement, and their misses.
 WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_MISSED,
                 8: BATCH8_MISSED, 9: BATCH9_MISSED, 10: BATCH10_MISSED, 11: BATCH11_MISSED,
                 12: BATCH12_MISSED, 14: BATCH14_MISSED, 15: BATCH15_MISSED,
                 16: BATCH16_MISSED, 17: BATCH17_MISSED, 18: BATCH18_MISSED}
 
-# Batches 8-17 as measured: logs, user-code logs among them, right at the first run, the
+# Batches 8-19 as measured: logs, user-code logs among them, right at the first run, the
 # misses, and those of the misses whose cause no signature named then (`new.*`, kept as
 # family_when_measured once a rule was written from it). A miss written from since is a
 # training log (split "train") and must get its cause now; one not yet written from is
@@ -778,6 +805,7 @@ MEASURED_BATCHES = {
         "https://github.com/kemaloksuz/aLRPLoss/issues/6",
         "https://github.com/pytorch/elastic/issues/134",
         "https://github.com/mlfoundations/open_lm/pull/234"}),
+    19: (21, 2, 10, BATCH19_MISSED, set()),
 }
 
 
@@ -800,7 +828,8 @@ def test_a_batch_keeps_its_measured_causes(batch, tmp_path, matrix):
     # no finding or the program's error of another type; never an environment cause
     users = {e["source"] for e in entries if e["family"] == "user"}
     assert users - (missed - written) <= right, wrong
-    assert all(w[2] in (None, "program.exception") for w in wrong if w[0] in users), wrong
+    assert all(w[2] in (None, "program.exception") or USER_GOT_ENVIRONMENT.get(w[0]) == w[2]
+               for w in wrong if w[0] in users), wrong
     # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)
     assert right >= {e["source"] for e in entries} - missed, wrong
     assert len(right) >= measured_right
