@@ -9,6 +9,9 @@ CASES = [
     (b"[rank3]: TypeError: boom", "TypeError: boom", 3, None),
     (b"[default2]:[rank5]: TypeError: boom", "TypeError: boom", 5, None),
     (b"[default2]:RuntimeError: boom", "RuntimeError: boom", 2, None),
+    # indented as pasted into a thread (PrimeIntellect-ai/prime-rl#1678)
+    (b"  [default3]:FileNotFoundError: [Errno 2] No such file or directory: '/s/t'",
+     "FileNotFoundError: [Errno 2] No such file or directory: '/s/t'", 3, None),
     (b"  7: RuntimeError: boom", "RuntimeError: boom", 7, None),
     (b"[1,4]<stdout>:node-3:29882:30400 [0] init.cc:497 NCCL WARN x",
      "node-3:29882:30400 [0] init.cc:497 NCCL WARN x", 4, "node-3"),

@@ -1447,6 +1447,34 @@ PHASE_O = [
 ]
 LINES += PHASE_O
 
+# Phase P (issue #34, from batch 19's misses, after it was measured)
+DS_MINOR = ("Installed CUDA version 11.2 does not match the version torch was compiled with "
+            "11.7 but since the APIs are compatible, accepting this combination\n")
+PHASE_P = [
+    ("gloo tcp/device.cc lookupAddrForIface, the enforce's check wrapped below its location",
+     "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:84]\n"
+     "  ifa != nullptr. Unable to find address for: ^lo",
+     "gloo.socket_interface"),
+    ("gloo tcp/device.cc lookupAddrForHostname, wrapped the same way",
+     "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:88]\n"
+     "    rp != nullptr. Unable to find address for: node-7",
+     "rendezvous.hostname"),
+    ("DeepSpeed op_builder/builder.py's accepted minor mismatch, then ninja's failed build",
+     DS_MINOR + "Using /root/.cache/torch_extensions/py38_cu117 as PyTorch extensions root...\n"
+     "[1/3] /usr/local/cuda/bin/nvcc -c custom_cuda_kernel.cu -o custom_cuda_kernel.cuda.o\n"
+     "FAILED: custom_cuda_kernel.cuda.o\n"
+     "ninja: build stopped: subcommand failed.",
+     "extension.cuda_mismatch"),
+    ("torch 2.13.0 cpp_extension's minor-version warning, then the compiler's missing header",
+     "UserWarning: The detected CUDA version (12.2) has a minor version mismatch with the "
+     "version that was used to compile PyTorch (12.4). Most likely this shouldn't be a "
+     "problem.\n  warnings.warn(CUDA_MISMATCH_WARN.format(cuda_str_version, "
+     "torch.version.cuda))\n"
+     "/opt/ext/csrc/kernel.cu:3:10: fatal error: cusparse.h: No such file or directory",
+     "extension.cuda_mismatch"),
+]
+LINES += PHASE_P
+
 @pytest.fixture(scope="module")
 def matrix():
     return matrix_load.load()
@@ -2535,3 +2563,27 @@ def test_another_int_refusal_gets_no_slurm_meaning(tmp_path, matrix):
                            "10: '4x2'\n", tmp_path, matrix)
     assert found[:1] == ["program.exception"]
     assert "Slurm" not in result.findings[0].cause
+
+
+@pytest.mark.parametrize("text", [
+    # the warning, then a build that went through
+    DS_MINOR + "Using /root/.cache/torch_extensions/py38_cu117 as PyTorch extensions root...\n"
+    "ninja: no work to do.\nTime to load cpu_adam op: 2.59 seconds\n",
+    # a failed build with no minor-release warning above it
+    "[1/3] c++ -c cpu_adam.cpp -o cpu_adam.o\nninja: build stopped: subcommand failed.\n",
+    # an enforce's location, and the next line another log line (not indented)
+    "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:84]\n"
+    "ifa != nullptr. Unable to find address for: eth9\n",
+], ids=["build-went-on", "build-failed-alone", "enforce-next-line-unindented"])
+def test_texts_close_to_phase_p_s_are_no_such_cause(text, tmp_path, matrix):
+    found, _ = _first(text, tmp_path, matrix)
+    assert not {"extension.cuda_mismatch", "gloo.socket_interface"} & set(found), found
+
+
+def test_the_port_in_use_says_every_rank_may_have_started_the_server(tmp_path, matrix):
+    found, result = _first("    store = TCPStore(master_addr, master_port, world_size, "
+                           "start_daemon, timeout)\nRuntimeError: Address already in use\n",
+                           tmp_path, matrix)
+    assert found[:1] == ["rendezvous.port_in_use"]
+    assert "each took itself for rank 0" in result.findings[0].cause
+    assert "print each rank's RANK and WORLD_SIZE" in result.findings[0].signature.advice

@@ -162,6 +162,24 @@ NOT_IN_THE_TEXT = {
     "https://github.com/verl-project/verl/pull/5782": "program.exception",
     "https://github.com/NovaSky-AI/SkyRL/pull/554": "program.exception",
     "https://github.com/deepspeedai/DeepSpeed/pull/5767": "program.exception",
+    # batch 19, after it was measured (phase P): NCCL's system error alone (Lightning's
+    # barrier without device_ids, fixed in Lightning; a container's small /dev/shm, found
+    # in NCCL's debug log by the maintainer); a library's bug whose log shows no frame of
+    # it (trl's reference model given to DeepSpeed without an optimizer: the traceback cut
+    # before DeepSpeed's last frame; OpenRLHF's and torchtune's one or two lines; prime-rl's
+    # six ranks' FileNotFoundError lines): the program's error; a sentence that quotes
+    # DeepSpeed's KeyError and accelerate's argparse refusal of its own Optional[str] type:
+    # no finding; torch's 'Address already in use' alone where every rank of gpt-neox's
+    # launch started the store's server: the port in use, which now says so
+    "https://github.com/Lightning-AI/pytorch-lightning/issues/8139": "nccl.system_error",
+    "https://github.com/MiniMax-AI/MiniMax-01/issues/42": "nccl.system_error",
+    "https://github.com/huggingface/trl/pull/825": "program.exception",
+    "https://github.com/OpenRLHF/OpenRLHF/issues/101": "program.exception",
+    "https://github.com/meta-pytorch/torchtune/issues/2561": "program.exception",
+    "https://github.com/PrimeIntellect-ai/prime-rl/pull/1678": "program.exception",
+    "https://github.com/deepspeedai/DeepSpeed/pull/5318": None,
+    "https://github.com/huggingface/accelerate/issues/18": None,
+    "https://github.com/EleutherAI/gpt-neox/issues/849": "rendezvous.port_in_use",
 }
 
 
@@ -291,7 +309,7 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
     } | set().union(*(missed for batch, missed in WRITTEN_FROM.items() if batch != 4))
     # every miss of a batch written from was written from, and nothing it got right: batch
     # 4 (phases A and B), 5 (C), 6 (D), 7 (E), 8 and 9 (F), 10 (G), 11 (H), 12 (I), 14 (K),
-    # 15 (L), 16 (M), 17 (N), 18 (O)
+    # 15 (L), 16 (M), 17 (N), 18 (O), 19 (P)
     for batch, missed in WRITTEN_FROM.items():
         assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == batch} == missed
     assert all(e["split"] == "train" and e.get("batch") in (2, 3, *WRITTEN_FROM)
@@ -754,7 +772,8 @@ USER_GOT_ENVIRONMENT = {"https://github.com/EleutherAI/gpt-neox/issues/849":
 WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_MISSED,
                 8: BATCH8_MISSED, 9: BATCH9_MISSED, 10: BATCH10_MISSED, 11: BATCH11_MISSED,
                 12: BATCH12_MISSED, 14: BATCH14_MISSED, 15: BATCH15_MISSED,
-                16: BATCH16_MISSED, 17: BATCH17_MISSED, 18: BATCH18_MISSED}
+                16: BATCH16_MISSED, 17: BATCH17_MISSED, 18: BATCH18_MISSED,
+                19: BATCH19_MISSED}
 
 # Batches 8-19 as measured: logs, user-code logs among them, right at the first run, the
 # misses, and those of the misses whose cause no signature named then (`new.*`, kept as
@@ -827,7 +846,7 @@ def test_a_batch_keeps_its_measured_causes(batch, tmp_path, matrix):
     # a user-code log: the program's error of its type, or (a miss not yet written from)
     # no finding or the program's error of another type; never an environment cause
     users = {e["source"] for e in entries if e["family"] == "user"}
-    assert users - (missed - written) <= right, wrong
+    assert users - (missed - written) - set(NOT_IN_THE_TEXT) <= right, wrong
     assert all(w[2] in (None, "program.exception") or USER_GOT_ENVIRONMENT.get(w[0]) == w[2]
                for w in wrong if w[0] in users), wrong
     # improvements are welcome (then say so in docs/explain.md: the figure stays the measured one)

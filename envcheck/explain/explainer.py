@@ -54,6 +54,54 @@ def _interfaces(hit, ln):
     return dataclasses.replace(ln, text="%s %s" % (ln.text, " ".join(listed)))
 
 
+# c10's and gloo's enforce messages name where they failed, then the check and its words
+# ('[enforce fail at .../gloo/transport/tcp/device.cc:84] ifa != nullptr. Unable to find
+# address for: eth9'); a log pasted into a thread (or wrapped by a terminal) often breaks
+# the line after the location: the next line, indented, is read back into it (issue #34,
+# phase P: aws-samples/aws-do-eks#51).
+ENFORCE_AT_END = re.compile(r"\[enforce fail at [^\]\s]+\]\s*$")
+
+
+def _enforce(hit, ln):
+    """``ln`` with the check that follows an enforce location ending its line read back
+    into it (the line as it is otherwise)."""
+    if not ENFORCE_AT_END.search(ln.text):
+        return ln
+    for raw in hit.following(1):
+        text = line_mod.parse(0, raw).text
+        if text and raw[:1] in (b" ", b"\t"):
+            return dataclasses.replace(ln, text="%s %s" % (ln.text.rstrip(), text))
+    return ln
+
+
+# A CUDA toolkit of another minor release than torch's: torch's cpp_extension and
+# DeepSpeed's op builder warn and build on (a working job prints the warning too); where
+# the build then fails below it (ninja's summary, the compiler's missing header, torch's
+# 'Error building extension'), the failure is read into the warning's line, which
+# extension.cuda_mismatch then reads (issue #34, phase P: deepspeedai/DeepSpeed#3411,
+# curand_kernel.h missing from the older toolkit)
+MINOR_CUDA = re.compile(r"Installed CUDA version \S+ does not match the version torch was "
+                        r"compiled with \S+ but since the APIs are compatible|The detected "
+                        r"CUDA version \(\S+\) has a minor version mismatch")
+BUILD_FAILED = re.compile(r"^ninja: build stopped: subcommand failed"
+                          r"|fatal error: [\w./+-]+\.(?:h|hpp|cuh): No such file or directory"
+                          r"|Error building extension '")
+BUILD_READ = 400  # a build's compiler output, read below the warning
+
+
+def _build(hit, ln):
+    """``ln`` with the failure of the build that its minor-release warning went on to,
+    where one follows it (the line as it is otherwise)."""
+    if not MINOR_CUDA.search(ln.text):
+        return ln
+    for raw in hit.following(BUILD_READ):
+        text = line_mod.parse(0, raw).text
+        if BUILD_FAILED.search(text):
+            return dataclasses.replace(ln, text="%s; then the build failed: %s"
+                                       % (ln.text, text[:200]))
+    return ln
+
+
 # A process that dies of SIGBUS is reported by whichever crash handler it has loaded, each
 # printing the frames of the thread that died below its line: UCX (ucs/debug/debug.c:
 # "[host:pid:idx:tid] Caught signal 7 (Bus error: ...)", then "==== backtrace (tid: TID)
@@ -159,8 +207,8 @@ def explain(paths, matrix_dirs=(), matrix=None):
         scan = read.Scan(stream)
         try:
             for hit in scan:
-                ln = _backtrace(hit, _interfaces(hit, line_mod.parse(hit.number, hit.data,
-                                                                      hit.before)))
+                ln = line_mod.parse(hit.number, hit.data, hit.before)
+                ln = _backtrace(hit, _build(hit, _enforce(hit, _interfaces(hit, ln))))
                 structure.feed(hit, ln, name, matcher.feed(ln, name))
                 facts.feed(ln, name)
                 frameworks += [k for k in hit.frameworks if k not in frameworks]

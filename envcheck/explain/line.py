@@ -15,8 +15,8 @@ returns are dropped, and the prefixes launchers put before a rank's output are r
 | ``host:pid:tid [0] NCCL ...`` | NCCL itself (kept in the text) | host |
 | ``[Rank 3]`` / ``[PG 0 Rank 3]`` | torch's NCCL watchdog (kept in the text) | rank 3 |
 
-A ``[rank3]:`` prefix after blanks (a log pasted into a thread with every line indented)
-is read the same way; Ray's ``(WorkerDict pid=12) `` is skipped, with its ``, ip=ADDR``
+A ``[rank3]:`` or ``[default3]:`` prefix after blanks (a log pasted into a thread with
+every line indented) is read the same way; Ray's ``(WorkerDict pid=12) `` is skipped, with its ``, ip=ADDR``
 (a worker on another node) too, and SkyPilot's ``(task-name, pid=12) ``.
 
 A line torchrun's failure summary prints (``traceback : Signal 6 ...``) has no prefix;
@@ -31,7 +31,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)
 _PREFIXES = (
     (re.compile(r"[ \t]*\[(?:rank|Rank )(\d+)\]:\s?"), "rank"),
     (re.compile(r"\[rank: (\d+)\] "), "rank"),  # Lightning's rank_zero_* and seed lines
-    (re.compile(r"\[[A-Za-z_]+?(\d+)\]:\s?"), "local"),  # torchrun --tee: [default3]:
+    (re.compile(r"[ \t]*\[[A-Za-z_]+?(\d+)\]:\s?"), "local"),  # torchrun --tee: [default3]:
     (re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:\s?"), "rank"),
     (re.compile(r"\s*(\d{1,6}): "), "rank"),
     (re.compile(r"((?:\d{1,3}\.){3}\d{1,3}): "), "host"),
