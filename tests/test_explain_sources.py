@@ -1475,6 +1475,32 @@ PHASE_P = [
 ]
 LINES += PHASE_P
 
+# Phase Q (issue #34, from batch 20's misses, after it was measured)
+PHASE_Q = [
+    ("CuPy nccl.pyx NcclError (NCCL 2's codes), vLLM's CuPy communicator",
+     "cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_SYSTEM_ERROR: unhandled system "
+     "error (run with NCCL_DEBUG=INFO for details)",
+     "nccl.system_error"),
+    ("CuPy nccl.pyx NcclError, a CUDA call NCCL made",
+     "cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_UNHANDLED_CUDA_ERROR: unhandled "
+     "cuda error",
+     "nccl.cuda_error"),
+    ("CuPy nccl.pyx NcclError, invalid usage",
+     "cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_INVALID_USAGE: invalid usage",
+     "nccl.invalid_usage"),
+    ("transformers integrations/deepspeed.py deepspeed_load_checkpoint, no global_step*",
+     _tb(OWN_M, (LIB311 + "transformers/trainer.py", 2119, "_inner_training_loop",
+                 "deepspeed_load_checkpoint("),
+         (LIB311 + "transformers/integrations/deepspeed.py", 442, "deepspeed_load_checkpoint",
+          'raise ValueError(f"Can\'t find a valid checkpoint at {checkpoint_path}")'))
+     + "ValueError: Can't find a valid checkpoint at /ckpt/checkpoint-125",
+     "checkpoint.resume_incomplete"),
+    ("transformers integrations/deepspeed.py, DeepSpeed's load found nothing",
+     "ValueError: [deepspeed] failed to resume from checkpoint /ckpt/checkpoint-5439",
+     "checkpoint.resume_incomplete"),
+]
+LINES += PHASE_Q
+
 @pytest.fixture(scope="module")
 def matrix():
     return matrix_load.load()
@@ -2587,3 +2613,14 @@ def test_the_port_in_use_says_every_rank_may_have_started_the_server(tmp_path, m
     assert found[:1] == ["rendezvous.port_in_use"]
     assert "each took itself for rank 0" in result.findings[0].cause
     assert "print each rank's RANK and WORLD_SIZE" in result.findings[0].signature.advice
+
+
+@pytest.mark.parametrize("text", [
+    # another framework's resume refusal, and transformers' words for another file
+    "ValueError: Could not find a valid checkpoint in /ckpt\n",
+    "ValueError: Can't find a valid tokenizer at /ckpt\n",
+    "[deepspeed] resuming from checkpoint /ckpt/checkpoint-5439\n",
+], ids=["other-resume", "other-find", "resuming"])
+def test_texts_close_to_phase_q_s_are_no_such_cause(text, tmp_path, matrix):
+    found, _ = _first(text, tmp_path, matrix)
+    assert "checkpoint.resume_incomplete" not in found, found

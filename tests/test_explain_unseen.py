@@ -180,6 +180,20 @@ NOT_IN_THE_TEXT = {
     "https://github.com/deepspeedai/DeepSpeed/pull/5318": None,
     "https://github.com/huggingface/accelerate/issues/18": None,
     "https://github.com/EleutherAI/gpt-neox/issues/849": "rendezvous.port_in_use",
+    # batch 20, after it was measured (phase Q): CuPy's NCCL system error alone (vLLM's
+    # NCCL_BUFFSIZE too large for the InfiniBand registration is in the thread); a chained
+    # KeyError in Megatron's frame (dlrover's load, whose frame ends the log without its
+    # exception line); DLRover's methods refusing ms-swift's arguments, a TypeError (the
+    # release mismatch is in the thread); accelerate's ValueError and torch's missing
+    # _set_static_graph quoted in a sentence, a type glued after its message, NCCL's
+    # internal error of 2.25.1 alone: no finding
+    "https://github.com/vllm-project/vllm/issues/19613": "nccl.system_error",
+    "https://github.com/intelligent-machine-learning/dlrover/issues/977": "program.exception",
+    "https://github.com/modelscope/ms-swift/issues/9912": "program.exception",
+    "https://github.com/huggingface/trl/issues/2329": None,
+    "https://github.com/JingyunLiang/VRT/issues/22": None,
+    "https://github.com/bytedance/HLLM/issues/30": None,
+    "https://github.com/NVIDIA-NeMo/Run/issues/266": None,
 }
 
 
@@ -309,7 +323,7 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
     } | set().union(*(missed for batch, missed in WRITTEN_FROM.items() if batch != 4))
     # every miss of a batch written from was written from, and nothing it got right: batch
     # 4 (phases A and B), 5 (C), 6 (D), 7 (E), 8 and 9 (F), 10 (G), 11 (H), 12 (I), 14 (K),
-    # 15 (L), 16 (M), 17 (N), 18 (O), 19 (P)
+    # 15 (L), 16 (M), 17 (N), 18 (O), 19 (P), 20 (Q)
     for batch, missed in WRITTEN_FROM.items():
         assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == batch} == missed
     assert all(e["split"] == "train" and e.get("batch") in (2, 3, *WRITTEN_FROM)
@@ -789,7 +803,7 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 8: BATCH8_MISSED, 9: BATCH9_MISSED, 10: BATCH10_MISSED, 11: BATCH11_MISSED,
                 12: BATCH12_MISSED, 14: BATCH14_MISSED, 15: BATCH15_MISSED,
                 16: BATCH16_MISSED, 17: BATCH17_MISSED, 18: BATCH18_MISSED,
-                19: BATCH19_MISSED}
+                19: BATCH19_MISSED, 20: BATCH20_MISSED}
 
 # Batches 8-20 as measured: logs, user-code logs among them, right at the first run, the
 # misses, and those of the misses whose cause no signature named then (`new.*`, kept as
