@@ -587,9 +587,9 @@ PROGRAM = Signature(
 LIBRARY_ADVICE = (
     "%(library)s raised it, not the environment: check %(call)s against %(library)s's "
     "documentation for the installed version, and search %(library)s's issues for this "
-    "message (a newer %(library)s may have fixed it; pip show %(library)s gives the "
-    "version); the errors of the other ranks (a closed connection, a timeout, torchrun's "
-    "summary) follow from this rank's exit")
+    "message (a newer %(library)s may have fixed it; pip list | grep -i %(library)s shows "
+    "the version installed); the errors of the other ranks (a closed connection, a "
+    "timeout, torchrun's summary) follow from this rank's exit")
 
 
 @dataclasses.dataclass
