@@ -45,7 +45,11 @@ from ..core.phases import PhaseTracker
 from ..core.records import RecordTail, records_path, stacks_path
 
 POLL_S = 0.02
-STACK_WAIT_S = 1.0
+STACK_WAIT_S = 2.0
+# A rank's dump is whole when its file has content and has not grown for this long: a
+# rank descheduled mid-dump on a loaded node pauses longer than one poll (a CI run's
+# screen tests once read a hung run whose waiting ranks' stacks were missing).
+STACK_STEADY_S = 0.15
 TERM_GRACE_S = 2.0
 STDERR_TAIL_BYTES = 4000
 STACK_BYTES = 20000
@@ -410,9 +414,10 @@ class _AttemptRun:
         for st in alive:
             self.group.signal(st.rank, signal.SIGUSR1)
         # faulthandler writes from the signal handler, even while the rank sits in C++;
-        # wait until every file has content and stopped growing, at most STACK_WAIT_S.
-        deadline = time.monotonic() + STACK_WAIT_S
-        sizes = {}
+        # wait until every file has content and has not grown for STACK_STEADY_S, at
+        # most STACK_WAIT_S.
+        now = time.monotonic()
+        deadline, steady_since, sizes = now + STACK_WAIT_S, now, {}
         while time.monotonic() < deadline:
             current = {}
             for st in alive:
@@ -420,9 +425,10 @@ class _AttemptRun:
                     current[st.rank] = os.path.getsize(stacks_path(self.dir, st.rank))
                 except OSError:
                     current[st.rank] = 0
-            if all(current.values()) and current == sizes:
+            if current != sizes:
+                sizes, steady_since = current, time.monotonic()
+            elif all(current.values()) and time.monotonic() - steady_since >= STACK_STEADY_S:
                 break
-            sizes = current
             time.sleep(0.05)
 
     def attempt(self, seconds):
