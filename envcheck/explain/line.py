@@ -16,8 +16,9 @@ returns are dropped, and the prefixes launchers put before a rank's output are r
 | ``[Rank 3]`` / ``[PG 0 Rank 3]`` | torch's NCCL watchdog (kept in the text) | rank 3 |
 
 A ``[rank3]:`` or ``[default3]:`` prefix after blanks (a log pasted into a thread with
-every line indented) is read the same way; Ray's ``(WorkerDict pid=12) `` is skipped, with its ``, ip=ADDR``
-(a worker on another node) too, and SkyPilot's ``(task-name, pid=12) ``.
+every line indented) is read the same way; Ray's ``(WorkerDict pid=12) `` is skipped,
+with its ``, ip=ADDR`` (a worker on another node) too, and SkyPilot's
+``(task-name, pid=12) ``.
 
 A line torchrun's failure summary prints (``traceback : Signal 6 ...``) has no prefix;
 its ``rank : 1 (local_rank: 1)`` and ``host : ...`` lines just before it give them.

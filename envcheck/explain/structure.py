@@ -297,7 +297,7 @@ def library(path):
     return m.group(1) if m else None
 
 
-def _torch_or_stdlib(path):
+def _not_to_blame(path):
     """torch, the standard library, or a library the job hands its data to whose refusal
     is the caller's (FOUNDATION): not the frame to blame."""
     return bool(INTERNAL.search(path) or TORCH_TREE.search(path)
@@ -611,7 +611,7 @@ class Exc:
         """The frame to blame: the deepest frame that is neither torch nor the standard
         library (the job's own code, or a library it runs that raised or called torch
         with what torch refused), else None (no traceback in the log)."""
-        found = [f for f in self.frames if not _torch_or_stdlib(f[0])]
+        found = [f for f in self.frames if not _not_to_blame(f[0])]
         return found[-1] if found else None
 
     @property
@@ -627,7 +627,7 @@ class Exc:
         own, or None (no library raised, or no frame of the job's own in the log)."""
         if not self.library:
             return None
-        own = [f for f in self.frames if not _torch_or_stdlib(f[0]) and library(f[0]) is None]
+        own = [f for f in self.frames if not _not_to_blame(f[0]) and library(f[0]) is None]
         return own[-1] if own else None
 
 
