@@ -1501,6 +1501,25 @@ PHASE_Q = [
 ]
 LINES += PHASE_Q
 
+# Phase R (issue #34, from batch 21's misses, after it was measured)
+PY310 = "/usr/lib/python3.10/multiprocessing/"
+PHASE_R = [
+    ("CPython 3.10 multiprocessing/synchronize.py SemLock, a DataLoader's queue lock",
+     _tb(OWN_M, (PY310 + "context.py", 68, "Lock", "return Lock(ctx=self.get_context())"),
+         (PY310 + "synchronize.py", 162, "__init__",
+          "SemLock.__init__(self, SEMAPHORE, 1, 1, ctx=ctx)"),
+         (PY310 + "synchronize.py", 57, "__init__",
+          "sl = self._semlock = _multiprocessing.SemLock("))
+     + "OSError: [Errno 28] No space left on device",
+     "host.shm_full"),
+    ("CPython 3.11 multiprocessing/synchronize.py SemLock, under torchrun's rank prefix",
+     "[rank1]:   File \"/usr/lib/python3.11/multiprocessing/synchronize.py\", line 57, in "
+     "__init__\n[rank1]:     sl = self._semlock = _multiprocessing.SemLock(\n"
+     "[rank1]: OSError: [Errno 28] No space left on device",
+     "host.shm_full"),
+]
+LINES += PHASE_R
+
 @pytest.fixture(scope="module")
 def matrix():
     return matrix_load.load()
@@ -2624,3 +2643,15 @@ def test_the_port_in_use_says_every_rank_may_have_started_the_server(tmp_path, m
 def test_texts_close_to_phase_q_s_are_no_such_cause(text, tmp_path, matrix):
     found, _ = _first(text, tmp_path, matrix)
     assert "checkpoint.resume_incomplete" not in found, found
+
+
+@pytest.mark.parametrize("text", [
+    # a checkpoint's write on a full disk, and the bare error
+    _tb(OWN_M, (LIB311 + "torch/serialization.py", 967, "save",
+                "_save(obj, opened_zipfile, pickle_module)"))
+    + "OSError: [Errno 28] No space left on device\n",
+    "OSError: [Errno 28] No space left on device\n",
+], ids=["torch-save", "bare"])
+def test_texts_close_to_phase_r_s_are_the_disk(text, tmp_path, matrix):
+    found, _ = _first(text, tmp_path, matrix)
+    assert found[:1] == ["checkpoint.disk_full"], found

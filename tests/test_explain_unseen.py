@@ -194,6 +194,17 @@ NOT_IN_THE_TEXT = {
     "https://github.com/JingyunLiang/VRT/issues/22": None,
     "https://github.com/bytedance/HLLM/issues/30": None,
     "https://github.com/NVIDIA-NeMo/Run/issues/266": None,
+    # batch 21, after it was measured (phase R): logs cut before their error line
+    # (Open-Sora's EMA deepcopy, DeepSpeed's missing ninja, torchdata's refused connect):
+    # no finding; a library's bug with no frame of it (Ray Train's ZeRO-3 world size in
+    # accelerate: two lines; DeepSpeed's engine frame cut at its start): the program's
+    # error; NCCL's system error alone where the thread found docker's /dev/shm
+    "https://github.com/hpcaitech/Open-Sora/issues/28": None,
+    "https://github.com/deepspeedai/DeepSpeed/issues/5627": None,
+    "https://github.com/meta-pytorch/data/issues/1142": None,
+    "https://github.com/ray-project/ray/issues/44204": "program.exception",
+    "https://github.com/deepspeedai/DeepSpeed/pull/4434": "program.exception",
+    "https://github.com/LianjiaTech/BELLE/issues/136": "nccl.system_error",
 }
 
 
@@ -323,7 +334,7 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
     } | set().union(*(missed for batch, missed in WRITTEN_FROM.items() if batch != 4))
     # every miss of a batch written from was written from, and nothing it got right: batch
     # 4 (phases A and B), 5 (C), 6 (D), 7 (E), 8 and 9 (F), 10 (G), 11 (H), 12 (I), 14 (K),
-    # 15 (L), 16 (M), 17 (N), 18 (O), 19 (P), 20 (Q)
+    # 15 (L), 16 (M), 17 (N), 18 (O), 19 (P), 20 (Q), 21 (R)
     for batch, missed in WRITTEN_FROM.items():
         assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == batch} == missed
     assert all(e["split"] == "train" and e.get("batch") in (2, 3, *WRITTEN_FROM)
@@ -817,7 +828,7 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 8: BATCH8_MISSED, 9: BATCH9_MISSED, 10: BATCH10_MISSED, 11: BATCH11_MISSED,
                 12: BATCH12_MISSED, 14: BATCH14_MISSED, 15: BATCH15_MISSED,
                 16: BATCH16_MISSED, 17: BATCH17_MISSED, 18: BATCH18_MISSED,
-                19: BATCH19_MISSED, 20: BATCH20_MISSED}
+                19: BATCH19_MISSED, 20: BATCH20_MISSED, 21: BATCH21_MISSED}
 
 # Batches 8-21 as measured: logs, user-code logs among them, right at the first run, the
 # misses, and those of the misses whose cause no signature named then (`new.*`, kept as

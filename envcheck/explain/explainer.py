@@ -102,6 +102,27 @@ def _build(hit, ln):
     return ln
 
 
+# ENOSPC raised creating one of Python's multiprocessing semaphores (SemLock: sem_open,
+# whose named semaphores glibc keeps as files in /dev/shm), not on a disk. The frame and
+# source line just above the error say so; they are read into its line, which
+# host.shm_full reads before checkpoint.disk_full does (issue #34, phase R:
+# NVIDIA/Megatron-LM#878, a DataLoader's workers in a container's 64 MB /dev/shm)
+NO_SPACE = re.compile(r"Error: \[Errno 28\] No space left on device")
+SEMLOCK = re.compile(r"_multiprocessing\.SemLock\(|multiprocessing[/\\]synchronize\.py")
+
+
+def _semaphore(hit, ln):
+    """``ln`` saying that it was raised creating a multiprocessing semaphore, where the
+    lines just above it show that (the line as it is otherwise)."""
+    if not NO_SPACE.search(ln.text):
+        return ln
+    for raw in reversed(hit.before):
+        if SEMLOCK.search(line_mod.parse(0, raw).text):
+            return dataclasses.replace(
+                ln, text="%s; raised creating multiprocessing's semaphore" % ln.text)
+    return ln
+
+
 # A process that dies of SIGBUS is reported by whichever crash handler it has loaded, each
 # printing the frames of the thread that died below its line: UCX (ucs/debug/debug.c:
 # "[host:pid:idx:tid] Caught signal 7 (Bus error: ...)", then "==== backtrace (tid: TID)
@@ -208,7 +229,8 @@ def explain(paths, matrix_dirs=(), matrix=None):
         try:
             for hit in scan:
                 ln = line_mod.parse(hit.number, hit.data, hit.before)
-                ln = _backtrace(hit, _build(hit, _enforce(hit, _interfaces(hit, ln))))
+                ln = _enforce(hit, _interfaces(hit, ln))
+                ln = _backtrace(hit, _semaphore(hit, _build(hit, ln)))
                 structure.feed(hit, ln, name, matcher.feed(ln, name))
                 facts.feed(ln, name)
                 frameworks += [k for k in hit.frameworks if k not in frameworks]
