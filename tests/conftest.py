@@ -33,6 +33,18 @@ class CliResult:
 _running = []
 
 
+def pytest_configure(config):
+    """Compile envcheck's modules once, before any test starts a process that imports
+    them. The tests start thousands (the CLI, ranks, zygotes, relays), and where
+    PYTHONDONTWRITEBYTECODE is set (as on this project's machines) each compiled its
+    modules again from source: about 60 ms of each CLI start. A wheel's install compiles
+    them too, so this is how users run envcheck. Once, in xdist's controller."""
+    if not hasattr(config, "workerinput"):
+        import compileall
+
+        compileall.compile_dir(os.path.join(ROOT, "envcheck"), quiet=2)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     _running[:] = [item]
