@@ -190,6 +190,7 @@ class Explanation:
     frameworks: list  # keys of core.frameworks.FRAMEWORKS seen in the log
     structure: list = dataclasses.field(default_factory=list)  # structure.summary() lines
     structure_data: dict = dataclasses.field(default_factory=dict)  # structure.to_dict()
+    cut: list = dataclasses.field(default_factory=list)  # [structure.Cut]: inputs cut short
 
     @property
     def exit_code(self):
@@ -242,8 +243,13 @@ def explain(paths, matrix_dirs=(), matrix=None):
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
+        structure.ended(name, scan.tail(), scan.lines)
         inputs.append({"name": name, "lines": scan.lines, "bytes": scan.bytes})
     findings, consequences = structure_mod.arrange(structure, *matcher.results())
+    if findings:
+        # beside a cause, a log cut inside a launcher's traceback (runpy's and torch's
+        # frames only: torchrun's ChildFailedError, cut) says nothing more
+        structure.cut = [cut for cut in structure.cut if cut.code]
     return Explanation(inputs, findings, consequences, facts,
                        facts_mod.judge(facts, matrix), frameworks, structure.summary(),
-                       structure.to_dict())
+                       structure.to_dict(), structure.cut)

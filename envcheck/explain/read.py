@@ -30,6 +30,10 @@ FRAMEWORK_MARKS = {"lightning": (b"/lightning/", b"/pytorch_lightning/", b"/ligh
 FRAMEWORK_WINDOW = 64 << 10
 
 HEAD = 8 << 10  # bytes looked at to tell a log from something that is not one
+# The log's last bytes, kept as it is read: where a log ends inside a traceback (copied
+# short, or a job killed while printing it), its frames are there and no exception line
+# is (structure.cut_traceback).
+TAIL = 16 << 10
 
 
 class NotALog(ValueError):
@@ -228,6 +232,15 @@ class Scan:
         self.chunk = chunk
         self.lines = 0
         self.bytes = 0
+        self._tail = b""
+
+    def tail(self):
+        """The whole lines among the log's last TAIL bytes (bytes, oldest first; the first
+        one, cut by the limit, left out), once it has been read."""
+        lines = self._tail.split(b"\n")
+        if self.bytes > len(self._tail):
+            lines = lines[1:]
+        return lines
 
     def __iter__(self):
         # Each chunk is searched where it lies; only the line cut in two at its end is
@@ -243,6 +256,7 @@ class Scan:
             if not block:
                 break
             self.bytes += len(block)
+            self._tail = (block if len(block) >= TAIL else self._tail + block)[-TAIL:]
             begin = 0
             if carry:
                 nl = block.find(b"\n")

@@ -641,6 +641,7 @@ class Structure:
         self.by_text = {}  # (type, message) -> the first Exc of that text
         self.root = None  # {"rank", "host", "exitcode", "where"} of torchrun's Root Cause
         self.work = {}  # rank -> (SeqNum, OpType) of its timed-out collective
+        self.cut = []  # [Cut]: the inputs that end inside a traceback (ended())
 
     def feed(self, hit, ln, file, matched):
         """One scanned line: ``ln`` its ``line.Line``, ``matched`` the signature that
@@ -693,6 +694,13 @@ class Structure:
         if ln.host:
             exc.hosts.add(ln.host)
 
+    def ended(self, file, tail, lines):
+        """One input read to its end: ``tail``, its last lines (bytes, read.Scan.tail);
+        ``lines``, how many it has."""
+        cut = cut_traceback(file, tail, lines)
+        if cut is not None:
+            self.cut.append(cut)
+
     def program(self):
         """The exceptions no environment failure explains, earliest first."""
         return sorted((e for e in self.exceptions.values() if not e.explained),
@@ -736,6 +744,7 @@ class Structure:
         if behind:
             out.append("  ranks %s were behind: they never reached SeqNum=%d"
                        % (_ranks(behind[0]), behind[1]))
+        out += [cut.summary() for cut in self.cut]
         return out
 
     def to_dict(self):
@@ -748,8 +757,109 @@ class Structure:
             "collectives": [{"op": op, "seq": seq, "ranks": sorted(ranks)}
                             for seq, op, ranks in groups],
             "behind": {"ranks": behind[0], "never_reached": behind[1]} if behind else None,
+            "cut_tracebacks": [cut.to_dict() for cut in self.cut],
             "summary": self.summary(),
         }
+
+
+@dataclasses.dataclass
+class Cut:
+    """A traceback the log ends inside, before its exception line: a log copied or
+    excerpted short, or a process killed while it printed. The error is not in the log;
+    where the job was is."""
+    file: str
+    line_number: int  # the log's last line: where the traceback is cut
+    frames: list  # [(path, line number, function)], outermost first
+    rank: object  # the rank whose lines they are, or None
+    whole: bool  # its first line ('Traceback (most recent call last):') is in the log
+
+    @property
+    def code(self):
+        """Whether it shows a frame that is neither torch nor the standard library:
+        where the job (or a library it runs) was, not only a launcher's way in."""
+        return any(not _not_to_blame(f[0]) for f in self.frames)
+
+    @property
+    def last(self):
+        """The deepest frame shown that is neither torch nor the standard library (the
+        job's own code or a library it runs), else the deepest frame shown."""
+        found = [f for f in self.frames if not _not_to_blame(f[0])]
+        return found[-1] if found else self.frames[-1]
+
+    @property
+    def library(self):
+        return None if _not_to_blame(self.last[0]) else library(self.last[0])
+
+    @property
+    def caller(self):
+        """The job's own deepest frame, where the last frame is a library's; or None."""
+        if not self.library:
+            return None
+        own = [f for f in self.frames if not _not_to_blame(f[0]) and library(f[0]) is None]
+        return own[-1] if own else None
+
+    def summary(self):
+        who = "rank %d's traceback" % self.rank if self.rank is not None else "a traceback"
+        last = self.last
+        if self.library:
+            at = "in %s's code at %s:%d (in %s)" % ((self.library,) + last)
+            if self.caller:
+                at += ", called from the job's own code at %s:%d (in %s)" % self.caller
+        elif _not_to_blame(last[0]):
+            at = "at %s:%d (in %s)" % last
+        else:
+            at = "in the job's own code at %s:%d (in %s)" % last
+        return ("the log ends inside %s (%s:%d), cut before its error line, which says "
+                "what failed: its last frame is %s" % (who, self.file, self.line_number, at))
+
+    def next_step(self):
+        """What to collect: the lines the log lacks."""
+        return ("the rest of the log, after line %d of %s: it ends inside a traceback, and "
+                "the line below the traceback's last frame (the exception) names what failed"
+                % (self.line_number, self.file))
+
+    def to_dict(self):
+        last, caller = self.last, self.caller
+        return {"file": self.file, "line_number": self.line_number, "rank": self.rank,
+                "whole": self.whole, "frames": len(self.frames),
+                "frame": {"path": last[0], "line": last[1], "function": last[2],
+                          "library": self.library},
+                "called_from": ({"path": caller[0], "line": caller[1], "function": caller[2]}
+                                if caller else None)}
+
+
+def cut_traceback(file, tail, lines=None):
+    """The ``Cut`` of a log whose last lines (``tail``, bytes, oldest first) are a
+    traceback's frames and source lines with no exception line after them, else None.
+    ``lines``: the log's number of lines (its last line's number), where known."""
+    parsed = [line_mod.parse(0, raw) for raw in tail]
+    while parsed and not parsed[-1].text.strip():
+        parsed.pop()
+    if not parsed:
+        return None
+    rank = parsed[-1].rank
+    frames, whole = [], False
+    for prev in reversed(parsed):
+        if rank is not None and prev.rank is not None and prev.rank != rank:
+            continue  # another rank's line, interleaved
+        text = prev.text
+        f = FRAME.match(text)
+        if f:
+            frame = (f.group(1), int(f.group(2)), f.group(3))
+            if not frames or frames[-1] != frame:
+                frames.append(frame)
+        elif text.startswith(TRACEBACK):
+            whole = bool(frames)
+            break
+        elif EXCEPTION.match(text):
+            return None  # its exception line above the frames: a traceback pasted in reverse
+        elif not (_indented(prev) or not text.strip("^~ ")):
+            break  # a line of something else above the frames
+        # else a frame's source line, or the carets under it
+    if not frames:
+        return None
+    frames.reverse()
+    return Cut(file, lines if lines is not None else len(parsed), frames, rank, whole)
 
 
 def exception_dict(exc):

@@ -116,7 +116,12 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # refusal by the controller ('Batch job submission failed: Invalid generic
               # resource (gres) specification': B is a first letter already); the other
               # phase N texts hold "Error", "NCCL" or "Failed"
-              "-f 1024 -w", "Batch job submission failed")
+              "-f 1024 -w", "Batch job submission failed",
+              # phase S: torch's warning that only reentrant activation checkpointing
+              # prints (torch/utils/checkpoint.py check_backward_validity, called by
+              # CheckpointFunction.forward: 'None of the inputs have requires_grad=True.
+              # Gradients will be None'; N is a first letter here already)
+              "None of the inputs have requires_grad")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 

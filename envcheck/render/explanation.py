@@ -84,9 +84,16 @@ def to_dict(x):
         "judgements": [j.to_dict() for j in x.judgements],
         "frameworks": list(x.frameworks),
         "structure": x.structure_data or {"first_failure": None, "rank_first_errors": [],
-                                          "collectives": [], "behind": None, "summary": []},
-        "next_steps": list(NEXT_STEPS) if nothing else [],
+                                          "collectives": [], "behind": None, "cut_tracebacks": [],
+                                          "summary": []},
+        "next_steps": _next_steps(x) if nothing else [],
     })
+
+
+def _next_steps(x):
+    """What to collect when nothing was recognised: first the lines a log cut inside a
+    traceback lacks."""
+    return [cut.next_step() for cut in x.cut] + list(NEXT_STEPS)
 
 
 def to_json(x):
@@ -176,5 +183,5 @@ def render(x, width=None, verbose=False):
         out += ["", "framework seen in the log: %s" % ", ".join(
             FRAMEWORKS[k].name for k in x.frameworks)]
     if not x.findings and x.exit_code != 0:
-        out += ["", "collect next:"] + ["  - %s" % step for step in NEXT_STEPS]
+        out += ["", "collect next:"] + ["  - %s" % step for step in _next_steps(x)]
     return printable(redact.text("\n".join(_fit(out, width)) + "\n"))
