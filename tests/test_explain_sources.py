@@ -46,6 +46,28 @@ LINES = [
     ("nccl init.cc, init begun, with its rank",
      "h1:11:22 [1] NCCL INFO [Rank 1] ncclCommInitRankConfig comm 0x55d4c0a0 rank 1 nranks 2 "
      "cudaDev 1 nvmlDev 1 busId 4f000 commId 0x47dc53f08cbcda96 - Init START", "nccl.p2p_hang"),
+    # phase T: accelerate's own refusal of a taken port (accelerate/utils/launch.py)
+    ("accelerate utils/launch.py",
+     "ConnectionError: Tried to launch distributed communication on port `29500`, but another "
+     "process is utilizing it. Please specify a different port (such as using the "
+     "`--main_process_port` flag or specifying a different `main_process_port` in your config "
+     "file) and rerun your script. To automatically use the next open port (on a single node), "
+     "you can set this to `0`.", "rendezvous.port_in_use"),
+    # gloo's device.cc as some builds and wrappers print it, without the enforce's location
+    ("gloo device.cc, its condition, no location",
+     "RuntimeError: ifa != nullptr. Unable to find address for: 192.168.99.",
+     "gloo.socket_interface"),
+    ("gloo device.cc, alone, a predictable interface name",
+     "RuntimeError: Unable to find address for: enp67s0f5", "gloo.socket_interface"),
+    ("gloo device.cc, alone, NCCL's exclusion syntax",
+     "RuntimeError: Unable to find address for: ^lo,docker", "gloo.socket_interface"),
+    # Meta's Llama code (llama/generation.py Llama.build; LLaMA 1's example.py load)
+    ("llama generation.py, shards against ranks",
+     "AssertionError: Loading a checkpoint for MP=8 but world size is 2",
+     "checkpoint.model_parallel_shards"),
+    ("llama generation.py, no shard",
+     "AssertionError: no checkpoint files found in /models/llama-2-7b",
+     "checkpoint.model_parallel_shards"),
     # NCCL src/misc/socket.cc (2.18-2.27) and src/os/linux.cc (2.28+): socket connects
     ("nccl socket.cc (2.18)",
      "h1:11:22 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
@@ -2672,12 +2694,34 @@ NEAR_S = ({"nccl.p2p_hang", "torch.ddp_reentrant_checkpoint"}, [
 ], ["init-then-error", "warning-then-error", "other-words"])
 
 
-NEAR = [NEAR_M, NEAR_N, NEAR_O, NEAR_P, NEAR_Q, NEAR_S]
+# Texts close to phase T's, and the causes none of them may get
+NEAR_T = ({"gloo.socket_interface", "checkpoint.model_parallel_shards",
+           "network.peer_connect"}, [
+    # gloo's words for a host name it cannot resolve, printed without its condition
+    "RuntimeError: Unable to find address for: node-1.cluster\n",
+    "RuntimeError: rp != nullptr. Unable to find address for: enp-host\n",
+    # another assertion about the world size
+    "AssertionError: world size is 2, expected 4\n",
+    # gloo's connect ending its line, and the next line not its peer
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] connect\n"
+    "Traceback (most recent call last):\n",
+], ["hostname", "hostname-condition", "world-size", "connect-then-other"])
+
+
+def test_a_gloo_connect_broken_after_connect_reads_its_peer_and_error(tmp_path, matrix):
+    """hpcaitech/ColossalAI#2407: the peer and the error pasted on the next line."""
+    found, result = _first("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] "
+                           "connect \n[127.0.1.1]:29591: Connection refused\n", tmp_path, matrix)
+    assert found == ["network.peer_connect"]
+    assert result.findings[0].line.text.endswith("connect [127.0.1.1]:29591: Connection refused")
+
+
+NEAR = [NEAR_M, NEAR_N, NEAR_O, NEAR_P, NEAR_Q, NEAR_S, NEAR_T]
 
 
 @pytest.mark.parametrize("text, forbidden", [
     (text, forbidden) for forbidden, texts, _ in NEAR for text in texts], ids=[
-    "%s-%s" % (phase, case) for phase, (_, _, ids) in zip("MNOPQS", NEAR) for case in ids])
+    "%s-%s" % (phase, case) for phase, (_, _, ids) in zip("MNOPQST", NEAR) for case in ids])
 def test_texts_close_to_a_phase_s_are_no_such_cause(text, forbidden, tmp_path, matrix):
     found, _ = _first(text, tmp_path, matrix)
     assert not forbidden & set(found), found

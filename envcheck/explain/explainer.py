@@ -54,23 +54,34 @@ def _interfaces(hit, ln):
     return dataclasses.replace(ln, text="%s %s" % (ln.text, " ".join(listed)))
 
 
-# c10's and gloo's enforce messages name where they failed, then the check and its words
-# ('[enforce fail at .../gloo/transport/tcp/device.cc:84] ifa != nullptr. Unable to find
-# address for: eth9'); a log pasted into a thread (or wrapped by a terminal) often breaks
-# the line after the location: the next line, indented, is read back into it (issue #34,
-# phase P: aws-samples/aws-do-eks#51).
-ENFORCE_AT_END = re.compile(r"\[enforce fail at [^\]\s]+\]\s*$")
+# Lines a log pasted into a thread (or wrapped by a terminal) often breaks after the
+# place that says where they failed; the next line is read back into it, where it is
+# the rest of that line:
+# - c10's and gloo's enforce messages: '[enforce fail at .../gloo/transport/tcp/
+#   device.cc:84]', then the check and its words, indented ('ifa != nullptr. Unable to
+#   find address for: eth9'; issue #34, phase P: aws-samples/aws-do-eks#51);
+# - gloo's refused connect: '[.../gloo/transport/tcp/pair.cc:799] connect', then the peer
+#   and the error ('[127.0.1.1]:29591: Connection refused'; phase T:
+#   hpcaitech/ColossalAI#2407).
+PEER = re.compile(r"^\[[^\]\s]+\]:\d+: \S")
+BROKEN = (
+    (re.compile(r"\[enforce fail at [^\]\s]+\]\s*$"),
+     lambda raw, text: raw[:1] in (b" ", b"\t")),
+    (re.compile(r"gloo/transport/tcp/pair\.cc:\d+\] connect\s*$"),
+     lambda raw, text: PEER.match(text)),
+)
 
 
-def _enforce(hit, ln):
-    """``ln`` with the check that follows an enforce location ending its line read back
-    into it (the line as it is otherwise)."""
-    if not ENFORCE_AT_END.search(ln.text):
-        return ln
-    for raw in hit.following(1):
-        text = line_mod.parse(0, raw).text
-        if text and raw[:1] in (b" ", b"\t"):
-            return dataclasses.replace(ln, text="%s %s" % (ln.text.rstrip(), text))
+def _rejoined(hit, ln):
+    """``ln`` with the rest of it, broken onto the next line, read back into it (the line
+    as it is otherwise)."""
+    for end, rest in BROKEN:
+        if end.search(ln.text):
+            for raw in hit.following(1):
+                text = line_mod.parse(0, raw).text
+                if text and rest(raw, text):
+                    return dataclasses.replace(ln, text="%s %s" % (ln.text.rstrip(), text))
+            break
     return ln
 
 
@@ -99,6 +110,31 @@ def _build(hit, ln):
         if BUILD_FAILED.search(text):
             return dataclasses.replace(ln, text="%s; then the build failed: %s"
                                        % (ln.text, text[:200]))
+    return ln
+
+
+# An extension's build that failed linking: GNU ld's 'cannot find -lNAME' (binutils
+# ldfile.c) some lines above the build's failure, torch's cpp_extension raising
+# CalledProcessError for ninja, or 'Error building extension' (torch's, DeepSpeed's op
+# builder); where NAME is a CUDA library, the linker's line is read into the failure's,
+# which cuda.library_missing reads (issue #34, phase T: deepspeedai/DeepSpeed#5659,
+# -lcurand). Another library's is left out: the line stays the program's words.
+EXTENSION_FAILED = re.compile(r"Command '\['ninja', '-v'\]' returned non-zero exit status"
+                              r"|Error building extension '")
+LINK_MISSING = re.compile(r"(?:\S*/)?ld(?:\.\w+)?: cannot find -l(?:cudart|cublas(?:Lt)?|cudnn\w*"
+                          r"|nccl|nvrtc|cufft|curand|cusparse(?:Lt)?|cusolver|nvJitLink|cupti"
+                          r"|nvToolsExt)\b")
+
+
+def _link(hit, ln):
+    """``ln`` with the linker's missing CUDA library read into it, where the failed
+    build's output above it shows one (the line as it is otherwise)."""
+    if not EXTENSION_FAILED.search(ln.text):
+        return ln
+    for raw in reversed(hit.lookback()):
+        m = LINK_MISSING.search(line_mod.parse(0, raw).text)
+        if m:
+            return dataclasses.replace(ln, text="%s; the link failed: %s" % (ln.text, m.group(0)))
     return ln
 
 
@@ -230,8 +266,8 @@ def explain(paths, matrix_dirs=(), matrix=None):
         try:
             for hit in scan:
                 ln = line_mod.parse(hit.number, hit.data, hit.before)
-                ln = _enforce(hit, _interfaces(hit, ln))
-                ln = _backtrace(hit, _semaphore(hit, _build(hit, ln)))
+                ln = _rejoined(hit, _interfaces(hit, ln))
+                ln = _backtrace(hit, _semaphore(hit, _link(hit, _build(hit, ln))))
                 structure.feed(hit, ln, name, matcher.feed(ln, name))
                 facts.feed(ln, name)
                 frameworks += [k for k in hit.frameworks if k not in frameworks]
