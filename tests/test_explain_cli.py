@@ -246,19 +246,34 @@ def test_every_signature_s_screen_source_is_its_links_or_its_head():
 
 def test_every_command_to_paste_in_a_fix_stays_on_one_line_at_80_columns():
     # python -c '...' split at a blank no longer pastes; before, 9 of the signatures'
-    # fixes had one, and at 80 columns most were split (the code's blanks)
-    import re
-
+    # fixes had one, and at 80 columns most were split (the code's blanks); nor does a
+    # launcher split from its options (phase T's 'torchrun --nproc_per_node N' was)
     from envcheck.matrix import load
-    from envcheck.render.explanation import _fit
+    from envcheck.render.explanation import COMMAND, _fit
 
-    commands = 0
+    commands, launchers = 0, 0
     for sig in load.load().signatures:
         for text in [sig.advice] + [v for _, v in sig.framework_advice]:
-            wanted = re.findall(r"\bpython[\d.]* -c '[^']*'", text)
-            lines = _fit(["  fix: " + text], 80)
-            assert " ".join(" ".join(lines).split()) == " ".join(("fix: " + text).split())
-            for command in wanted:
-                commands += 1
-                assert any(command in line for line in lines), (sig.id, command, lines)
-    assert commands >= 9
+            wanted = [m.group(0) for m in COMMAND.finditer(text)]
+            for width in (60, 80, 100):
+                lines = _fit(["  fix: " + text], width)
+                assert " ".join(" ".join(lines).split()) == " ".join(("fix: " + text).split())
+                for command in wanted:
+                    assert any(command in line for line in lines), (sig.id, command, lines)
+            commands += len(wanted)
+            launchers += sum(not c.startswith("python") for c in wanted)
+    assert commands >= 9 + 10 and launchers >= 10, (commands, launchers)
+
+
+@pytest.mark.parametrize("text, command", [
+    ("start torchrun --nproc_per_node N, N the shards", "torchrun --nproc_per_node N"),
+    ("run torchrun --nproc-per-node=8 train.py", "torchrun --nproc-per-node=8"),
+    ("use srun --label (each line its rank)", "srun --label"),
+    ("accelerate launch --main_process_port 0 train.py", "accelerate launch --main_process_port 0"),
+    ("torchrun --standalone --nnodes=1 --nproc-per-node=4 x.py",
+     "torchrun --standalone --nnodes=1 --nproc-per-node=4"),
+])
+def test_a_launcher_is_kept_with_its_options_not_the_prose_after_them(text, command):
+    from envcheck.render.explanation import COMMAND
+
+    assert COMMAND.search(text).group(0) == command

@@ -125,9 +125,14 @@ def _finding(f, frameworks, verbose=False):
     return out
 
 
-# A command to paste, in an advice: python's -c with its quoted code. Kept on one line
-# (a longer one overflows it whole, as a long URL does): split, it no longer pastes.
-COMMAND = re.compile(r"\bpython[\d.]* -c '[^']*'")
+# A command to paste, in an advice: python's -c with its quoted code, or a launcher with
+# its options (torchrun --nproc_per_node N, srun --label, accelerate launch
+# --main_process_port 0: an option's value after a blank only where it is a number or N).
+# Kept on one line (a longer one overflows it whole, as a long URL does): split, it no
+# longer pastes.
+COMMAND = re.compile(r"\bpython[\d.]* -c '[^']*'"
+                     r"|\b(?:torchrun|srun|sbatch|mpirun|deepspeed|accelerate launch)"
+                     r"(?: --?[\w.-]+(?:=[^\s,;)]+| (?:N|\d+)\b)?)+")
 KEEP = "\u00a0"  # no-break space: textwrap breaks at ASCII whitespace only
 
 
