@@ -285,7 +285,7 @@ def explain(paths, matrix_dirs=(), matrix=None):
     if findings:
         # beside a cause, a log cut inside a launcher's traceback (runpy's and torch's
         # frames only: torchrun's ChildFailedError, cut) says nothing more
-        structure.cut = [cut for cut in structure.cut if cut.code]
+        structure.cut = [cut for cut in structure.cut if cut.culprit]
     return Explanation(inputs, findings, consequences, facts,
                        facts_mod.judge(facts, matrix), frameworks, structure.summary(),
                        structure.to_dict(), structure.cut)

@@ -592,25 +592,16 @@ LIBRARY_ADVICE = (
     "timeout, torchrun's summary) follow from this rank's exit")
 
 
-@dataclasses.dataclass
-class Exc:
-    """One exception, the same on every rank and line that raised it."""
-    type: str  # "AttributeError"
-    message: str
-    frames: list  # [(path, line number, function)], outermost first
-    ranks: set
-    hosts: set
-    file: str
-    line: object  # line.Line of its first exception line
-    order: tuple  # (input index, line number): when the log first shows it
-    explained: bool = False  # a signature matched it, or it names the environment
-    count: int = 0
+class Frames:
+    """Who is to blame, from a traceback's ``frames`` ([(path, line number, function)],
+    outermost first): an exception's, or a traceback the log is cut inside."""
 
     @property
     def culprit(self):
         """The frame to blame: the deepest frame that is neither torch nor the standard
         library (the job's own code, or a library it runs that raised or called torch
-        with what torch refused), else None (no traceback in the log)."""
+        with what torch refused), else None (no traceback in the log, or only torch's
+        and the standard library's frames)."""
         found = [f for f in self.frames if not _not_to_blame(f[0])]
         return found[-1] if found else None
 
@@ -629,6 +620,21 @@ class Exc:
             return None
         own = [f for f in self.frames if not _not_to_blame(f[0]) and library(f[0]) is None]
         return own[-1] if own else None
+
+
+@dataclasses.dataclass
+class Exc(Frames):
+    """One exception, the same on every rank and line that raised it."""
+    type: str  # "AttributeError"
+    message: str
+    frames: list  # [(path, line number, function)], outermost first
+    ranks: set
+    hosts: set
+    file: str
+    line: object  # line.Line of its first exception line
+    order: tuple  # (input index, line number): when the log first shows it
+    explained: bool = False  # a signature matched it, or it names the environment
+    count: int = 0
 
 
 class Structure:
@@ -763,7 +769,7 @@ class Structure:
 
 
 @dataclasses.dataclass
-class Cut:
+class Cut(Frames):
     """A traceback the log ends inside, before its exception line: a log copied or
     excerpted short, or a process killed while it printed. The error is not in the log;
     where the job was is."""
@@ -774,29 +780,10 @@ class Cut:
     whole: bool  # its first line ('Traceback (most recent call last):') is in the log
 
     @property
-    def code(self):
-        """Whether it shows a frame that is neither torch nor the standard library:
-        where the job (or a library it runs) was, not only a launcher's way in."""
-        return any(not _not_to_blame(f[0]) for f in self.frames)
-
-    @property
     def last(self):
-        """The deepest frame shown that is neither torch nor the standard library (the
-        job's own code or a library it runs), else the deepest frame shown."""
-        found = [f for f in self.frames if not _not_to_blame(f[0])]
-        return found[-1] if found else self.frames[-1]
-
-    @property
-    def library(self):
-        return None if _not_to_blame(self.last[0]) else library(self.last[0])
-
-    @property
-    def caller(self):
-        """The job's own deepest frame, where the last frame is a library's; or None."""
-        if not self.library:
-            return None
-        own = [f for f in self.frames if not _not_to_blame(f[0]) and library(f[0]) is None]
-        return own[-1] if own else None
+        """The frame to blame (Frames.culprit), else the deepest frame shown (a launcher's
+        way in: runpy's and torch's frames only)."""
+        return self.culprit or self.frames[-1]
 
     def summary(self):
         who = "rank %d's traceback" % self.rank if self.rank is not None else "a traceback"
@@ -805,7 +792,7 @@ class Cut:
             at = "in %s's code at %s:%d (in %s)" % ((self.library,) + last)
             if self.caller:
                 at += ", called from the job's own code at %s:%d (in %s)" % self.caller
-        elif _not_to_blame(last[0]):
+        elif not self.culprit:
             at = "at %s:%d (in %s)" % last
         else:
             at = "in the job's own code at %s:%d (in %s)" % last
