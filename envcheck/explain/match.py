@@ -38,7 +38,6 @@ Some kinds of signature behave differently:
 """
 
 import dataclasses
-import re
 from typing import Optional
 
 
@@ -85,14 +84,12 @@ class Matcher:
         self.alone = [s for s in self.plain if s.alone]
         self.differ = [s for s in signatures if s.differ]
         self.rank_differ = [s for s in signatures if s.differ_patterns]
-        # One search tells most lines apart from every signature at once (None: try each;
-        # a team's pattern with a global flag such as (?i) cannot be joined to others).
-        try:
-            self.any = re.compile("|".join("(?:%s)" % p.pattern for s in self.plain
-                                           for p in (s.line_patterns if s.traceback else s.patterns)
-                                           + s.weak + s.alone)) if self.plain else None
-        except re.error:
-            self.any = None
+        # Each line is tried against each signature's patterns in turn. One search of
+        # their union (tried before) was slower, not faster: an alternation of a hundred
+        # patterns loses each pattern's literal prefix, which re skips ahead on; on 300,000
+        # NCCL INFO lines (every one a hit) it took 30 s against 25 s (phase T of #34). It
+        # also failed to compile where two signatures name a group alike, and every
+        # explain then paid 24 ms for the attempt.
         self.found = {}  # signature id -> Finding
         self.weak_found = {}  # signature id -> Finding of its weak_match lines
         self.alone_found = {}  # signature id -> Finding of its alone_match lines
@@ -103,23 +100,22 @@ class Matcher:
     def feed(self, line, file):
         """Match one line; returns the signature that matched it, or None."""
         matched = None
-        if self.any is None or self.any.search(line.text):
-            for s in self.plain:
-                if s.line_search(line.text):
-                    self._record(s, line, file)
+        for s in self.plain:
+            if s.line_search(line.text):
+                self._record(s, line, file)
+                matched = s
+                break
+        else:
+            for s in self.weak:
+                if s.weak_search(line.text):
+                    self._record(s, line, file, self.weak_found)
                     matched = s
                     break
             else:
-                for s in self.weak:
-                    if s.weak_search(line.text):
-                        self._record(s, line, file, self.weak_found)
-                        matched = s
+                for s in self.alone:
+                    if s.alone_search(line.text):
+                        self._record(s, line, file, self.alone_found)
                         break
-                else:
-                    for s in self.alone:
-                        if s.alone_search(line.text):
-                            self._record(s, line, file, self.alone_found)
-                            break
         for s in self.differ:
             m = s.search(line.text)
             if m:
