@@ -7,7 +7,10 @@
 The log is a training job's: 4 ranks' progress lines with torchrun's prefixes, a tqdm
 bar, NCCL_DEBUG=INFO lines at start-up, a few Python warnings, and at the very end a
 real failure (watchdog timeouts after P2P transport lines, texts from
-tests/data/explain_corpus.toml), so the whole file must be read to find it. Each run is
+tests/data/explain_corpus.toml), so the whole file must be read to find it. With
+``--log info`` it is NCCL_DEBUG=INFO output instead, every line a hit: the NCCL INFO
+lines of both corpora (real wordings), each under 8 ranks' NCCL prefixes in turn, then
+the same failure (bench/explain-info.md). Each run is
 `python -m envcheck explain --format json LOG` in a fresh process; peak memory is that
 process's VmHWM (read by a wrapper, as ru_maxrss would carry over the peak of the
 process that started it). With ``--baseline REV`` each size is also run with envcheck as
@@ -50,8 +53,27 @@ TAIL = "".join(
     for r in range(4))
 
 
-def make_log(path, megabytes):
-    block = (BODY * 20 + WARNING).encode()
+def _info_lines():
+    """The NCCL INFO lines of both corpora, after NCCL's own 'host:pid:tid [dev] '."""
+    import re
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        import tomli as tomllib
+    out = []
+    for name in ("explain_corpus.toml", "explain_unseen.toml"):
+        with open(os.path.join(ROOT, "tests", "data", name), "rb") as f:
+            for e in tomllib.load(f)["entry"]:
+                out += [m.group(1) for m in re.finditer(r"(NCCL INFO .*)", e["text"])]
+    return sorted(set(out))
+
+
+def make_log(path, megabytes, kind="training"):
+    if kind == "info":
+        block = "".join("node%d:%d:%d [%d] %s\n" % (r // 4, 1000 + r, 2000 + r, r % 4, text)
+                        for r in range(8) for text in _info_lines()).encode()
+    else:
+        block = (BODY * 20 + WARNING).encode()
     target = megabytes << 20
     with open(path, "wb") as f:
         f.write(HEAD.encode())
@@ -109,6 +131,9 @@ def main():
     ap.add_argument("--sizes", type=int, nargs="+", default=[200, 2048], help="MiB")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--dir", default=tempfile.gettempdir())
+    ap.add_argument("--log", choices=("training", "info"), default="training",
+                    help="a training job's log (few hits), or NCCL_DEBUG=INFO output "
+                         "(every line a hit)")
     ap.add_argument("--baseline", metavar="REV",
                     help="also run envcheck as it was at git revision REV (alternating)")
     args = ap.parse_args()
@@ -134,7 +159,7 @@ def _measure(args, trees):
     print("|---|---|---|---|---|---|")
     for size in args.sizes:
         path = os.path.join(args.dir, "envcheck-explain-bench-%dm.log" % size)
-        actual = make_log(path, size)
+        actual = make_log(path, size, args.log)
         try:
             runs = {label: [] for label in trees}
             for _ in range(args.runs):

@@ -230,6 +230,13 @@ NOT_IN_THE_TEXT = {
     "https://github.com/axolotl-ai-cloud/axolotl/pull/148": "program.exception",
     "https://github.com/thu-coai/EVA/issues/10": "program.exception",
     "https://github.com/yunxiangfu2001/SegMAN/issues/11": "program.exception",
+    # batch 24, after it was measured (phase U): a traceback cut at the job's
+    # torch.cuda.set_device (ColossalAI's launch), before its error line (more ranks than
+    # the host's one GPU is in the thread): no finding; torchdistill run from a checkout
+    # in the job's own directory (its frames are not site-packages': a stack the text
+    # cannot tell from the job's own), torch's DDP assertion: the program's error
+    "https://github.com/hpcaitech/ColossalAI/issues/2439": None,
+    "https://github.com/yoshitomo-matsubara/torchdistill/issues/122": "program.exception",
 }
 
 
@@ -359,7 +366,7 @@ def test_logs_written_from_after_measuring_were_held_out_and_are_said_so():
     } | set().union(*(missed for batch, missed in WRITTEN_FROM.items() if batch != 4))
     # every miss of a batch written from was written from, and nothing it got right: batch
     # 4 (phases A and B), 5 (C), 6 (D), 7 (E), 8 and 9 (F), 10 (G), 11 (H), 12 (I), 14 (K),
-    # 15 (L), 16 (M), 17 (N), 18 (O), 19 (P), 20 (Q), 21 (R)
+    # 15 (L), 16 (M), 17 (N), 18 (O), 19 (P), 20 (Q), 21 (R), 22 (S), 23 (T), 24 (U)
     for batch, missed in WRITTEN_FROM.items():
         assert {e["source"] for e in WRITTEN_FROM_AFTER if e.get("batch") == batch} == missed
     assert all(e["split"] == "train" and e.get("batch") in (2, 3, *WRITTEN_FROM)
@@ -876,8 +883,9 @@ BATCH23_MISSED = {
 
 # Batch 24, measured once (f088222, the rules of phase T at 4325aa3): 2 of 5, and that
 # figure stays; the same 2 on phase S's rules (1423c5c). Its user-code log got the
-# program's error of its type; TransformerEngine's bug named its library. No rule is
-# written from its misses yet.
+# program's error of its type; TransformerEngine's bug named its library. Phase U is
+# written from its misses: NCCL's connect to a loopback address is a rule; the other two
+# logs do not show their cause (NOT_IN_THE_TEXT).
 BATCH24_MISSED = {
     "https://github.com/awslabs/awsome-distributed-ai/issues/192",  # NCCL's connect to 127.0.0.1
     "https://github.com/hpcaitech/ColossalAI/issues/2439",  # ordinal: cut before its error line
@@ -898,7 +906,7 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 12: BATCH12_MISSED, 14: BATCH14_MISSED, 15: BATCH15_MISSED,
                 16: BATCH16_MISSED, 17: BATCH17_MISSED, 18: BATCH18_MISSED,
                 19: BATCH19_MISSED, 20: BATCH20_MISSED, 21: BATCH21_MISSED,
-                22: BATCH22_MISSED, 23: BATCH23_MISSED}
+                22: BATCH22_MISSED, 23: BATCH23_MISSED, 24: BATCH24_MISSED}
 
 # Batches 8-24 as measured: logs, user-code logs among them, right at the first run, the
 # misses, and those of the misses whose cause no signature named then (`new.*`, kept as

@@ -40,6 +40,8 @@ Some kinds of signature behave differently:
 import dataclasses
 from typing import Optional
 
+from . import prefilter
+
 
 @dataclasses.dataclass
 class Finding:
@@ -84,12 +86,19 @@ class Matcher:
         self.alone = [s for s in self.plain if s.alone]
         self.differ = [s for s in signatures if s.differ]
         self.rank_differ = [s for s in signatures if s.differ_patterns]
-        # Each line is tried against each signature's patterns in turn. One search of
-        # their union (tried before) was slower, not faster: an alternation of a hundred
-        # patterns loses each pattern's literal prefix, which re skips ahead on; on 300,000
-        # NCCL INFO lines (every one a hit) it took 30 s against 25 s (phase T of #34). It
-        # also failed to compile where two signatures name a group alike, and every
-        # explain then paid 24 ms for the attempt.
+        # Which of them a line can match at all, from the words their patterns require
+        # (prefilter.py): entries numbered in the order feed tries them. Trying every
+        # pattern on every line took 80 µs a line where each is a hit (NCCL INFO output);
+        # with the index, 25 (phase U of #34). One search of the union of all patterns
+        # (tried in phase T) was slower still: an alternation of a hundred patterns loses
+        # each pattern's literal prefix, which re skips ahead on.
+        self.entries = ([(0, s) for s in self.plain] + [(1, s) for s in self.weak]
+                        + [(2, s) for s in self.alone] + [(3, s) for s in self.differ]
+                        + [(4, s) for s in self.rank_differ])
+        self.index = prefilter.Index([
+            (s.line_patterns if s.traceback else s.patterns, s.weak, s.alone, s.patterns,
+             s.differ_patterns)[kind] for kind, s in self.entries])
+        self.every = list(range(len(self.entries)))
         self.found = {}  # signature id -> Finding
         self.weak_found = {}  # signature id -> Finding of its weak_match lines
         self.alone_found = {}  # signature id -> Finding of its alone_match lines
@@ -98,34 +107,39 @@ class Matcher:
         self.rank_values = {}  # differ_match id -> {(scope, rank): (value, file, line)}
 
     def feed(self, line, file):
-        """Match one line; returns the signature that matched it, or None."""
-        matched = None
-        for s in self.plain:
-            if s.line_search(line.text):
-                self._record(s, line, file)
-                matched = s
-                break
-        else:
-            for s in self.weak:
-                if s.weak_search(line.text):
+        """Match one line; returns the signature that matched it, or None. Entries are
+        tried in order, only those the index says the line can match: the first
+        signature whose patterns hold it (else the first whose weak_match patterns do,
+        else alone_match's) takes the line; every differ signature reads it."""
+        text = line.text
+        found = self.index.candidates(text)
+        matched, taken = None, False
+        for n in (self.every if found is None else sorted(found)):
+            kind, s = self.entries[n]
+            if kind <= 2:
+                if taken:
+                    continue
+                if kind == 0 and s.line_search(text):
+                    self._record(s, line, file)
+                    matched = s
+                elif kind == 1 and s.weak_search(text):
                     self._record(s, line, file, self.weak_found)
                     matched = s
-                    break
-            else:
-                for s in self.alone:
-                    if s.alone_search(line.text):
-                        self._record(s, line, file, self.alone_found)
-                        break
-        for s in self.differ:
-            m = s.search(line.text)
-            if m:
-                who = ("host", line.host) if line.host else ("rank", line.rank)
-                if who[1] is None:
-                    who = ("line", "%s:%d" % (file, line.number))
-                self.values.setdefault(s.id, {}).setdefault(who, (m.group(1), file, line))
-        if line.rank is not None:
-            for s in self.rank_differ:
-                m = s.differ_search(line.text)
+                elif kind == 2 and s.alone_search(text):
+                    self._record(s, line, file, self.alone_found)
+                else:
+                    continue
+                taken = True
+            elif kind == 3:
+                m = s.search(text)
+                if m:
+                    who = ("host", line.host) if line.host else ("rank", line.rank)
+                    if who[1] is None:
+                        who = ("line", "%s:%d" % (file, line.number))
+                    self.values.setdefault(s.id, {}).setdefault(
+                        who, (m.group(1), file, line))
+            elif line.rank is not None:
+                m = s.differ_search(text)
                 if m:
                     who = (m.groupdict().get("scope"), line.rank)
                     self.rank_values.setdefault(s.id, {}).setdefault(
