@@ -119,7 +119,8 @@ def _feed_all(matcher, texts, every):
             [f.signature.id for f in consequences])
 
 
-@pytest.mark.parametrize("text", TEXTS[::7])
+@pytest.mark.parametrize("text", TEXTS[::7], ids=["text%d" % (7 * i) for i in
+                                                    range(len(TEXTS[::7]))])
 def test_the_index_changes_no_finding(text, signatures):
     texts = text.splitlines()
     assert (_feed_all(match.Matcher(signatures), texts, every=False)

@@ -238,16 +238,22 @@ class Explanation:
 def _open(path):
     """(name, binary stream) for a path or '-' (stdin); UsageError when unreadable."""
     if path == "-":
-        return "<stdin>", sys.stdin.buffer
+        return "<stdin>", read.recoded(sys.stdin.buffer)
     if os.path.isdir(path):
         raise UsageError("%s is a directory: give the log files in it" % path)
     try:
         stream = open(path, "rb")
     except OSError as exc:
         raise UsageError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
-    if stream.peek(2)[:2] == b"\x1f\x8b":  # a gzipped log, read as it decompresses
-        stream = gzip.GzipFile(fileobj=stream, mode="rb")
-    return path, stream
+    try:
+        if stream.peek(2)[:2] == b"\x1f\x8b":  # a gzipped log, read as it decompresses
+            stream = gzip.GzipFile(fileobj=stream, mode="rb")
+        # a log written as UTF-16 (Windows PowerShell's >) or with a byte-order mark
+        return path, read.recoded(stream)
+    except (OSError, EOFError) as exc:
+        stream.close()
+        raise UsageError("cannot read %s: %s" % (path, getattr(exc, "strerror", None)
+                                                  or exc)) from None
 
 
 def explain(paths, matrix_dirs=(), matrix=None):
@@ -277,7 +283,7 @@ def explain(paths, matrix_dirs=(), matrix=None):
             raise UsageError("cannot read %s: %s" % (name, getattr(exc, "strerror", None)
                                                       or exc)) from None
         finally:
-            if stream is not sys.stdin.buffer:
+            if name != "<stdin>":
                 stream.close()
         structure.ended(name, scan.tail(), scan.lines)
         inputs.append({"name": name, "lines": scan.lines, "bytes": scan.bytes})

@@ -9,6 +9,7 @@ one chunk plus one unfinished line, whatever the size of the log, and a line is 
 longer than ``MAX_LINE`` (a progress bar redrawn with CR for hours is one "line").
 """
 
+import codecs
 import re
 
 from ..matrix.signatures import SCAN_WORDS
@@ -221,6 +222,45 @@ def _flush(carry, number):
         at = len(carry) - MAX_LINE
     hits, _ = _hits(carry, number, at)
     return hits, carry[at:]
+
+
+# Byte-order marks, longest first: a log written as UTF-16 (Windows PowerShell 5.1's
+# redirection operators and Out-File write UTF-16LE with its mark: learn.microsoft.com,
+# about_Character_Encoding) or UTF-32 is read as the UTF-8 it says; UTF-8's own mark is
+# dropped (it would sit before the first line's prefix)
+BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+        (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"), (b"\xef\xbb\xbf", None))
+
+
+class Recoded:
+    """A stream of another Unicode encoding, read as UTF-8 bytes, a chunk at a time (an
+    incremental decoder: a character cut between two chunks is joined, memory stays
+    flat); bytes that do not decode become U+FFFD, as a UTF-8 log's do."""
+
+    def __init__(self, stream, encoding):
+        self.stream = stream
+        self.decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+
+    def read(self, size=-1):
+        while True:
+            raw = self.stream.read(size)
+            text = self.decoder.decode(raw, final=not raw)
+            if text or not raw:
+                return text.encode("utf-8")
+
+    def close(self):
+        self.stream.close()
+
+
+def recoded(stream):
+    """``stream`` (binary, with ``peek``) as UTF-8 bytes: past a byte-order mark, the
+    encoding it names read as UTF-8 (``Recoded``); without one, as it is."""
+    head = stream.peek(4)[:4] if hasattr(stream, "peek") else b""
+    for mark, encoding in BOMS:
+        if head.startswith(mark):
+            stream.read(len(mark))
+            return Recoded(stream, encoding) if encoding else stream
+    return stream
 
 
 class Scan:
