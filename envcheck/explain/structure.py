@@ -32,6 +32,7 @@ consequences.
 import builtins
 import dataclasses
 import re
+import sys
 
 from ..core.text import rank_set, shorten
 from ..matrix.signatures import TRACEBACK_RULES as RULE_NAMES, Signature
@@ -59,9 +60,29 @@ BUILTIN_TYPES = sorted((n for n, v in vars(builtins).items()
                         and n.endswith(("Error", "Exception"))), key=len, reverse=True)
 GLUED_TYPE = re.compile(r"^(%s)[ \t]*[a-z_][\w.]*\(.*?[ \t]*:$" % "|".join(BUILTIN_TYPES))
 GLUED = 8  # the shortest source line taken for one glued to an exception's message
+
+
+def _stdlib_names():
+    """The standard library's top-level module names (this Python's: they change little
+    between releases, and a frame's module is looked up by name only)."""
+    names = getattr(sys, "stdlib_module_names", None)
+    if names is None:  # Python 3.9
+        import pkgutil
+        import sysconfig
+        names = {m.name for m in pkgutil.iter_modules([sysconfig.get_paths()["stdlib"]])}
+    # generic words a job's own directory may be named (D:\project\lib\test\) left out
+    return sorted(n for n in names if re.fullmatch(r"\w+", n)
+                  and n not in ("test", "code", "this", "site"))
+
+
 # Frames that are not the job's own code: the standard library, torch, frozen modules.
+# On Windows the standard library is the installation's Lib directory, with no
+# pythonX.Y below it (sysconfig's 'nt' scheme: '{installed_base}/Lib'; conda prints
+# 'lib'): a frame there is the standard library's where its module is one of its
+# modules (a job's own D:\project\lib\train\... is not).
 INTERNAL = re.compile(r"[/\\]lib[/\\]python\d[\d.]*[/\\](?!site-packages|dist-packages)"
-                      r"|[/\\](?:site|dist)-packages[/\\]torch[/\\]|^<|^/usr/lib/python")
+                      r"|[/\\](?:site|dist)-packages[/\\]torch[/\\]|^<|^/usr/lib/python"
+                      r"|\\[Ll]ib\\(?:%s)(?:\\|\.py$)" % "|".join(_stdlib_names()))
 LIBRARY = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
 # torch's own code in a source tree rather than site-packages (a developer's
 # .../pytorch/torch/distributed/..., a Buck link tree's .../torch/nn/..., a path the poster
