@@ -1,11 +1,21 @@
-"""A log written in another Unicode encoding is read as the text it is.
+"""A log written in another Unicode encoding, or as JSON entries, is read as the text it is.
 
 Windows PowerShell 5.1's redirection operators and Out-File write UTF-16LE with a
 byte-order mark (learn.microsoft.com, about_Character_Encoding), so `python train.py >
 job.log` there gives a log whose every other byte is 0x00; envcheck explain refused it as
 binary data. Now the mark says the encoding: the same explanation, byte for byte, as the
-UTF-8 log, whether the log is a file, gzipped, or on stdin. The log is a real one: the
-4-rank torchrun job of tests/test_explain_structure.py, kept."""
+UTF-8 log, whether the log is a file, gzipped, or on stdin.
+
+A container runtime or a log shipper writes a JSON object a line, the job's text in one
+of its fields: Docker's json-file driver ({"log": "...\\n", "stream": "stderr", "time":
+...}, docs.docker.com, "JSON File logging driver"), Cloud Logging's LogEntry
+("textPayload", or "message" in "jsonPayload"), CloudWatch Logs' events ("message"),
+journald's `journalctl -o json` ("MESSAGE"). explain read the JSON as text: its
+tracebacks, escaped into strings, were no tracebacks, and the real 4-rank job's log
+led with the other ranks' closed connection, not rank 2's own error. Now each entry is
+its text.
+
+The log is a real one: the 4-rank torchrun job of tests/test_explain_structure.py, kept."""
 
 import codecs
 import gzip
@@ -108,3 +118,74 @@ def test_utf16_without_a_mark_is_still_binary_data(tmp_path):
     log.write_bytes(TEXT.encode("utf-16-le"))
     res = run_cli("explain", str(log))
     assert res.code == 2 and "holds binary data" in res.stderr, res
+
+
+def _entries(key, text=TEXT, per_line=True, **extra):
+    """``text`` as a JSON log: an entry a line of it, or one entry holding it whole."""
+    parts = text.splitlines(True) if per_line else [text]
+
+    def entry(part):
+        if key == "jsonPayload":
+            return dict(extra, jsonPayload={"message": part, "logger": "train"})
+        return dict(extra, **{key: part})
+    return "".join(json.dumps(entry(p)) + "\n" for p in parts).encode()
+
+
+# (key, one entry a line of the log, or one entry for it all): as each writes it
+SHAPES = {
+    "docker-json-file": ("log", True, {"stream": "stderr", "time": "2026-11-27T04:00:00Z"}),
+    "cloud-logging-text": ("textPayload", False, {"severity": "ERROR"}),
+    "cloud-logging-json": ("jsonPayload", True, {"severity": "ERROR"}),
+    "cloudwatch": ("message", True, {"timestamp": 1764216000000}),
+    "journald": ("MESSAGE", True, {"_PID": "4242", "PRIORITY": "3"}),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_a_json_log_explains_as_the_text_it_holds(shape, tmp_path, plain):
+    key, per_line, extra = SHAPES[shape]
+    log = tmp_path / "job.json"
+    log.write_bytes(_entries(key, per_line=per_line, **extra))
+    assert _json(str(log)) == plain
+    packed = tmp_path / "job.json.gz"
+    packed.write_bytes(gzip.compress(log.read_bytes()))
+    assert _json(str(packed)) == plain
+
+
+def test_a_json_log_on_stdin_explains_as_the_text_it_holds(plain):
+    assert _json("-", stdin=_entries("log")) == plain
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096, 1 << 20])
+def test_entries_read_in_any_chunks_give_the_same_text(chunk):
+    data = _entries("log", stream="stdout") + b"not an entry\n" + _entries(
+        "message", text="last words\nof the job")
+    stream = read.opened(io.BufferedReader(io.BytesIO(data)))
+    out = b""
+    while True:
+        block = stream.read(chunk)
+        if not block:
+            break
+        out += block
+    assert out.decode() == TEXT + "not an entry\nlast words\nof the job\n"
+
+
+def test_json_lines_that_hold_no_message_are_read_as_they_are(tmp_path):
+    # a metrics file, a JSON report: no entry's text to read, so the lines themselves
+    data = b'{"step": 1, "loss": 2.3}\n{"step": 2, "loss": 2.1}\n'
+    stream = read.opened(io.BufferedReader(io.BytesIO(data)))
+    assert stream.read(-1) == data
+
+
+def test_an_entry_line_past_the_limit_is_passed_on_as_it_is():
+    # a "line" of 3 MiB with no newline in a JSON log: no entry, and never held whole
+    data = _entries("log", text="first\n") + b"{" + b"x" * (3 << 20)
+    stream = read.opened(io.BufferedReader(io.BytesIO(data)))
+    blocks = []
+    while True:
+        block = stream.read(read.JSON_LINE_MAX // 2)
+        if not block:
+            break
+        blocks.append(block)
+    assert b"".join(blocks) == b"first\n" + b"{" + b"x" * (3 << 20) + b"\n"
+    assert max(map(len, blocks)) <= 2 * read.JSON_LINE_MAX

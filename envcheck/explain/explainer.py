@@ -238,7 +238,7 @@ class Explanation:
 def _open(path):
     """(name, binary stream) for a path or '-' (stdin); UsageError when unreadable."""
     if path == "-":
-        return "<stdin>", read.recoded(sys.stdin.buffer)
+        return "<stdin>", read.opened(sys.stdin.buffer)
     if os.path.isdir(path):
         raise UsageError("%s is a directory: give the log files in it" % path)
     try:
@@ -248,8 +248,9 @@ def _open(path):
     try:
         if stream.peek(2)[:2] == b"\x1f\x8b":  # a gzipped log, read as it decompresses
             stream = gzip.GzipFile(fileobj=stream, mode="rb")
-        # a log written as UTF-16 (Windows PowerShell's >) or with a byte-order mark
-        return path, read.recoded(stream)
+        # a log written as UTF-16 (Windows PowerShell's >) or with a byte-order mark; a
+        # JSON log (a container runtime's, a log shipper's): the text it holds
+        return path, read.opened(stream)
     except (OSError, EOFError) as exc:
         stream.close()
         raise UsageError("cannot read %s: %s" % (path, getattr(exc, "strerror", None)

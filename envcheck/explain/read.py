@@ -10,6 +10,7 @@ longer than ``MAX_LINE`` (a progress bar redrawn with CR for hours is one "line"
 """
 
 import codecs
+import json
 import re
 
 from ..matrix.signatures import SCAN_WORDS
@@ -261,6 +262,112 @@ def recoded(stream):
             stream.read(len(mark))
             return Recoded(stream, encoding) if encoding else stream
     return stream
+
+
+# Where a log shipper or a container runtime puts the text a job logged, in a log whose
+# every line is a JSON object: Docker's json-file driver and Fluent Bit ("log"),
+# CloudWatch Logs' and Datadog's exports ("message"), Cloud Logging's ("textPayload",
+# or "message" of its "jsonPayload"), journald's `journalctl -o json` ("MESSAGE"),
+# structlog and zap ("msg"), Loki ("line")
+MESSAGE_KEYS = ("log", "message", "textPayload", "jsonPayload", "MESSAGE", "msg", "line")
+JSON_HEAD = 64 << 10  # the bytes the first line of a JSON log is looked for in
+JSON_LINE_MAX = 1 << 20  # a longer "line" is no entry: passed on as it is
+
+
+def _message(entry):
+    """The text a JSON log entry (a dict) holds, or None."""
+    for key in MESSAGE_KEYS:
+        value = entry.get(key)
+        if key == "jsonPayload" and isinstance(value, dict):
+            value = value.get("message")
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _entry_text(line):
+    """The text a line of a JSON log stands for (bytes, ending with a newline): an
+    entry's message, or the line itself where it is not an entry."""
+    body = line.strip()
+    if body[:1] == b"{" and body[-1:] == b"}":
+        try:
+            entry = json.loads(body)
+        except ValueError:
+            entry = None
+        text = _message(entry) if isinstance(entry, dict) else None
+        if text is not None:
+            return text.encode("utf-8", "replace") + (b"" if text.endswith("\n") else b"\n")
+    return line + b"\n"
+
+
+class _Pushback:
+    """A stream whose first bytes, already read, are given back first."""
+
+    def __init__(self, head, stream):
+        self.head, self.stream = head, stream
+
+    def read(self, size=-1):
+        if self.head:
+            out, self.head = (self.head, b"") if size < 0 else (self.head[:size],
+                                                                 self.head[size:])
+            return out
+        return self.stream.read(size)
+
+    def close(self):
+        self.stream.close()
+
+
+class Entries:
+    """A log whose lines are JSON objects, one entry a line, read as the text they hold
+    (``_message``): a traceback in one entry's message is its lines again, each entry of
+    Docker's json-file driver one line of the job's output. A line that is not an entry
+    is passed on as it is. Line numbers are those of the text: an entry of several lines
+    counts each."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.carry = b""
+        self.done = False
+
+    def read(self, size=-1):
+        out = b""
+        while not out and not self.done:
+            block = self.stream.read(size)
+            if not block:
+                self.done = True
+                lines, self.carry = ([self.carry] if self.carry else []), b""
+            else:
+                lines = (self.carry + block).split(b"\n")
+                self.carry = lines.pop()
+                if len(self.carry) > JSON_LINE_MAX:  # no entry: on as it is
+                    out, self.carry = self.carry, b""
+            out = b"".join(_entry_text(line) for line in lines) + out
+        return out
+
+    def close(self):
+        self.stream.close()
+
+
+def unwrapped(stream):
+    """``stream`` (binary) as the text its job logged: where its first line is a JSON
+    object holding a message (``_message``), its entries' text (``Entries``); else as it
+    is."""
+    head = stream.read(JSON_HEAD)
+    first = head.lstrip().split(b"\n", 1)[0].strip()
+    try:
+        entry = json.loads(first) if first[:1] == b"{" else None
+    except ValueError:
+        entry = None
+    stream = _Pushback(head, stream)
+    if isinstance(entry, dict) and _message(entry) is not None:
+        return Entries(stream)
+    return stream
+
+
+def opened(stream):
+    """A log's binary stream as UTF-8 text's bytes: recoded past a byte-order mark
+    (``recoded``), its entries' text where it is a JSON log (``unwrapped``)."""
+    return unwrapped(recoded(stream))
 
 
 class Scan:
