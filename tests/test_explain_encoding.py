@@ -62,6 +62,17 @@ def _json(path, stdin=None):
     return json.loads(json.dumps(data).replace(json.dumps(name)[1:-1], "LOG"))
 
 
+def _blocks(data, chunk):
+    """What explain's scan reads of ``data`` (a log's bytes), ``chunk`` bytes a read."""
+    stream = read.opened(io.BufferedReader(io.BytesIO(data)))
+    blocks = []
+    while True:
+        block = stream.read(chunk)
+        if not block:
+            return blocks
+        blocks.append(block)
+
+
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory):
     return _json(KEPT)
@@ -86,15 +97,8 @@ def test_characters_cut_between_chunks_are_joined(chunk):
     # a character outside the BMP (a surrogate pair in UTF-16) and one of two bytes,
     # read a few bytes at a time: every line as UTF-8 has it
     text = "[rank0]: RuntimeError: 🔥 naïve\n" * 50
-    stream = read.recoded(io.BufferedReader(io.BytesIO(codecs.BOM_UTF16_LE
-                                                       + text.encode("utf-16-le"))))
-    out = b""
-    while True:
-        block = stream.read(chunk)
-        if not block:
-            break
-        out += block
-    assert out == text.encode("utf-8")
+    data = codecs.BOM_UTF16_LE + text.encode("utf-16-le")
+    assert b"".join(_blocks(data, chunk)) == text.encode("utf-8")
 
 
 def test_an_odd_byte_at_the_end_is_a_replacement_character_not_an_error(tmp_path):
@@ -160,32 +164,19 @@ def test_a_json_log_on_stdin_explains_as_the_text_it_holds(plain):
 def test_entries_read_in_any_chunks_give_the_same_text(chunk):
     data = _entries("log", stream="stdout") + b"not an entry\n" + _entries(
         "message", text="last words\nof the job")
-    stream = read.opened(io.BufferedReader(io.BytesIO(data)))
-    out = b""
-    while True:
-        block = stream.read(chunk)
-        if not block:
-            break
-        out += block
-    assert out.decode() == TEXT + "not an entry\nlast words\nof the job\n"
+    text = b"".join(_blocks(data, chunk)).decode()
+    assert text == TEXT + "not an entry\nlast words\nof the job\n"
 
 
 def test_json_lines_that_hold_no_message_are_read_as_they_are(tmp_path):
     # a metrics file, a JSON report: no entry's text to read, so the lines themselves
     data = b'{"step": 1, "loss": 2.3}\n{"step": 2, "loss": 2.1}\n'
-    stream = read.opened(io.BufferedReader(io.BytesIO(data)))
-    assert stream.read(-1) == data
+    assert b"".join(_blocks(data, 4096)) == data
 
 
 def test_an_entry_line_past_the_limit_is_passed_on_as_it_is():
     # a "line" of 3 MiB with no newline in a JSON log: no entry, and never held whole
     data = _entries("log", text="first\n") + b"{" + b"x" * (3 << 20)
-    stream = read.opened(io.BufferedReader(io.BytesIO(data)))
-    blocks = []
-    while True:
-        block = stream.read(read.JSON_LINE_MAX // 2)
-        if not block:
-            break
-        blocks.append(block)
+    blocks = _blocks(data, read.JSON_LINE_MAX // 2)
     assert b"".join(blocks) == b"first\n" + b"{" + b"x" * (3 << 20) + b"\n"
     assert max(map(len, blocks)) <= 2 * read.JSON_LINE_MAX
