@@ -36,6 +36,14 @@ CASES = [
     (b"[rank: 3] Global seed set to 1340", "Global seed set to 1340", 3, None),
     (b"[2025-02-18T15:24:11.855Z] _pickle.UnpicklingError: Weights only load failed. ",
      "_pickle.UnpicklingError: Weights only load failed.", None, None),
+    # kubectl logs --prefix (kubectl's pkg/cmd/logs/logs.go: '[pod/%s/%s] ', '[node/%s] ')
+    (b"[pod/trainer-worker-1/pytorch] [default0]:[rank2]: OSError: x", "OSError: x", 2,
+     "trainer-worker-1"),
+    (b"[pod/llama-8b-master-0/] 3: RuntimeError: x", "RuntimeError: x", 3, "llama-8b-master-0"),
+    (b"[node/gpu-node-3] NVRM: Xid (PCI:0000:3b:00): 79", "NVRM: Xid (PCI:0000:3b:00): 79",
+     None, "gpu-node-3"),
+    # not kubectl's: a path in brackets, a pod of no container segment
+    (b"[pod/x] RuntimeError: y", "[pod/x] RuntimeError: y", None, None),
 ]
 
 

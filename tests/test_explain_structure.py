@@ -68,6 +68,24 @@ def test_the_kept_run_of_it_explains_the_same():
     _check_user_error(command.explain([KEPT]), script)
 
 
+def test_the_kept_run_under_kubectls_prefix_explains_the_same(tmp_path):
+    # the same job in two pods, as `kubectl logs -l job-name=... --prefix` prints them:
+    # ranks 0-1 in trainer-worker-0, ranks 2-3 (and their agent) in trainer-worker-1
+    with open(KEPT, encoding="utf-8") as f:
+        ran = f.read()
+    script = next(ln for ln in ran.splitlines()
+                  if "torchrun_user_error.py\", line" in ln).split('File "')[1].split('"')[0]
+    pods = []
+    for text in ran.splitlines(True):
+        pod = 0 if text.startswith(("[default0]", "[default1]")) else 1
+        pods.append("[pod/trainer-worker-%d/pytorch] %s" % (pod, text))
+    log = tmp_path / "pods.log"
+    log.write_text("".join(pods), encoding="utf-8")
+    result = command.explain([str(log)])
+    _check_user_error(result, script)
+    assert result.findings[0].hosts == {"trainer-worker-1"}
+
+
 @pytest.mark.parametrize("content,fragment", [
     (b"", "is empty"),
     (bytes(range(256)) * 40, "holds binary data"),

@@ -45,7 +45,7 @@ def _interfaces(hit, ln):
         return ln
     listed = []
     for raw in hit.following(INTERFACES_READ):
-        text = line_mod.clean(raw)
+        text = line_mod.bare(raw)
         if not INTERFACE.match(text):
             break
         listed.append(text.strip())

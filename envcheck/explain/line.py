@@ -14,6 +14,7 @@ returns are dropped, and the prefixes launchers put before a rank's output are r
 | ``node-7: `` / ``10.0.0.5: `` | pdsh (DeepSpeed's multi-node launcher) | host |
 | ``host:pid:tid [0] NCCL ...`` | NCCL itself (kept in the text) | host |
 | ``[Rank 3]`` / ``[PG 0 Rank 3]`` | torch's NCCL watchdog (kept in the text) | rank 3 |
+| ``[pod/trainer-worker-1/pytorch] `` | ``kubectl logs --prefix`` (``[node/NAME] `` for a node's) | host: the pod (the node) |
 
 A ``[rank3]:`` or ``[default3]:`` prefix after blanks (a log pasted into a thread with
 every line indented) is read the same way; Ray's ``(WorkerDict pid=12) `` is skipped,
@@ -29,11 +30,16 @@ import re
 from typing import Optional
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# kubectl logs --prefix (kubectl's pkg/cmd/logs/logs.go: '[pod/%s/%s] ', pod and
+# container; '[node/%s] '): a pod of the job, or a node, is its host. It wraps every line
+# of the log, a summary's and an interface list's too (``bare``).
+_KUBECTL = re.compile(r"\[(?:pod/([^/\]\s]+)/[^\]\s]*|node/([^\]\s]+))\] ")
 _PREFIXES = (
     (re.compile(r"[ \t]*\[(?:rank|Rank )(\d+)\]:\s?"), "rank"),
     (re.compile(r"\[rank: (\d+)\] "), "rank"),  # Lightning's rank_zero_* and seed lines
     (re.compile(r"[ \t]*\[[A-Za-z_]+?(\d+)\]:\s?"), "local"),  # torchrun --tee: [default3]:
     (re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:\s?"), "rank"),
+    (_KUBECTL, "host"),
     (re.compile(r"\s*(\d{1,6}): "), "rank"),
     (re.compile(r"((?:\d{1,3}\.){3}\d{1,3}): "), "host"),
     (re.compile(r"([A-Za-z][\w-]*\d[\w-]*): "), "host"),
@@ -70,6 +76,14 @@ def clean(data):
     return text
 
 
+def bare(data):
+    """A line as ``clean`` gives it, without the prefix a log collector put before every
+    line (kubectl's): what torchrun's summary and NCCL's interface list are read from."""
+    text = clean(data)
+    m = _KUBECTL.match(text)
+    return text[m.end():] if m else text
+
+
 def parse(number, data, before=()):
     """A ``Line`` from the bytes of a log line and the lines before it."""
     shown = clean(data)
@@ -85,7 +99,7 @@ def parse(number, data, before=()):
                 elif kind == "local" and local is None:
                     local = int(m.group(1))
                 elif kind == "host" and host is None:
-                    host = m.group(1)
+                    host = next(g for g in m.groups() if g)
                 text = text[m.end():]
                 changed = True
                 break
@@ -101,7 +115,7 @@ def parse(number, data, before=()):
     if rank is None and before:
         # torchrun's summary: "rank : 1 (local_rank: 1)" a few lines up, in this entry
         for raw in reversed(before):
-            prev = clean(raw)
+            prev = bare(raw)
             m = _SUMMARY_RANK.match(prev)
             if m:
                 rank = int(m.group(1))

@@ -888,7 +888,7 @@ def _root_cause(hit, file):
     """torchrun's "Root Cause (first observed failure)" entry: the lines below it."""
     found = {}
     for n, raw in enumerate(hit.following(8), 1):
-        m = SUMMARY.match(line_mod.clean(raw))
+        m = SUMMARY.match(line_mod.bare(raw))
         if m:
             found.setdefault(m.group(1), (m.group(2), n))
     if "rank" not in found or not found["rank"][0].isdigit():
