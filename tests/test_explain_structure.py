@@ -52,12 +52,22 @@ def test_real_4_rank_torchrun_user_error_is_the_first_rank_and_its_own_error(tmp
     log = tmp_path / "job.log"
     with open(log, "wb") as out:
         proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                               "--nproc_per_node", "4", "--tee", "3", SCRIPT],
+                               "--nproc_per_node", "4", "--tee", "3", "--log-dir",
+                               str(tmp_path / "logs"), SCRIPT],
                               stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, timeout=280)
     assert proc.returncode != 0
     text = log.read_text(encoding="utf-8", errors="replace")
     assert "Connection closed by peer" in text and "Root Cause" in text
     _check_user_error(command.explain([str(log)]), SCRIPT)
+    # the same job's --log-dir, as the advice asks to keep it: a stdout.log and a
+    # stderr.log a rank, most of them empty (a rank that printed nothing), given with
+    # the console's log or alone
+    logs = sorted(str(p) for p in (tmp_path / "logs").rglob("*.log"))
+    assert len(logs) == 8 and any(os.path.getsize(p) == 0 for p in logs), logs
+    _check_user_error(command.explain(logs + [str(log)]), SCRIPT)
+    first = command.explain(logs).findings[0]
+    assert (first.signature.id, first.ranks, first.exception.culprit) == (
+        "program.exception", {2}, (SCRIPT, _bug_line(), "load_labels"))
 
 
 def test_the_kept_run_of_it_explains_the_same():
@@ -99,6 +109,20 @@ def test_input_that_is_not_a_log_is_one_line_exit_2(tmp_path, content, fragment)
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("envcheck: error: %s " % log)
     assert fragment in lines[0] and "Traceback" not in res.stderr + res.stdout
+
+
+def test_an_empty_log_among_others_is_said_and_all_of_them_empty_is_exit_2(tmp_path):
+    empty, other = tmp_path / "stdout.log", tmp_path / "stderr.log"
+    empty.write_bytes(b"")
+    other.write_bytes(b"[rank0]: RuntimeError: DataLoader worker (pid 77) is killed by "
+                      b"signal: Bus error.\n")
+    res = run_cli("explain", "--no-color", str(empty), str(other))
+    assert res.code == 0, (res.stdout, res.stderr)
+    assert res.stdout.splitlines()[0] == "envcheck explain: 1 cause found in %s (empty), %s " \
+        "(1 line)" % (empty, other)
+    res = run_cli("explain", str(empty), str(empty))
+    assert res.code == 2 and res.stderr == ("envcheck: error: %s, %s: every log given is "
+                                            "empty: there is no log in them\n" % (empty, empty))
 
 
 def test_on_a_terminal_lines_fit_and_no_word_or_url_is_split(monkeypatch):

@@ -278,6 +278,11 @@ def explain(paths, matrix_dirs=(), matrix=None):
                 structure.feed(hit, ln, name, matcher.feed(ln, name))
                 facts.feed(ln, name)
                 frameworks += [k for k in hit.frameworks if k not in frameworks]
+        except read.EmptyLog as exc:
+            # among several logs, an empty one is a rank that printed nothing: said in
+            # the inputs (0 lines), not a refusal; all of them empty, there is no log
+            if len(opened) == 1:
+                raise UsageError("%s %s" % (name, exc)) from None
         except read.NotALog as exc:
             raise UsageError("%s %s" % (name, exc)) from None
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -288,6 +293,9 @@ def explain(paths, matrix_dirs=(), matrix=None):
                 stream.close()
         structure.ended(name, scan.tail(), scan.lines)
         inputs.append({"name": name, "lines": scan.lines, "bytes": scan.bytes})
+    if not any(i["bytes"] for i in inputs):
+        raise UsageError("%s: every log given is empty: there is no log in them"
+                         % ", ".join(i["name"] for i in inputs))
     findings, consequences = structure_mod.arrange(structure, *matcher.results())
     if findings:
         # beside a cause, a log cut inside a launcher's traceback (runpy's and torch's

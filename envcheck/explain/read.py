@@ -42,10 +42,15 @@ class NotALog(ValueError):
     """The input is empty or binary data: the message says which (after its name)."""
 
 
+class EmptyLog(NotALog):
+    """The input holds nothing: among other logs, a rank that printed nothing (torchrun's
+    --log-dir keeps an empty stdout.log for most ranks)."""
+
+
 def check_head(head):
     """Raise NotALog when the first bytes of an input cannot be a log's."""
     if not head:
-        raise NotALog("is empty: there is no log in it")
+        raise EmptyLog("is empty: there is no log in it")
     sample = head[:HEAD]
     if b"\x00" in sample or sample.decode("utf-8", "replace").count("\ufffd") > len(sample) // 4:
         raise NotALog("holds binary data, not a text log (give the job's output, or its "

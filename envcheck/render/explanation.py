@@ -101,7 +101,7 @@ def to_json(x):
 
 
 def _inputs(x):
-    names = ", ".join(i["name"] for i in x.inputs)
+    names = ", ".join(i["name"] + (" (empty)" if not i["bytes"] else "") for i in x.inputs)
     lines = sum(i["lines"] for i in x.inputs)
     return "%s (%s line%s)" % (names, "{:,}".format(lines), "" if lines == 1 else "s")
 
