@@ -44,6 +44,16 @@ CASES = [
      None, "gpu-node-3"),
     # not kubectl's: a path in brackets, a pod of no container segment
     (b"[pod/x] RuntimeError: y", "[pod/x] RuntimeError: y", None, None),
+    # syslog and journalctl (-o short, -o short-iso, rsyslog's RFC 3339 time): the host
+    (b"Nov 27 04:00:01 gpu-node-7 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1",
+     "NVRM: Xid (PCI:0000:3b:00): 79, pid=1", None, "gpu-node-7"),
+    (b"Nov  7 04:00:01 h1 python3[4242]: [rank3]: RuntimeError: x", "RuntimeError: x", 3,
+     "h1"),
+    (b"2026-11-27T04:00:01+0000 node1 torchrun[42]: OSError: x", "OSError: x", None, "node1"),
+    (b"2026-11-27T04:00:01.123456+00:00 node1 train.sh[9]: OSError: x", "OSError: x", None,
+     "node1"),
+    # a container runtime's line (CRI: time, stream, tag) is no syslog line
+    (b"2026-11-27T04:00:01.37Z stderr F [rank0]: OSError: x", "OSError: x", 0, None),
 ]
 
 

@@ -78,22 +78,35 @@ def test_the_kept_run_of_it_explains_the_same():
     _check_user_error(command.explain([KEPT]), script)
 
 
-def test_the_kept_run_under_kubectls_prefix_explains_the_same(tmp_path):
-    # the same job in two pods, as `kubectl logs -l job-name=... --prefix` prints them:
-    # ranks 0-1 in trainer-worker-0, ranks 2-3 (and their agent) in trainer-worker-1
+# The same job's log as a log collector prints it: in two pods, as `kubectl logs -l
+# job-name=... --prefix` does (ranks 0-1 in trainer-worker-0, ranks 2-3 and their agent
+# in trainer-worker-1), run as a service on two hosts, as journalctl prints it, or read
+# from a container's file as the container runtime wrote it
+COLLECTED = {
+    "kubectl": lambda host, text: "[pod/trainer-worker-%d/pytorch] %s" % (host, text),
+    "journalctl": lambda host, text: "Nov 27 04:00:01 node%d python3[%d]: %s" % (
+        host, 4242 + host, text),
+    # the CRI log format: a container's file under /var/log/pods (no host in it)
+    "cri": lambda host, text: "2026-11-27T04:00:01.%06d+00:00 stderr F %s" % (host, text),
+}
+HOST = {"kubectl": {"trainer-worker-1"}, "journalctl": {"node1"}, "cri": set()}
+
+
+@pytest.mark.parametrize("collector", sorted(COLLECTED))
+def test_the_kept_run_as_a_log_collector_prints_it_explains_the_same(collector, tmp_path):
     with open(KEPT, encoding="utf-8") as f:
         ran = f.read()
     script = next(ln for ln in ran.splitlines()
                   if "torchrun_user_error.py\", line" in ln).split('File "')[1].split('"')[0]
-    pods = []
+    lines = []
     for text in ran.splitlines(True):
-        pod = 0 if text.startswith(("[default0]", "[default1]")) else 1
-        pods.append("[pod/trainer-worker-%d/pytorch] %s" % (pod, text))
-    log = tmp_path / "pods.log"
-    log.write_text("".join(pods), encoding="utf-8")
+        host = 0 if text.startswith(("[default0]", "[default1]")) else 1
+        lines.append(COLLECTED[collector](host, text))
+    log = tmp_path / "collected.log"
+    log.write_text("".join(lines), encoding="utf-8")
     result = command.explain([str(log)])
     _check_user_error(result, script)
-    assert result.findings[0].hosts == {"trainer-worker-1"}
+    assert result.findings[0].hosts == HOST[collector]
 
 
 @pytest.mark.parametrize("content,fragment", [

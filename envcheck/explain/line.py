@@ -14,7 +14,8 @@ returns are dropped, and the prefixes launchers put before a rank's output are r
 | ``node-7: `` / ``10.0.0.5: `` | pdsh (DeepSpeed's multi-node launcher) | host |
 | ``host:pid:tid [0] NCCL ...`` | NCCL itself (kept in the text) | host |
 | ``[Rank 3]`` / ``[PG 0 Rank 3]`` | torch's NCCL watchdog (kept in the text) | rank 3 |
-| ``[pod/trainer-worker-1/pytorch] `` | ``kubectl logs --prefix`` (``[node/NAME] `` for a node's) | host: the pod (the node) |
+| ``[pod/worker-1/pytorch] `` | ``kubectl logs --prefix`` (``[node/N] ``) | host: the pod |
+| ``Nov 27 04:00:01 node7 python3[42]: `` | syslog, ``journalctl`` (``-o short``) | host node7 |
 
 A ``[rank3]:`` or ``[default3]:`` prefix after blanks (a log pasted into a thread with
 every line indented) is read the same way; Ray's ``(WorkerDict pid=12) `` is skipped,
@@ -34,17 +35,29 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)
 # container; '[node/%s] '): a pod of the job, or a node, is its host. It wraps every line
 # of the log, a summary's and an interface list's too (``bare``).
 _KUBECTL = re.compile(r"\[(?:pod/([^/\]\s]+)/[^\]\s]*|node/([^\]\s]+))\] ")
+# syslog's and journald's line (RFC 3164's 'TIMESTAMP HOSTNAME TAG: ', journalctl's
+# default -o short 'Nov 27 04:00:01 node7 python3[4242]: ', -o short-iso and rsyslog's
+# RFC 3339 time): a job run as a service, a node's kernel lines (NVRM: Xid); the host
+_SYSLOG = re.compile(r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
+                     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:?\d\d|Z)) "
+                     r"([A-Za-z0-9][\w.-]*) [\w.@/()-]+(?:\[\d+\])?: ")
+# container runtimes' ISO times; the CRI log format (containerd, CRI-O: the files of
+# /var/log/pods) adds the stream and F (a full line) or P (part of a long one)
+_RUNTIME = re.compile(r"\d{4}-\d\d-\d\dT[\d:.,]+(?:Z|[+-]\d\d:\d\d)\s"
+                      r"(?:std(?:out|err) [FP] )?")
+_COLLECTORS = (_KUBECTL, _SYSLOG, _RUNTIME)
 _PREFIXES = (
     (re.compile(r"[ \t]*\[(?:rank|Rank )(\d+)\]:\s?"), "rank"),
     (re.compile(r"\[rank: (\d+)\] "), "rank"),  # Lightning's rank_zero_* and seed lines
     (re.compile(r"[ \t]*\[[A-Za-z_]+?(\d+)\]:\s?"), "local"),  # torchrun --tee: [default3]:
     (re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:\s?"), "rank"),
     (_KUBECTL, "host"),
+    (_SYSLOG, "host"),
     (re.compile(r"\s*(\d{1,6}): "), "rank"),
     (re.compile(r"((?:\d{1,3}\.){3}\d{1,3}): "), "host"),
     (re.compile(r"([A-Za-z][\w-]*\d[\w-]*): "), "host"),
     (re.compile(r"\[\d{4}-\d\d-\d\d[ T][\d:.,]+Z?\]\s*"), None),  # NCCL_DEBUG timestamps
-    (re.compile(r"\d{4}-\d\d-\d\dT[\d:.,]+Z\s"), None),  # container runtimes' ISO times
+    (_RUNTIME, None),
     # Ray: actors, tasks, nodes ('(WorkerDict pid=12)'); SkyPilot: a task's name, a comma
     # ('(llama405b-qlora-fsdp, pid=17187)', oumi-ai/oumi#835)
     (re.compile(r"\((?:\w+ |[\w.-]+, )?pid=\d+(?:, ip=[^)]*)?\)\s*"), None),
@@ -78,10 +91,14 @@ def clean(data):
 
 def bare(data):
     """A line as ``clean`` gives it, without the prefix a log collector put before every
-    line (kubectl's): what torchrun's summary and NCCL's interface list are read from."""
+    line (kubectl's, syslog's, a container runtime's): what torchrun's summary and NCCL's
+    interface list are read from."""
     text = clean(data)
-    m = _KUBECTL.match(text)
-    return text[m.end():] if m else text
+    for pattern in _COLLECTORS:
+        m = pattern.match(text)
+        if m:
+            text = text[m.end():]
+    return text
 
 
 def parse(number, data, before=()):
