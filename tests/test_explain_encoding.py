@@ -28,7 +28,8 @@ import sys
 import pytest
 
 from conftest import ROOT, run_cli
-from envcheck.explain import read
+from envcheck.explain import explainer, read
+from envcheck.render import explanation
 
 KEPT = os.path.join(ROOT, "tests", "data", "explain", "torchrun-4rank-user-error.log")
 with open(KEPT, encoding="utf-8") as f:
@@ -45,9 +46,8 @@ MARKED = {
 
 
 def _json(path, stdin=None):
-    if stdin is None:
-        res = run_cli("explain", "--format", "json", path)
-        code, out, err = res.code, res.stdout, res.stderr
+    if stdin is None:  # in this process: the CLI's own run is the stdin case's
+        code, out, err = 0, explanation.to_json(explainer.explain([path])), ""
     else:  # run_cli gives no stdin
         proc = subprocess.run([sys.executable, "-m", "envcheck", "explain", "--format",
                                "json", path], input=stdin, capture_output=True, cwd=ROOT,
