@@ -65,9 +65,16 @@ def test_real_4_rank_torchrun_user_error_is_the_first_rank_and_its_own_error(tmp
     logs = sorted(str(p) for p in (tmp_path / "logs").rglob("*.log"))
     assert len(logs) == 8 and any(os.path.getsize(p) == 0 for p in logs), logs
     _check_user_error(command.explain(logs + [str(log)]), SCRIPT)
-    first = command.explain(logs).findings[0]
+    alone = command.explain(logs)
+    first = alone.findings[0]
     assert (first.signature.id, first.ranks, first.exception.culprit) == (
         "program.exception", {2}, (SCRIPT, _bug_line(), "load_labels"))
+    # eight logs are counted in the first line, under the directory they share
+    empty = sum(os.path.getsize(p) == 0 for p in logs)
+    lines = sum(len(open(p, "rb").read().splitlines()) for p in logs)
+    assert render.render(alone).splitlines()[0] == (
+        "envcheck explain: 1 cause found in 8 logs under %s (%d empty, %d lines)"
+        % (os.path.commonpath(logs), empty, lines))
 
 
 def test_the_kept_run_of_it_explains_the_same():

@@ -5,6 +5,7 @@ command line, a password in a URL) and, on a screen, loses control characters.
 """
 
 import json
+import os
 import re
 import textwrap
 
@@ -100,10 +101,25 @@ def to_json(x):
     return json.dumps(to_dict(x), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+NAMED_INPUTS = 3  # more logs than this are counted in the first line, not named
+
+
 def _inputs(x):
-    names = ", ".join(i["name"] + (" (empty)" if not i["bytes"] else "") for i in x.inputs)
+    """The logs read, for the first line: named (an empty one said so), or, more than
+    NAMED_INPUTS of them (torchrun's --log-dir: two files a rank), counted, with the
+    directory they share; each finding names its own file."""
     lines = sum(i["lines"] for i in x.inputs)
-    return "%s (%s line%s)" % (names, "{:,}".format(lines), "" if lines == 1 else "s")
+    count = "%s line%s" % ("{:,}".format(lines), "" if lines == 1 else "s")
+    if len(x.inputs) <= NAMED_INPUTS:
+        return "%s (%s)" % (", ".join(i["name"] + (" (empty)" if not i["bytes"] else "")
+                                      for i in x.inputs), count)
+    empty = sum(not i["bytes"] for i in x.inputs)
+    try:
+        under = os.path.commonpath([i["name"] for i in x.inputs])
+    except ValueError:  # stdin among them, or relative and absolute paths mixed
+        under = ""
+    return "%d logs%s (%s%s)" % (len(x.inputs), " under %s" % under if under else "",
+                                 "%d empty, " % empty if empty else "", count)
 
 
 def _finding(f, frameworks, verbose=False):
