@@ -28,7 +28,7 @@ import sys
 import pytest
 
 from conftest import ROOT, run_cli
-from envcheck.explain import explainer, read
+from envcheck.explain import explainer, line, read
 from envcheck.render import explanation
 
 KEPT = os.path.join(ROOT, "tests", "data", "explain", "torchrun-4rank-user-error.log")
@@ -180,3 +180,40 @@ def test_an_entry_line_past_the_limit_is_passed_on_as_it_is():
     blocks = _blocks(data, read.JSON_LINE_MAX // 2)
     assert b"".join(blocks) == b"first\n" + b"{" + b"x" * (3 << 20) + b"\n"
     assert max(map(len, blocks)) <= 2 * read.JSON_LINE_MAX
+
+
+# A crash leaves zeros where a log's data was never written (xfs.org, XFS FAQ: "Why do I
+# see binary NULLS in some files after recovery"): the log of a node that crashed, which
+# explain refused as binary data.
+ZEROS = b"\x00" * 20000
+CRASHED = {
+    "head": ZEROS + TEXT.encode(),
+    "inside-a-line": TEXT.encode()[:3000] + ZEROS + TEXT.encode()[3000:],
+    "between-lines": TEXT.encode().replace(b"\n", b"\n" + ZEROS, 1),
+    "tail": TEXT.encode() + ZEROS,
+}
+
+
+@pytest.mark.parametrize("where", sorted(CRASHED))
+def test_a_log_a_crash_left_zeros_in_explains_as_its_text_does(where, tmp_path, plain):
+    log = tmp_path / "job.log"
+    log.write_bytes(CRASHED[where])
+    assert _json(str(log)) == plain
+
+
+def test_zeros_alone_are_no_log(tmp_path):
+    log = tmp_path / "job.log"
+    log.write_bytes(ZEROS)
+    res = run_cli("explain", str(log))
+    assert res.code == 2 and res.stderr.startswith(
+        "envcheck: error: %s holds only NUL bytes where its log should be" % log), res
+    assert len(res.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("chunk", [4096, 7919, 1 << 20])
+def test_zeros_across_chunks_are_read_past_as_whole(chunk):
+    # a run of zeros longer than a chunk, and one cut by a chunk's end: the same lines
+    # as the text has, whatever the chunk
+    def hits(data):
+        return [(h.number, line.clean(h.data)) for h in read.Scan(io.BytesIO(data), chunk)]
+    assert hits(CRASHED["inside-a-line"]) == hits(TEXT.encode())

@@ -81,6 +81,8 @@ def clean(data):
     """Bytes of one line as text: UTF-8 (invalid bytes replaced), no colour codes, no CR
     (of a line redrawn with CR, its last state)."""
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    if "\x00" in text:  # a crash's zeros (read.NUL_RUN)
+        text = text.replace("\x00", "")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if "\r" in text:

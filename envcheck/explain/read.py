@@ -47,11 +47,23 @@ class EmptyLog(NotALog):
     --log-dir keeps an empty stdout.log for most ranks)."""
 
 
+# A run of NUL bytes in a text log is what a crash left of it: the file's size was on
+# disk, its data was not, and the filesystem serves zeros there (xfs.org, XFS FAQ: "Why
+# do I see binary NULLS in some files after recovery"; ext4's delayed allocation alike).
+# The log of a node that crashed is the one to explain: such runs are read past (a run
+# cut by a chunk's end leaves a few, which line.clean drops); a NUL between other bytes
+# is binary data still (UTF-16 without its mark, a checkpoint).
+NUL_RUN = re.compile(b"\x00{8,}")
+
+
 def check_head(head):
     """Raise NotALog when the first bytes of an input cannot be a log's."""
     if not head:
         raise EmptyLog("is empty: there is no log in it")
-    sample = head[:HEAD]
+    sample = NUL_RUN.sub(b"", head)[:HEAD] if b"\x00" in head[:HEAD] else head[:HEAD]
+    if not sample:
+        raise NotALog("holds only NUL bytes where its log should be (what a crash leaves of "
+                      "a file whose data was never written)")
     if b"\x00" in sample or sample.decode("utf-8", "replace").count("\ufffd") > len(sample) // 4:
         raise NotALog("holds binary data, not a text log (give the job's output, or its "
                       ".gz)")
@@ -408,6 +420,8 @@ class Scan:
             if not block:
                 break
             self.bytes += len(block)
+            if b"\x00" in block:  # a crash's zeros, read past (NUL_RUN)
+                block = NUL_RUN.sub(b"", block)
             self._tail = (block if len(block) >= TAIL else self._tail + block)[-TAIL:]
             begin = 0
             if carry:
