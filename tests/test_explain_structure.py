@@ -77,6 +77,31 @@ def test_real_4_rank_torchrun_user_error_is_the_first_rank_and_its_own_error(tmp
         % (os.path.commonpath(logs), empty, lines))
 
 
+@pytest.mark.ranks
+def test_the_error_files_of_a_recorded_job_give_the_first_rank_and_its_own_error(tmp_path):
+    """The same job under torch elastic's @record: the ranks that raised wrote their
+    tracebacks to error files (JSON, one object), which --log-dir keeps in each local
+    rank's directory. Read alone they say rank 2's own error first, the others' closed
+    connection after it; with the console's log, torchrun's Root Cause too."""
+    recorded = os.path.join(ROOT, "tests", "data", "explain", "torchrun_user_error_recorded.py")
+    log = tmp_path / "job.log"
+    with open(log, "wb") as out:
+        proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                               "--nproc_per_node", "4", "--log-dir", str(tmp_path / "logs"),
+                               recorded], stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path,
+                              timeout=280)
+    assert proc.returncode != 0
+    files = sorted(str(p) for p in (tmp_path / "logs").rglob("error.json"))
+    assert [os.path.basename(os.path.dirname(p)) for p in files] == ["1", "2", "3"], files
+    result = command.explain(files)
+    first = result.findings[0]
+    assert (first.signature.id, first.ranks, first.exception.culprit) == (
+        "program.exception", {2}, (SCRIPT, _bug_line(), "load_labels"))
+    assert [(f.signature.id, f.ranks) for f in result.consequences] == [
+        ("torch.peer_closed", {1, 3})]
+    _check_user_error(command.explain(files + [str(log)]), SCRIPT)
+
+
 def test_the_kept_run_of_it_explains_the_same():
     # the same job's log, kept (run from this worktree: the script's path is as it ran)
     with open(KEPT, encoding="utf-8") as f:

@@ -250,7 +250,7 @@ def _open(path):
             stream = gzip.GzipFile(fileobj=stream, mode="rb")
         # a log written as UTF-16 (Windows PowerShell's >) or with a byte-order mark; a
         # JSON log (a container runtime's, a log shipper's): the text it holds
-        return path, read.opened(stream)
+        return path, read.opened(stream, path)
     except (OSError, EOFError) as exc:
         stream.close()
         raise UsageError("cannot read %s: %s" % (path, getattr(exc, "strerror", None)

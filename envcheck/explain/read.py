@@ -292,19 +292,27 @@ JSON_LINE_MAX = 1 << 20  # a longer "line" is no entry: passed on as it is
 
 
 def _message(entry):
-    """The text a JSON log entry (a dict) holds, or None."""
+    """The text a JSON log entry (a dict) holds, or None. torch elastic's error file
+    (``@record``: ``{"message": {"message": "TYPE: ...", "extraInfo": {"py_callstack":
+    TRACEBACK}}}``, torch/distributed/elastic/multiprocessing/errors/error_handler.py)
+    holds the rank's whole traceback."""
     for key in MESSAGE_KEYS:
         value = entry.get(key)
         if key == "jsonPayload" and isinstance(value, dict):
             value = value.get("message")
+        if key == "message" and isinstance(value, dict):
+            extra = value.get("extraInfo")
+            stack = extra.get("py_callstack") if isinstance(extra, dict) else None
+            value = stack if isinstance(stack, str) and stack.strip() else value.get("message")
         if isinstance(value, str):
             return value
     return None
 
 
-def _entry_text(line):
+def _entry_text(line, prefix=b""):
     """The text a line of a JSON log stands for (bytes, ending with a newline): an
-    entry's message, or the line itself where it is not an entry."""
+    entry's message, each of its lines after ``prefix``, or the line itself where it is
+    not an entry."""
     body = line.strip()
     if body[:1] == b"{" and body[-1:] == b"}":
         try:
@@ -313,7 +321,10 @@ def _entry_text(line):
             entry = None
         text = _message(entry) if isinstance(entry, dict) else None
         if text is not None:
-            return text.encode("utf-8", "replace") + (b"" if text.endswith("\n") else b"\n")
+            text = text.encode("utf-8", "replace") + (b"" if text.endswith("\n") else b"\n")
+            if prefix:
+                text = b"".join(prefix + part for part in text.splitlines(True))
+            return text
     return line + b"\n"
 
 
@@ -341,8 +352,9 @@ class Entries:
     is passed on as it is. Line numbers are those of the text: an entry of several lines
     counts each."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, prefix=b""):
         self.stream = stream
+        self.prefix = prefix  # before each line of an entry's text (an error file's rank)
         self.carry = b""
         self.done = False
 
@@ -358,17 +370,23 @@ class Entries:
                 self.carry = lines.pop()
                 if len(self.carry) > JSON_LINE_MAX:  # no entry: on as it is
                     out, self.carry = self.carry, b""
-            out = b"".join(_entry_text(line) for line in lines) + out
+            out = b"".join(_entry_text(line, self.prefix) for line in lines) + out
         return out
 
     def close(self):
         self.stream.close()
 
 
-def unwrapped(stream):
-    """``stream`` (binary) as the text its job logged: where its first line is a JSON
-    object holding a message (``_message``), its entries' text (``Entries``); else as it
-    is."""
+# torch elastic's error file where torchrun's --log-dir keeps it: its directory is the
+# rank's local rank ('{log_dir}/{run_id}/attempt_{n}/{local_rank}/error.json'), given to
+# its lines as torchrun --tee's prefix would ('[default2]:')
+ERROR_FILE = re.compile(r"(?:^|[/\\])attempt_\d+[/\\](\d+)[/\\]error\.json$")
+
+
+def unwrapped(stream, name=""):
+    """``stream`` (binary; ``name``, its path) as the text its job logged: where its
+    first line is a JSON object holding a message (``_message``), its entries' text
+    (``Entries``; an error file's lines under its local rank); else as it is."""
     head = stream.read(JSON_HEAD)
     first = head.lstrip().split(b"\n", 1)[0].strip()
     try:
@@ -377,14 +395,16 @@ def unwrapped(stream):
         entry = None
     stream = _Pushback(head, stream)
     if isinstance(entry, dict) and _message(entry) is not None:
-        return Entries(stream)
+        local = ERROR_FILE.search(name)
+        return Entries(stream, b"[default%s]:" % local.group(1).encode() if local else b"")
     return stream
 
 
-def opened(stream):
-    """A log's binary stream as UTF-8 text's bytes: recoded past a byte-order mark
-    (``recoded``), its entries' text where it is a JSON log (``unwrapped``)."""
-    return unwrapped(recoded(stream))
+def opened(stream, name=""):
+    """A log's binary stream (``name``, its path) as UTF-8 text's bytes: recoded past a
+    byte-order mark (``recoded``), its entries' text where it is a JSON log
+    (``unwrapped``)."""
+    return unwrapped(recoded(stream), name)
 
 
 class Scan:
