@@ -677,7 +677,10 @@ def summary(
 def explain(
     logs: List[str] = typer.Argument(None, metavar="LOG",
                                      help="The job's log files (plain or gzipped, any size, "
-                                          "ranks interleaved); '-' or none: stdin."),
+                                          "ranks interleaved; UTF-16 with its mark, JSON "
+                                          "lines of Docker or a log shipper, torchrun's "
+                                          "--log-dir files and error.json); '-' or none: "
+                                          "stdin."),
     fmt: str = format_option(),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH",
                                             help="Also write the JSON answer here "
@@ -692,7 +695,7 @@ def explain(
     """Why did this distributed job fail? The cause, the fix and the source, from its log.
 
     Reads the log as it comes (torchrun's [rank3]:, srun's 3:, [default0]: prefixes,
-    colour codes and all), matches it against the failure signatures of the matrix and
+    kubectl's and syslog's, colour codes and all), matches it against the failure signatures of the matrix and
     prints each distinct cause once: the ranks and hosts it appeared on, the first line
     that shows it, the fix (in Lightning's, Accelerate's or DeepSpeed's words when the log
     shows one of them) and the public source. It also judges the versions the job printed
