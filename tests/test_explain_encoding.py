@@ -208,6 +208,12 @@ def test_zeros_alone_are_no_log(tmp_path):
     assert res.code == 2 and res.stderr.startswith(
         "envcheck: error: %s holds only NUL bytes where its log should be" % log), res
     assert len(res.stderr.splitlines()) == 1
+    # beside another rank's log, it is a log with nothing in it: said, not a refusal
+    other = tmp_path / "other.log"
+    other.write_bytes(TEXT.encode())
+    res = run_cli("explain", "--no-color", str(log), str(other))
+    assert res.code == 0 and res.stdout.startswith(
+        "envcheck explain: 1 cause found in %s (empty), %s (92 lines)" % (log, other)), res
 
 
 @pytest.mark.parametrize("chunk", [4096, 7919, 1 << 20])

@@ -44,7 +44,8 @@ class NotALog(ValueError):
 
 class EmptyLog(NotALog):
     """The input holds nothing: among other logs, a rank that printed nothing (torchrun's
-    --log-dir keeps an empty stdout.log for most ranks)."""
+    --log-dir keeps an empty stdout.log for most ranks), or whose log a crash left as
+    zeros."""
 
 
 # A run of NUL bytes in a text log is what a crash left of it: the file's size was on
@@ -61,9 +62,9 @@ def check_head(head):
     if not head:
         raise EmptyLog("is empty: there is no log in it")
     sample = NUL_RUN.sub(b"", head)[:HEAD] if b"\x00" in head[:HEAD] else head[:HEAD]
-    if not sample:
-        raise NotALog("holds only NUL bytes where its log should be (what a crash leaves of "
-                      "a file whose data was never written)")
+    if not sample:  # among other logs, a rank's log a crash left nothing of
+        raise EmptyLog("holds only NUL bytes where its log should be (what a crash leaves "
+                       "of a file whose data was never written)")
     if b"\x00" in sample or sample.decode("utf-8", "replace").count("\ufffd") > len(sample) // 4:
         raise NotALog("holds binary data, not a text log (give the job's output, or its "
                       ".gz)")
