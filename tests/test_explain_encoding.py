@@ -223,3 +223,47 @@ def test_zeros_across_chunks_are_read_past_as_whole(chunk):
     def hits(data):
         return [(h.number, line.clean(h.data)) for h in read.Scan(io.BytesIO(data), chunk)]
     assert hits(CRASHED["inside-a-line"]) == hits(TEXT.encode())
+
+
+# A JSON document of entries, as clouds' command lines print them, pretty-printed:
+# `gcloud logging read --format=json` (an array of LogEntry, newest first by default),
+# `aws logs get-log-events` ({"events": [{"timestamp", "message"}, ...]})
+def _gcloud(newest_first=True):
+    lines = TEXT.splitlines(True)
+    entries = [{"textPayload": text, "timestamp": "2026-11-27T04:00:00.%06dZ" % i,
+                "severity": "ERROR", "resource": {"type": "k8s_container"}}
+               for i, text in enumerate(lines)]
+    return json.dumps(entries[::-1] if newest_first else entries, indent=2).encode()
+
+
+def _aws():
+    return json.dumps({"events": [
+        {"logStreamName": "job", "timestamp": 1764216000000 + i, "message": text.rstrip("\n"),
+         "ingestionTime": 1764216000500 + i} for i, text in enumerate(TEXT.splitlines(True))],
+        "nextForwardToken": "f/1"}, indent=4).encode()
+
+
+DOCUMENTS = {"gcloud-newest-first": _gcloud(), "gcloud-oldest-first": _gcloud(False),
+             "aws-events": _aws()}
+
+
+@pytest.mark.parametrize("tool", sorted(DOCUMENTS))
+def test_a_clouds_json_document_explains_as_the_text_it_holds(tool, tmp_path, plain):
+    log = tmp_path / "job.json"
+    log.write_bytes(DOCUMENTS[tool])
+    assert _json(str(log)) == plain
+
+
+def test_a_json_document_of_no_entries_or_too_large_is_read_as_text(tmp_path, monkeypatch):
+    report = json.dumps({"checks": [{"id": "nccl.init", "outcome": "failed"}]}, indent=2)
+    assert b"".join(_blocks(report.encode(), 4096)) == report.encode()
+    monkeypatch.setattr(read, "JSON_DOCUMENT_MAX", 1000)
+    data = DOCUMENTS["aws-events"]
+    assert b"".join(_blocks(data, 4096)) == data
+
+
+def test_a_log_that_starts_with_a_bracket_is_never_read_whole(monkeypatch):
+    # '[rank3]: ...', '[2026-11-27 ...]': a log, read a chunk at a time as ever
+    monkeypatch.setattr(read, "_document_text", None)  # would raise if it were tried
+    for data in (b"[rank3]: step 1\n" * 10000, b"[2026-11-27 04:00:01] start\n{x}\n"):
+        assert b"".join(_blocks(data, 4096)) == data

@@ -384,21 +384,62 @@ class Entries:
 ERROR_FILE = re.compile(r"(?:^|[/\\])attempt_\d+[/\\](\d+)[/\\]error\.json$")
 
 
+# A JSON document of log entries, as a cloud's command line prints them, pretty-printed:
+# `gcloud logging read --format=json` (an array of LogEntry objects, newest first by
+# default), `aws logs get-log-events` / `filter-log-events` (an object whose "events"
+# each hold a "message"). It is told by its start, an array of objects or an object whose
+# first key is quoted (a log's '[rank3]: ...' is neither), and read whole, up to this size
+# (gcloud's and the AWS CLI's pages are a few MB); a larger one is read as text.
+JSON_DOCUMENT_MAX = 32 << 20
+JSON_DOCUMENT = re.compile(rb'\s*(?:\[\s*\{|\{\s*")')
+
+
+def _document_text(data):
+    """The text of a JSON document of log entries (bytes), oldest first, or None where
+    ``data`` is not one."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return None
+    entries = doc.get("events") if isinstance(doc, dict) else doc
+    if not isinstance(entries, list) or not entries or not all(
+            isinstance(e, dict) and _message(e) is not None for e in entries):
+        return None
+    times = [e.get("timestamp") for e in entries]
+    if all(isinstance(t, (int, float)) for t in times) or all(
+            isinstance(t, str) for t in times):
+        if times[0] > times[-1]:  # newest first (gcloud's default): the file reversed
+            entries = entries[::-1]
+        entries = sorted(entries, key=lambda e: e["timestamp"])
+    out = []
+    for e in entries:
+        text = _message(e)
+        out.append(text if text.endswith("\n") else text + "\n")
+    return "".join(out).encode("utf-8", "replace")
+
+
 def unwrapped(stream, name=""):
     """``stream`` (binary; ``name``, its path) as the text its job logged: where its
     first line is a JSON object holding a message (``_message``), its entries' text
-    (``Entries``; an error file's lines under its local rank); else as it is."""
+    (``Entries``; an error file's lines under its local rank); a JSON document of
+    entries (``_document_text``), their text; else as it is."""
     head = stream.read(JSON_HEAD)
     first = head.lstrip().split(b"\n", 1)[0].strip()
     try:
         entry = json.loads(first) if first[:1] == b"{" else None
     except ValueError:
         entry = None
-    stream = _Pushback(head, stream)
     if isinstance(entry, dict) and _message(entry) is not None:
         local = ERROR_FILE.search(name)
-        return Entries(stream, b"[default%s]:" % local.group(1).encode() if local else b"")
-    return stream
+        return Entries(_Pushback(head, stream),
+                       b"[default%s]:" % local.group(1).encode() if local else b"")
+    if entry is None and JSON_DOCUMENT.match(head):
+        data = head + stream.read(max(1, JSON_DOCUMENT_MAX - len(head) + 1))
+        text = _document_text(data) if len(data) <= JSON_DOCUMENT_MAX else None
+        if text is not None:  # the stream is at its end: read whole
+            return _Pushback(text, stream)
+        head = data
+    return _Pushback(head, stream)
 
 
 def opened(stream, name=""):
