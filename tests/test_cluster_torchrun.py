@@ -118,6 +118,32 @@ def probe_loop(ctx):
                 open(os.environ["LOOP_MARK"], "w").close()
                 n = -10 ** 9
 '''
+# Every rank all_reduces in a loop. Once node2 is gone, rank 1 records its error (a
+# connection to node2 closed or reset) and then waits for rank 0; rank 0 does not raise,
+# it waits for rank 1 in turn: two live ranks waiting on each other past the deadline,
+# as a rank slow to leave a failed collective leaves its peers.
+WAIT_ON_A_LIVE_PEER = '''
+def probe_loop(ctx):
+    """all_reduce in a loop; when it fails, ranks 0 and 1 wait on each other"""
+    import os, time
+    import torch, torch.distributed as dist
+    word = torch.ones(1)
+    with ctx.check("all_reduce"):
+        t = torch.ones(1 << 16)
+        begun, n = time.monotonic(), 0
+        while True:
+            try:
+                dist.all_reduce(t)
+            except RuntimeError:
+                if ctx.rank == 0:
+                    dist.recv(word, src=1)
+                raise
+            n += 1
+            if n >= 20 and time.monotonic() > begun + 1.0 and ctx.rank == 0:
+                open(os.environ["LOOP_MARK"], "w").close()
+                n = -10 ** 9
+    dist.recv(word, src=0)
+'''
 STUCK_ON_NODE2 = '''
 def probe_stuck(ctx):
     """rank 2 sleeps in its own code; the others wait for it in a barrier"""
@@ -306,6 +332,35 @@ def test_a_host_killed_mid_collective_is_named_in_rank_0s_report(cluster):
     check = checks_by_id(report)["loop.all_reduce"]
     assert check["outcome"] == "crash" and check["root_rank"] in (2, 3), check
     assert "on node2" in check["detail"], check["detail"]
+    assert took < TIMEOUT + 30, took
+
+
+def test_a_host_killed_while_the_others_wait_on_a_live_peer_is_still_the_crash(cluster):
+    # Rank 0 outlives node2 waiting in a collective on rank 1 (alive, itself waiting):
+    # its watcher writes a hang record (waiting inside torch.distributed), while
+    # node2's ranks said nothing at all, and rank 1's error names node2's address. The
+    # killed host is the cause, not a hang (a CI run once read this shape, by chance,
+    # from the job above). A cut link leaves the same silence, and no such error: a hang
+    # (test_a_link_cut_mid_collective_ends_every_rank_within_the_timeout).
+    mark = os.path.join(cluster.shared, "loop-started")
+    job, path = _fault_job(cluster, ("loop", _probe(cluster, "loop.py", WAIT_ON_A_LIVE_PEER)),
+                           env={"LOOP_MARK": "/mnt/shared/loop-started"})
+    _wait_for(mark)
+    cluster.hosts[1].kill_all()
+    t0 = time.monotonic()
+    res = job.wait(120)
+    took = time.monotonic() - t0
+    os.remove(mark)
+    assert res[0].code == 1 and res[1].code == -9, _where(res)
+    check = checks_by_id(_report(cluster.hosts[0], path))["loop.all_reduce"]
+    # the shape: rank 0's watcher wrote its hang record (waiting in recv, for rank 1)
+    last = check["ranks"]["0"]["last_record"]
+    assert (last["t"], last["in_collective"]) == ("hang", True), check["ranks"]["0"]
+    said = check["ranks"]["1"]["error"]["message"]
+    assert "[198.18.0.2]:" in said and "by peer" in said, said  # node2's, closed or reset
+    assert check["outcome"] == "crash" and check["root_rank"] in (2, 3), check
+    assert check["detail"].startswith("rank %d on node2 stopped without a hang record"
+                                      % check["root_rank"]), check["detail"]
     assert took < TIMEOUT + 30, took
 
 

@@ -289,7 +289,8 @@ def test_a_rank_stopped_from_outside_is_killed_at_once(faults, tmp_path):
     """SIGSTOP of rank 1 mid-probe, as Ctrl-Z or a debugger would: a stopped process runs
     no handler, so asking it for its stack or sending it SIGTERM only waits. It is killed
     at once, with no stack wait and no SIGTERM grace for it."""
-    from envcheck.run.supervisor import STACK_WAIT_S, TERM_GRACE_S
+    from envcheck.core.blame import DUMP_WAIT_S
+    from envcheck.run.supervisor import TERM_GRACE_S
 
     marker, pidfile = uuid.uuid4().hex, str(tmp_path / "rank1.pid")
     proc, report = _start_envcheck(faults, tmp_path, ["pause-one", "after"], marker,
@@ -312,7 +313,7 @@ def test_a_rank_stopped_from_outside_is_killed_at_once(faults, tmp_path):
                         paused["ranks"]["0"]["detail"]), paused["ranks"]["0"]["detail"]
     # Waiting for the stopped rank's stack and out its SIGTERM grace took at least both
     # in full; now only the running rank is waited for.
-    assert data["attempts"][0]["abort"]["stop_s"] < STACK_WAIT_S + TERM_GRACE_S
+    assert data["attempts"][0]["abort"]["stop_s"] < DUMP_WAIT_S + TERM_GRACE_S
     assert checks["after.ran"]["outcome"] == "passed"
     assert leftovers(marker) == []
 

@@ -19,6 +19,7 @@ peer failed are consequences. What "stuck after a peer" means differs by kind:
 import collections
 import os
 import re
+import time
 
 # phase: where the rank is (core.phases), when the driver knows it.
 Suspect = collections.namedtuple("Suspect", "rank in_collective deadline phase",
@@ -60,6 +61,64 @@ def waiting_in_distributed(dump):
 def _in_rendezvous(stack):
     return bool(stack) and stack[0].function in _RENDEZVOUS \
         and stack[0].path.replace("/", os.sep).endswith(_RENDEZVOUS_FILE)
+
+
+def reached_main_thread(dump, thread):
+    """Has this faulthandler dump come to the frames of the thread ``thread`` (the
+    rank's main thread, ``threading.get_ident()`` in its ``hello`` record)?
+    faulthandler lists the main thread last, so a dump that shows its first frame is
+    whole but for that thread's last lines; one that does not may be cut short, however
+    long it has stopped growing."""
+    header = re.search(r"^(?:Current thread|Thread) 0x0*%x \(most recent call first\):\n"
+                       % thread, dump or "", re.M)
+    return header is not None and bool(_FRAME.match(header.string, header.end()))
+
+
+# A dump is read when it has come to the rank's main thread and has not grown for
+# DUMP_STEADY_S: a rank descheduled mid-dump on a loaded node pauses longer than a poll
+# (a CI run's screen tests twice read a hung run whose waiting ranks' places were
+# missing: once after one 50 ms poll, once after 0.15 s without growth, at most 2 s).
+DUMP_STEADY_S = 0.15
+DUMP_WAIT_S = 5.0  # at most: a rank that cannot dump (its SIGUSR1 not yet handled)
+_POLL_S = 0.05
+
+
+def await_dumps(files, threads, wait_s=DUMP_WAIT_S, steady_s=DUMP_STEADY_S):
+    """Wait, after asking ranks for their stacks (SIGUSR1), until each one's dump is
+    whole; ``files``: {rank: (path, offset the dump starts at)}, ``threads``: {rank: its
+    main thread (its hello's ``thread``) or None}. Whole: it has come to the main thread
+    and stopped growing; for a rank not yet past its hello, it has content and stopped
+    growing. Returns {rank: the dump}, whatever each is at ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    pending = set(files)
+    sizes: dict = {}
+    since: dict = {}
+    while pending and time.monotonic() < deadline:
+        now = time.monotonic()
+        for rank in sorted(pending):
+            path, offset = files[rank]
+            try:
+                size = os.path.getsize(path)
+            except OSError:
+                size = 0
+            if size != sizes.get(rank):
+                sizes[rank], since[rank] = size, now
+            elif size > offset and now - since[rank] >= steady_s and (
+                    threads.get(rank) is None
+                    or reached_main_thread(_read(path, offset), threads[rank])):
+                pending.discard(rank)
+        if pending:
+            time.sleep(_POLL_S)
+    return {rank: _read(path, offset) for rank, (path, offset) in files.items()}
+
+
+def _read(path, offset):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            f.seek(offset)
+            return f.read()
+    except OSError:
+        return ""
 
 
 def frames(dump):

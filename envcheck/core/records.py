@@ -4,7 +4,8 @@ One JSON object per line in ``records-rank{RANK}.jsonl``, flushed after every re
 that what a rank said before a SIGKILL or a segfault is still there to read. The record
 types, in the order a rank writes them:
 
-- ``hello``: the rank started and imported torch (``torch_import_s``).
+- ``hello``: the rank started and imported torch (``torch_import_s``); ``thread``, its
+  main thread as its stack dumps name it.
 - ``launch``: (launcher mode only) launcher, world size, the plan.
 - ``env``: what this rank sees of its environment (rank 0 collects the full picture).
 - ``setup_start`` / ``setup``: init_process_group, with outcome, seconds and error.

@@ -29,6 +29,7 @@ from .. import __version__
 from ..core import blame, limits, records as records_mod
 from ..core.attempt import Abort, AbortKind, Attempt
 from ..core.errors import UsageError
+from ..core.network.lookup import is_loopback
 from ..core.network.prechecks import PEER_PRECHECK_FAILED
 from ..core.phases import replay
 from ..core.records import MERGED_RECORDS
@@ -155,6 +156,50 @@ def _phase_of_hang(rec):
     return phase, check
 
 
+# A peer's end as a rank's error shows it: gloo's 'Connection closed by peer [ADDR]:PORT'
+# and 'Read error [ADDR]:PORT: Connection reset by peer' (third_party/gloo/gloo/
+# transport/tcp/pair.cc; both seen here, torch 2.13, tests/test_cluster_torchrun.py).
+_PEER_ENDED = re.compile(r"(?:closed|reset) by peer", re.I)
+
+
+def _vanished(per_rank, unfinished, reported, stacks):
+    """The ranks that died with their watchers, the host's whole tree killed or the host
+    gone, where a peer's error shows it.
+
+    Such a rank says nothing at its end: no hang record from its watcher, no SIGTERM
+    stack dump, no failed final barrier. Neither does a rank behind a cut link, whose
+    watcher's word cannot come, so silence alone proves nothing. What tells the two
+    apart is a surviving rank's error naming one of the silent ranks' host addresses
+    (its setup.master_addr pre-check's): a connection to it was closed or reset, which
+    a cut link does not do. Ranks still waiting in a collective then only reacted:
+    their reads from the dead host fail at once, but one waiting on a live peer that
+    is slow to leave waits out its deadline.
+    """
+    silent = [r for r in unfinished if per_rank.get(r) and r not in reported
+              and r not in stacks and not any(x["t"] == "teardown" for x in per_rank[r])]
+    errors = [(rec.get("error") or {}).get("message") or "" for r, recs in per_rank.items()
+              if r not in silent for rec in recs]
+    errors = [e for e in errors if _PEER_ENDED.search(e)]
+    # an address a surviving rank's host has too names no one (one machine's "hosts")
+    shared = {a for r, recs in per_rank.items() if r not in silent
+              for a in _host_addresses(recs)}
+    return [r for r in silent if any(_names_address(e, a) for e in errors
+                                     for a in _host_addresses(per_rank[r]) if a not in shared)]
+
+
+def _names_address(text, address):
+    """Does ``text`` name ``address`` whole ('[10.0.0.2]:4791', not '10.0.0.21')?"""
+    return re.search(r"(?<![\w.:])%s(?!\.?\w)" % re.escape(address), text) is not None
+
+
+def _host_addresses(recs):
+    """A rank's host's own addresses, loopback aside (its setup.master_addr pre-check)."""
+    return sorted({a for rec in recs if rec["t"] == "check" and rec.get("probe") == "setup"
+                   and rec.get("check") == "master_addr"
+                   for a in (rec.get("data") or {}).get("local") or ()
+                   if not is_loopback(a)})
+
+
 def _abort(per_rank, stacks, world, timeout):
     hangs = [(rank, rec) for rank, recs in per_rank.items() for rec in recs
              if rec["t"] == "hang"]
@@ -184,8 +229,14 @@ def _abort(per_rank, stacks, world, timeout):
               if rec["t"] == "setup" and rec.get("outcome") == "failed"]
     for r, h in hangs:
         info[r]["phase"], info[r]["check"] = _phase_of_hang(h)
+    reported = {r for r, _ in hangs}
+    vanished = _vanished(per_rank, unfinished, reported, stacks)
     if failed:
         kind, rank = "setup_failed", min(failed)[2]
+    elif hangs and vanished and all(h.get("in_collective") for _, h in hangs):
+        kind = "crash"
+        rank = blame.crash_root([blame.Casualty(r, False, per_rank[r][-1]["time"])
+                                 for r in vanished])
     elif hangs:
         kind = "hang"
         # A rank's watcher writes its hang record at its deadline (plus a grace when it
@@ -193,7 +244,6 @@ def _abort(per_rank, stacks, world, timeout):
         # no hang record either was torn down first (its SIGTERM stack shows where) or
         # left nothing at all (stopped, or killed): a suspect too.
         suspects = [blame.Suspect(r, h.get("in_collective"), h["time"]) for r, h in hangs]
-        reported = {r for r, _ in hangs}
         for r in unfinished:
             if r not in reported and per_rank.get(r):
                 suspects.append(blame.Suspect(

@@ -45,11 +45,6 @@ from ..core.phases import PhaseTracker
 from ..core.records import RecordTail, records_path, stacks_path
 
 POLL_S = 0.02
-STACK_WAIT_S = 2.0
-# A rank's dump is whole when its file has content and has not grown for this long: a
-# rank descheduled mid-dump on a loaded node pauses longer than one poll (a CI run's
-# screen tests once read a hung run whose waiting ranks' stacks were missing).
-STACK_STEADY_S = 0.15
 TERM_GRACE_S = 2.0
 STDERR_TAIL_BYTES = 4000
 STACK_BYTES = 20000
@@ -413,23 +408,10 @@ class _AttemptRun:
     def _collect_stacks(self, alive):
         for st in alive:
             self.group.signal(st.rank, signal.SIGUSR1)
-        # faulthandler writes from the signal handler, even while the rank sits in C++;
-        # wait until every file has content and has not grown for STACK_STEADY_S, at
-        # most STACK_WAIT_S.
-        now = time.monotonic()
-        deadline, steady_since, sizes = now + STACK_WAIT_S, now, {}
-        while time.monotonic() < deadline:
-            current = {}
-            for st in alive:
-                try:
-                    current[st.rank] = os.path.getsize(stacks_path(self.dir, st.rank))
-                except OSError:
-                    current[st.rank] = 0
-            if current != sizes:
-                sizes, steady_since = current, time.monotonic()
-            elif all(current.values()) and time.monotonic() - steady_since >= STACK_STEADY_S:
-                break
-            time.sleep(0.05)
+        # faulthandler writes from the signal handler, even while the rank sits in C++
+        blame.await_dumps({st.rank: (stacks_path(self.dir, st.rank), 0) for st in alive},
+                          {st.rank: next((r.get("thread") for r in st.records
+                                          if r["t"] == "hello"), None) for st in alive})
 
     def attempt(self, seconds):
         return Attempt(self.plan["probes"], self.port,

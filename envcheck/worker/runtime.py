@@ -175,13 +175,16 @@ def start(plan, out_dir, identity, forked=None):
     t0 = time.monotonic()
     import torch  # noqa: F401 - imported once for the whole suite, and timed
     seconds = round(time.monotonic() - t0, 3)
+    # thread: how this rank's main thread is named in its stack dumps, which tells a
+    # reader that a dump has come to it (core.blame.reached_main_thread)
     if forked:  # the zygote imported torch for every rank: that is the time it took
         records.write("hello", pid=os.getpid(), host=host, python=sys.executable,
+                      thread=threading.get_ident(),
                       torch_import_s=forked["torch_import_s"],
                       zygote_pid=forked["zygote_pid"])
     else:
         records.write("hello", pid=os.getpid(), host=host, python=sys.executable,
-                      torch_import_s=seconds)
+                      thread=threading.get_ident(), torch_import_s=seconds)
     global _preloading
     _preloading = start_preload(plan)
     return records, host

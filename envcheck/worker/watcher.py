@@ -42,19 +42,9 @@ from ..launch.group import RankGroup
 from ..launch.watchdog import Watchdog, grace_for
 
 POLL_S = 0.05
-STACKS_WAIT_S = 1.0  # for a rank's faulthandler to finish writing its dump
 TERM_WAIT_S = 2.0  # for a rank told to stop (SIGTERM) before it is killed
 REPORT_LIMIT_S = 300.0
 COLLECTED = "collected"  # rank 0: every rank's files from the store, under --out
-
-
-def _read_from(path, offset):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            f.seek(offset)
-            return f.read()
-    except OSError:
-        return ""
 
 
 def _size(path):
@@ -98,6 +88,7 @@ class Watcher:
         # startup counts from this process's start: the host's zygote may have spent
         # some of it importing torch before it forked the rank
         self.tracker = PhaseTracker(job.started_mono)
+        self.thread = None  # the rank's main thread, from its hello
         # The one deadline rule (launch/watchdog.py), with the grace for a rank waiting on
         # a peer: this process sees one rank only.
         self.watchdog = Watchdog(self.tracker, job.timeout, job.startup_timeout,
@@ -145,6 +136,8 @@ class Watcher:
     def _follow(self):
         for rec in self.tail.poll():
             self.tracker.observe(rec)
+            if rec["t"] == "hello":  # how the rank's main thread is named in its dumps
+                self.thread = rec.get("thread")
 
     def run(self):
         # The launcher's SIGTERM, SIGINT, SIGHUP: noted, acted on in the loop.
@@ -184,15 +177,7 @@ class Watcher:
         before = _size(self.stacks)
         if not self._signal(signal.SIGUSR1):
             return ""
-        deadline = time.monotonic() + STACKS_WAIT_S
-        last = -1
-        while time.monotonic() < deadline:
-            time.sleep(0.05)
-            size = _size(self.stacks)
-            if size > before and size == last:
-                break  # it stopped growing: the dump is whole
-            last = size
-        return _read_from(self.stacks, before)
+        return blame.await_dumps({0: (self.stacks, before)}, {0: self.thread})[0]
 
     def _hang(self, waited, in_collective, dump, stopped=False):
         job, t = self.job, self.tracker
