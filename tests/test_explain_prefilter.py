@@ -96,9 +96,7 @@ def test_every_match_in_the_corpora_is_a_candidate(matcher):
     for text in lines:
         found = matcher.index.candidates(text)
         for n, (kind, s) in enumerate(matcher.entries):
-            patterns = (s.line_patterns if s.traceback else s.patterns, s.weak, s.alone,
-                        s.patterns, s.differ_patterns)[kind]
-            if any(p.search(text) for p in patterns):
+            if any(p.search(text) for p in matcher.patterns(n)):
                 matched.add(n)
                 if found is not None and n not in found:
                     missed.append((s.id, kinds[kind], text))

@@ -95,9 +95,7 @@ class Matcher:
         self.entries = ([(0, s) for s in self.plain] + [(1, s) for s in self.weak]
                         + [(2, s) for s in self.alone] + [(3, s) for s in self.differ]
                         + [(4, s) for s in self.rank_differ])
-        self.index = prefilter.Index([
-            (s.line_patterns if s.traceback else s.patterns, s.weak, s.alone, s.patterns,
-             s.differ_patterns)[kind] for kind, s in self.entries])
+        self.index = prefilter.Index([self.patterns(n) for n in range(len(self.entries))])
         self.every = list(range(len(self.entries)))
         self.found = {}  # signature id -> Finding
         self.weak_found = {}  # signature id -> Finding of its weak_match lines
@@ -105,6 +103,13 @@ class Matcher:
         self.order = []  # ids in the order first seen
         self.values = {}  # differ signature id -> {who: (value, file, line)}
         self.rank_values = {}  # differ_match id -> {(scope, rank): (value, file, line)}
+
+    def patterns(self, n):
+        """The patterns entry ``n`` tries on a line: by its kind, 0 its match (a traceback
+        signature's line_match), 1 weak_match, 2 alone_match, 3 its differ, 4 differ_match."""
+        kind, s = self.entries[n]
+        return (s.line_patterns if s.traceback else s.patterns, s.weak, s.alone, s.patterns,
+                s.differ_patterns)[kind]
 
     def feed(self, line, file):
         """Match one line; returns the signature that matched it, or None. Entries are
