@@ -76,3 +76,25 @@ def test_summary_lookback_stops_at_the_entry_start():
     before = [b"  rank      : 1 (local_rank: 1)", b"[2]:", b"  time      : x"]
     ln = line.parse(9, b"  traceback : Signal 6 (SIGABRT) received by PID 3", before)
     assert ln.rank is None
+
+
+# The end of node2's log of a 2-host job (tests/test_cluster_explain.py makes it for real)
+NODE2_SUMMARY = [b"Failures:", b"[1]:", b"  time      : 2026-11-27_07:03:27",
+                 b"  host      : node2", b"  rank      : 3 (local_rank: 1)",
+                 b"  exitcode  : -15 (pid: 9253)  (SIGTERM)", b"Root Cause (first observed "
+                 b"failure):", b"[0]:", b"  host      : node2",
+                 b"  rank      : 2 (local_rank: 0)", b"  exitcode  : 1 (pid: 9251) "]
+
+
+def test_a_hosts_summary_says_where_its_local_ranks_start():
+    assert line.first_rank(NODE2_SUMMARY) == 2
+    # as kubectl logs --prefix gives it
+    assert line.first_rank([b"[pod/job-1/main] " + raw for raw in NODE2_SUMMARY]) == 2
+    # two hosts' summaries in one log disagree: no guess
+    assert line.first_rank(NODE2_SUMMARY + [b"  rank      : 1 (local_rank: 1)"]) == 0
+    assert line.first_rank([b"[default0]:all good"]) == 0
+    with line.numbered_from(2):
+        assert line.parse(1, b"[default1]:boom").rank == 3
+        assert line.parse(1, b"[default1]:[rank3]: boom").rank == 3  # global already
+        assert line.parse(1, b"[rank1]: boom").rank == 1
+    assert line.parse(1, b"[default1]:boom").rank == 1  # the next log starts afresh

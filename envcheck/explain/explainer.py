@@ -257,6 +257,49 @@ def _open(path):
                                                   or exc)) from None
 
 
+TAIL_BYTES = 65536  # where a log's torchrun summary is: its end
+
+
+def _first_rank(name):
+    """Where the ranks of this log, one host's of a job across hosts, are numbered
+    from (``line.first_rank``), read from the end of its file; 0 for stdin, or a log
+    whose end is not plain text (gzip, UTF-16, JSON)."""
+    if name == "<stdin>":
+        return 0
+    try:
+        with open(name, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - TAIL_BYTES))
+            return line_mod.first_rank(f.read().split(b"\n"))
+    except OSError:
+        return 0
+
+
+def _scan(name, stream, scan, logs, matcher, structure, facts, frameworks):
+    """Read one log through: every line to the matcher, the structure and the facts."""
+    try:
+        for hit in scan:
+            ln = line_mod.parse(hit.number, hit.data, hit.before)
+            ln = _rejoined(hit, _interfaces(hit, ln))
+            ln = _backtrace(hit, _semaphore(hit, _link(hit, _build(hit, ln))))
+            structure.feed(hit, ln, name, matcher.feed(ln, name))
+            facts.feed(ln, name)
+            frameworks += [k for k in hit.frameworks if k not in frameworks]
+    except read.EmptyLog as exc:
+        # among several logs, an empty one is a rank that printed nothing: said in
+        # the inputs (0 lines), not a refusal; all of them empty, there is no log
+        if logs == 1:
+            raise UsageError("%s %s" % (name, exc)) from None
+    except read.NotALog as exc:
+        raise UsageError("%s %s" % (name, exc)) from None
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise UsageError("cannot read %s: %s" % (name, getattr(exc, "strerror", None)
+                                                  or exc)) from None
+    finally:
+        if name != "<stdin>":
+            stream.close()
+    structure.ended(name, scan.tail(), scan.lines)
+
+
 def explain(paths, matrix_dirs=(), matrix=None):
     """Read every log in ``paths`` ('-' is stdin) and explain them together (with
     ``matrix``, or the one loaded from the built-in files and ``matrix_dirs``)."""
@@ -270,28 +313,8 @@ def explain(paths, matrix_dirs=(), matrix=None):
     inputs, frameworks = [], []
     for name, stream in opened:
         scan = read.Scan(stream)
-        try:
-            for hit in scan:
-                ln = line_mod.parse(hit.number, hit.data, hit.before)
-                ln = _rejoined(hit, _interfaces(hit, ln))
-                ln = _backtrace(hit, _semaphore(hit, _link(hit, _build(hit, ln))))
-                structure.feed(hit, ln, name, matcher.feed(ln, name))
-                facts.feed(ln, name)
-                frameworks += [k for k in hit.frameworks if k not in frameworks]
-        except read.EmptyLog as exc:
-            # among several logs, an empty one is a rank that printed nothing: said in
-            # the inputs (0 lines), not a refusal; all of them empty, there is no log
-            if len(opened) == 1:
-                raise UsageError("%s %s" % (name, exc)) from None
-        except read.NotALog as exc:
-            raise UsageError("%s %s" % (name, exc)) from None
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
-            raise UsageError("cannot read %s: %s" % (name, getattr(exc, "strerror", None)
-                                                      or exc)) from None
-        finally:
-            if name != "<stdin>":
-                stream.close()
-        structure.ended(name, scan.tail(), scan.lines)
+        with line_mod.numbered_from(_first_rank(name)):
+            _scan(name, stream, scan, len(opened), matcher, structure, facts, frameworks)
         inputs.append({"name": name, "lines": scan.lines, "bytes": scan.bytes})
     if not any(i["bytes"] for i in inputs):
         raise UsageError("%s: every log given is empty: there is no log in them"

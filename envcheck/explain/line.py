@@ -26,6 +26,7 @@ A line torchrun's failure summary prints (``traceback : Signal 6 ...``) has no p
 its ``rank : 1 (local_rank: 1)`` and ``host : ...`` lines just before it give them.
 """
 
+import contextlib
 import dataclasses
 import re
 from typing import Optional
@@ -66,6 +67,43 @@ _NCCL_HOST = re.compile(r"^([A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] ")
 _WATCHDOG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
 _SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\b")
 _SUMMARY_HOST = re.compile(r"^\s*host\s*:\s*(\S+)")
+
+
+# torchrun's summary names each failed rank with its local rank ('rank      : 2
+# (local_rank: 0)', torch.distributed.elastic's error summary, every release we list)
+_SUMMARY_LOCAL = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
+# Where the log being read numbers its ranks from (``first_rank``): what a rank named
+# only by its local rank is, globally.
+_first_rank = 0
+
+
+def first_rank(tail):
+    """The global rank of local rank 0 in a log whose torchrun summary is among
+    ``tail`` (its last lines, bytes): every entry's rank less its local rank, where
+    they agree; else 0.
+
+    ``--tee`` names a rank by its local rank only (``[default0]:``, pytorch/pytorch
+    #75087), and before pytorch/pytorch#118190 (torch 2.3) nothing else named it, not
+    even in a traceback. One host's log of a job across hosts then numbers its ranks
+    from 0, like every other host's: its agent's summary says where they start."""
+    starts = set()
+    for raw in tail:
+        m = _SUMMARY_LOCAL.match(bare(raw))
+        if m:
+            starts.add(int(m.group(1)) - int(m.group(2)))
+    return starts.pop() if len(starts) == 1 else 0
+
+
+@contextlib.contextmanager
+def numbered_from(rank):
+    """Read lines named by their local rank as ranks from ``rank`` on (``first_rank``),
+    for the log being read."""
+    global _first_rank
+    _first_rank = rank
+    try:
+        yield
+    finally:
+        _first_rank = 0
 
 
 @dataclasses.dataclass
@@ -122,8 +160,8 @@ def parse(number, data, before=()):
                 text = text[m.end():]
                 changed = True
                 break
-    if rank is None:
-        rank = local
+    if rank is None and local is not None:
+        rank = local + _first_rank
     m = _NCCL_HOST.match(text)
     if m and host is None:
         host = m.group(1)

@@ -591,7 +591,7 @@ SAME_FAILURE_LINES = 10
 EXCEPTIONS_READ = 256  # distinct exceptions whose tracebacks are read back
 EXCEPTIONS_KEPT = 4096  # distinct exceptions kept at all (memory stays flat)
 ROOT_CAUSE = "Root Cause (first observed failure)"
-SUMMARY = re.compile(r"^\s*(rank|host|exitcode)\s*:\s*(\S+)")
+SUMMARY = re.compile(r"^\s*(rank|host|exitcode|time)\s*:\s*(\S+)")
 WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
 
 PROGRAM = Signature(
@@ -666,7 +666,9 @@ class Structure:
         self.files = {}  # input name -> its index: where a line is, in reading order
         self.exceptions = {}  # key -> Exc
         self.by_text = {}  # (type, message) -> the first Exc of that text
-        self.root = None  # {"rank", "host", "exitcode", "where"} of torchrun's Root Cause
+        # {"rank", "host", "exitcode", "where", "time"} of each torchrun agent's Root
+        # Cause: one per host whose agent's log is given (first_failure picks the job's)
+        self.roots = []
         self.work = {}  # rank -> (SeqNum, OpType) of its timed-out collective
         self.cut = []  # [Cut]: the inputs that end inside a traceback (ended())
 
@@ -675,8 +677,10 @@ class Structure:
         matched it (or None)."""
         text = ln.text
         index = self.files.setdefault(file, len(self.files))
-        if text.startswith(ROOT_CAUSE) and self.root is None:
-            self.root = _root_cause(hit, file)
+        if text.startswith(ROOT_CAUSE):
+            root = _root_cause(hit, file)
+            if root is not None and all(r["rank"] != root["rank"] for r in self.roots):
+                self.roots.append(root)
             return
         if "WorkNCCL(" in text:
             w = WORK.search(text)
@@ -728,6 +732,20 @@ class Structure:
         if cut is not None:
             self.cut.append(cut)
 
+    @property
+    def root(self):
+        """The job's first failure among its agents' Root Causes: each torchrun agent
+        names the first failure among its own host's ranks only, so two hosts' logs hold
+        two. The earliest (torch elastic's ranking, its time to the second); at the same
+        second, the one whose rank's first error is the program's own rather than a
+        reaction to a peer (another host's ranks die of the closed connection within
+        the second); else the first given."""
+        if len(self.roots) < 2:
+            return self.roots[0] if self.roots else None
+        first = self.first_errors()
+        return min(self.roots, key=lambda r: (
+            r.get("time") or "~", not (r["rank"] in first and not first[r["rank"]].explained)))
+
     def program(self):
         """The exceptions no environment failure explains, earliest first."""
         return sorted((e for e in self.exceptions.values() if not e.explained),
@@ -778,7 +796,8 @@ class Structure:
         """The structure as data (``--format json``'s ``structure``)."""
         groups, behind = self._collectives()
         return {
-            "first_failure": dict(self.root) if self.root else None,
+            "first_failure": {k: v for k, v in self.root.items() if k != "time"}
+            if self.root else None,
             "rank_first_errors": [dict(exception_dict(exc), rank=rank)
                                   for rank, exc in sorted(self.first_errors().items())],
             "collectives": [{"op": op, "seq": seq, "ranks": sorted(ranks)}
@@ -896,7 +915,8 @@ def _root_cause(hit, file):
     code = found.get("exitcode", ("", 0))[0]
     return {"rank": int(found["rank"][0]), "host": found.get("host", (None,))[0],
             "exitcode": int(code) if code.lstrip("-").isdigit() else None,
-            "where": "%s:%d" % (file, hit.number + found["rank"][1])}
+            "where": "%s:%d" % (file, hit.number + found["rank"][1]),
+            "time": found.get("time", (None,))[0]}
 
 
 def _ranks(ranks):
