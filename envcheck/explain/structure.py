@@ -656,6 +656,7 @@ class Exc(Frames):
     order: tuple  # (input index, line number): when the log first shows it
     explained: bool = False  # a signature matched it, or it names the environment
     count: int = 0
+    reaction: bool = False  # a symptom's signature matched it: a reaction to a peer
 
 
 class Structure:
@@ -719,6 +720,7 @@ class Structure:
                                              ln, (index, ln.number), explained)
             self.by_text.setdefault(key[:2], exc)
         exc.explained = exc.explained or explained
+        exc.reaction = exc.reaction or bool(matched is not None and matched.symptom)
         exc.count += 1
         if ln.rank is not None:
             exc.ranks.add(ln.rank)
@@ -736,15 +738,15 @@ class Structure:
     def root(self):
         """The job's first failure among its agents' Root Causes: each torchrun agent
         names the first failure among its own host's ranks only, so two hosts' logs hold
-        two. The earliest (torch elastic's ranking, its time to the second); at the same
-        second, the one whose rank's first error is the program's own rather than a
-        reaction to a peer (another host's ranks die of the closed connection within
-        the second); else the first given."""
+        two. Not one whose rank's first error is a reaction to a peer (a symptom: the
+        closed connection another host's ranks die of) where another is not; then the
+        earliest (torch elastic's ranking, its time to the second only, each agent's
+        as it saw its rank end); else the first given."""
         if len(self.roots) < 2:
             return self.roots[0] if self.roots else None
         first = self.first_errors()
         return min(self.roots, key=lambda r: (
-            r.get("time") or "~", not (r["rank"] in first and not first[r["rank"]].explained)))
+            r["rank"] in first and first[r["rank"]].reaction, r.get("time") or "~"))
 
     def program(self):
         """The exceptions no environment failure explains, earliest first."""
