@@ -45,15 +45,20 @@ def _two_host_logs(cluster, tmp_path, extra=()):
 
 
 def _check(result):
-    """Rank 2's own error first, on rank 2; every other rank's a consequence; the job's
-    first failure rank 2 on node2. (A rank its agent stopped at once may have printed
+    """Rank 2's own error first, on rank 2 of node2; every other rank's a consequence;
+    the job's first failure rank 2 on node2. (A rank its agent stopped at once may have printed
     nothing: the closed connection is on some of ranks 0, 1 and 3.)"""
     lead = result.findings[0]
     assert [f.signature.id for f in result.findings] == ["program.exception"]
-    assert (lead.ranks, lead.exception.type) == ({2}, "FileNotFoundError")
+    assert (lead.ranks, lead.hosts, lead.exception.type) == ({2}, {"node2"},
+                                                             "FileNotFoundError")
     assert all(f.signature.symptom for f in result.consequences)
     peer = {f.signature.id: f.ranks for f in result.consequences}.get("torch.peer_closed")
     assert peer and peer <= {0, 1, 3}, peer
+    # each line is its host's: the log it is in says so (its agent's summary)
+    hosts = {f.signature.id: f.hosts for f in result.consequences}["torch.peer_closed"]
+    assert hosts == {"node1" if 0 in peer or 1 in peer else None,
+                     "node2" if 3 in peer else None} - {None}, (peer, hosts)
     first = result.structure_data["first_failure"]
     assert (first["rank"], first["host"], first["exitcode"]) == (2, "node2", 1), first
 
@@ -97,6 +102,6 @@ def test_two_hosts_logs_of_an_older_torch_name_the_global_ranks(cluster, tmp_pat
         _check(command.explain(order))
     # node2's log alone says the same of its ranks
     alone = command.explain(older[1:])
-    assert alone.findings[0].ranks == {2}
+    assert (alone.findings[0].ranks, alone.findings[0].hosts) == ({2}, set())
     assert {f.signature.id: f.ranks for f in alone.consequences}.get(
         "torch.peer_closed", {3}) == {3}

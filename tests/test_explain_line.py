@@ -86,15 +86,19 @@ NODE2_SUMMARY = [b"Failures:", b"[1]:", b"  time      : 2026-11-27_07:03:27",
                  b"  rank      : 2 (local_rank: 0)", b"  exitcode  : 1 (pid: 9251) "]
 
 
-def test_a_hosts_summary_says_where_its_local_ranks_start():
-    assert line.first_rank(NODE2_SUMMARY) == 2
+def test_a_hosts_summary_says_where_its_local_ranks_start_and_its_host():
+    assert line.origin(NODE2_SUMMARY) == (2, "node2")
     # as kubectl logs --prefix gives it
-    assert line.first_rank([b"[pod/job-1/main] " + raw for raw in NODE2_SUMMARY]) == 2
+    assert line.origin([b"[pod/job-1/main] " + raw for raw in NODE2_SUMMARY]) == (2, "node2")
     # two hosts' summaries in one log disagree: no guess
-    assert line.first_rank(NODE2_SUMMARY + [b"  rank      : 1 (local_rank: 1)"]) == 0
-    assert line.first_rank([b"[default0]:all good"]) == 0
-    with line.numbered_from(2):
-        assert line.parse(1, b"[default1]:boom").rank == 3
+    assert line.origin(NODE2_SUMMARY + [b"  host      : node1",
+                                        b"  rank      : 1 (local_rank: 1)"]) == (0, None)
+    assert line.origin([b"[default0]:all good", b"host : x"]) == (0, None)
+    with line.read_as(2, "node2"):
+        assert (line.parse(1, b"[default1]:boom").rank, line.parse(1, b"boom").host) == (
+            3, "node2")
         assert line.parse(1, b"[default1]:[rank3]: boom").rank == 3  # global already
         assert line.parse(1, b"[rank1]: boom").rank == 1
-    assert line.parse(1, b"[default1]:boom").rank == 1  # the next log starts afresh
+        assert line.parse(1, b"node7:12:13 [0] NCCL WARN x").host == "node7"  # its own
+    # the next log starts afresh
+    assert (line.parse(1, b"[default1]:boom").rank, line.parse(1, b"boom").host) == (1, None)

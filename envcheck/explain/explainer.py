@@ -260,18 +260,20 @@ def _open(path):
 TAIL_BYTES = 65536  # where a log's torchrun summary is: its end
 
 
-def _first_rank(name):
-    """Where the ranks of this log, one host's of a job across hosts, are numbered
-    from (``line.first_rank``), read from the end of its file; 0 for stdin, or a log
-    whose end is not plain text (gzip, UTF-16, JSON)."""
+def _origin(name, logs):
+    """Where this log is from (``line.origin``), read from the end of its file: one
+    host's of a job across hosts. Its host only among several logs (alone, it is the
+    only one); nothing for stdin, or a log whose end is not plain text (gzip, UTF-16,
+    JSON)."""
     if name == "<stdin>":
-        return 0
+        return 0, None
     try:
         with open(name, "rb") as f:
             f.seek(max(0, os.fstat(f.fileno()).st_size - TAIL_BYTES))
-            return line_mod.first_rank(f.read().split(b"\n"))
+            first_rank, host = line_mod.origin(f.read().split(b"\n"))
     except OSError:
-        return 0
+        return 0, None
+    return first_rank, host if logs > 1 else None
 
 
 def _scan(name, stream, scan, logs, matcher, structure, facts, frameworks):
@@ -313,7 +315,7 @@ def explain(paths, matrix_dirs=(), matrix=None):
     inputs, frameworks = [], []
     for name, stream in opened:
         scan = read.Scan(stream)
-        with line_mod.numbered_from(_first_rank(name)):
+        with line_mod.read_as(*_origin(name, len(opened))):
             _scan(name, stream, scan, len(opened), matcher, structure, facts, frameworks)
         inputs.append({"name": name, "lines": scan.lines, "bytes": scan.bytes})
     if not any(i["bytes"] for i in inputs):

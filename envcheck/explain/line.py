@@ -72,38 +72,45 @@ _SUMMARY_HOST = re.compile(r"^\s*host\s*:\s*(\S+)")
 # torchrun's summary names each failed rank with its local rank ('rank      : 2
 # (local_rank: 0)', torch.distributed.elastic's error summary, every release we list)
 _SUMMARY_LOCAL = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
-# Where the log being read numbers its ranks from (``first_rank``): what a rank named
-# only by its local rank is, globally.
-_first_rank = 0
+# Where the log being read is from (``origin``): the global rank of its local rank 0,
+# and its host where it has one.
+_first_rank, _host = 0, None
 
 
-def first_rank(tail):
-    """The global rank of local rank 0 in a log whose torchrun summary is among
-    ``tail`` (its last lines, bytes): every entry's rank less its local rank, where
-    they agree; else 0.
+def origin(tail):
+    """(the global rank of local rank 0, its host or None) of a log whose torchrun
+    summary is among ``tail`` (its last lines, bytes): every entry's rank less its
+    local rank, where they agree, else 0; the host every entry names, else None.
 
     ``--tee`` names a rank by its local rank only (``[default0]:``, pytorch/pytorch
     #75087), and before pytorch/pytorch#118190 (torch 2.3) nothing else named it, not
     even in a traceback. One host's log of a job across hosts then numbers its ranks
-    from 0, like every other host's: its agent's summary says where they start."""
-    starts = set()
+    from 0, like every other host's: its agent's summary says where they start, and on
+    which host its lines were printed."""
+    starts, hosts = set(), set()
     for raw in tail:
-        m = _SUMMARY_LOCAL.match(bare(raw))
+        text = bare(raw)
+        m = _SUMMARY_LOCAL.match(text)
         if m:
             starts.add(int(m.group(1)) - int(m.group(2)))
-    return starts.pop() if len(starts) == 1 else 0
+        m = _SUMMARY_HOST.match(text)
+        if m:
+            hosts.add(m.group(1))
+    if len(starts) != 1:
+        return 0, None
+    return starts.pop(), hosts.pop() if len(hosts) == 1 else None
 
 
 @contextlib.contextmanager
-def numbered_from(rank):
-    """Read lines named by their local rank as ranks from ``rank`` on (``first_rank``),
-    for the log being read."""
-    global _first_rank
-    _first_rank = rank
+def read_as(first_rank, host=None):
+    """Read the lines of the log being read as from ``origin``: a rank named by its
+    local rank is ``first_rank`` on, a line no prefix places is ``host``'s."""
+    global _first_rank, _host
+    _first_rank, _host = first_rank, host
     try:
         yield
     finally:
-        _first_rank = 0
+        _first_rank, _host = 0, None
 
 
 @dataclasses.dataclass
@@ -181,4 +188,4 @@ def parse(number, data, before=()):
                 host = m.group(1)
             if prev.strip().startswith("[") or rank is not None and host is not None:
                 break  # the start of this entry ("[0]:"), or all found
-    return Line(number, text.strip(), shown.rstrip(), rank, host)
+    return Line(number, text.strip(), shown.rstrip(), rank, host or _host)
