@@ -2,6 +2,7 @@
 
 import gzip
 import io
+import json
 import os
 import re
 import subprocess
@@ -166,3 +167,24 @@ def test_an_error_across_the_flush_of_an_endless_cr_line_is_found_once():
         if len(found) != 1 or found[0].number != 2:
             missed.append((pos, len(found)))
     assert missed == []
+
+
+def test_a_pipe_among_several_logs_is_read_once_whole(tmp_path):
+    # A named pipe among the logs: explain reads each log's end for its torchrun
+    # summary before reading it through, but a pipe can be opened and read only once,
+    # by the scan (a second open waited for a writer that had gone: explain hung).
+    log = os.path.join(ROOT, "tests", "data", "explain", "torchrun-4rank-user-error.log")
+    with open(log, "rb") as f:
+        data = f.read()
+    fifo = str(tmp_path / "node2.log")
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([sys.executable, "-m", "envcheck", "explain", "--format", "json",
+                             log, fifo], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    with open(fifo, "wb") as f:
+        f.write(data)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    inputs = json.loads(out)["inputs"]
+    assert [i["lines"] for i in inputs] == [data.count(b"\n")] * 2

@@ -10,6 +10,7 @@ import dataclasses
 import gzip
 import os
 import re
+import stat
 import sys
 
 from ..core.errors import UsageError
@@ -263,11 +264,11 @@ TAIL_BYTES = 65536  # where a log's torchrun summary is: its end
 def _origin(name, logs):
     """Where this log is from (``line.origin``), read from the end of its file: one
     host's of a job across hosts. Its host only among several logs (alone, it is the
-    only one); nothing for stdin, or a log whose end is not plain text (gzip, UTF-16,
-    JSON)."""
-    if name == "<stdin>":
-        return 0, None
+    only one); nothing for stdin or a pipe, or a log whose end is not plain text (gzip,
+    UTF-16, JSON)."""
     try:
+        if name == "<stdin>" or not stat.S_ISREG(os.stat(name).st_mode):
+            return 0, None  # a pipe (<(zcat ...)) is read once, by the scan
         with open(name, "rb") as f:
             f.seek(max(0, os.fstat(f.fileno()).st_size - TAIL_BYTES))
             first_rank, host = line_mod.origin(f.read().split(b"\n"))
