@@ -160,6 +160,19 @@ def probe_straggler(ctx):
         dist.barrier()
 
 
+def probe_lingering(ctx):
+    """rank 0 sleeps in its own code; rank 2 keeps running past SIGTERM (a handler of
+    its own, as a framework's graceful shutdown has); ranks 1 and 2 wait in a barrier"""
+    import signal
+    import torch.distributed as dist
+    with ctx.check("wait"):
+        if ctx.rank == 0:
+            time.sleep(600)
+        if ctx.rank == 2:
+            signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        dist.barrier()
+
+
 def probe_stopped(ctx):
     """rank 1 stops itself (SIGSTOP), as Ctrl-Z or a debugger would"""
     import signal
@@ -190,6 +203,27 @@ def test_the_straggler_is_named_whichever_rank_it_is(tmp_path, stuck):
     assert "rank %d: at straggler.py:11 probe_straggler" % stuck in lines
     assert any(re.fullmatch(r"ranks %s: waiting in barrier \(distributed_c10d\.py:\d+ "
                             r"barrier\)" % others, line) for line in lines), res.stdout
+
+
+def test_a_rank_that_outlives_its_sigterm_is_still_where_the_hang_found_it(tmp_path):
+    # envcheck stops the ranks of a hang: rank 0, the straggler, exits at its SIGTERM;
+    # rank 2 does not, and its barrier then fails with gloo's "Connection closed by
+    # peer", which it records. That is its reaction to the stop, not its outcome: the
+    # report says where the hang found it, as when its own SIGTERM comes first (a CI
+    # run read rank 2's record so, this process descheduled between the two SIGTERMs).
+    probe = tmp_path / "straggler.py"
+    probe.write_text(STRAGGLER)
+    report = tmp_path / "r.json"
+    res = run_cli("run", "--nproc", "3", "--probe-path", str(probe), "-p", "lingering",
+                  "--timeout", "3", "--json", str(report))
+    assert res.code == 1, res.stderr
+    wait = checks_by_id(load_report(report))["lingering.wait"]
+    assert (wait["outcome"], wait["root_rank"]) == ("hang", 0), wait
+    assert wait["ranks"]["2"]["outcome"] == "hang", wait["ranks"]["2"]
+    assert wait["ranks"]["2"]["where"]["waiting_in"] == "barrier", wait["ranks"]["2"]
+    lines = [line.strip() for line in res.stdout.splitlines()]
+    assert any(re.fullmatch(r"ranks 1,2: waiting in barrier \(distributed_c10d\.py:\d+ "
+                            r"barrier\)", line) for line in lines), res.stdout
 
 
 def test_a_stopped_rank_is_said_to_be_stopped(tmp_path):

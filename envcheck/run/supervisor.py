@@ -292,8 +292,11 @@ class _AttemptRun:
         self._attempt_env["MASTER_PORT"] = str(self.port)
         self._start_each()
 
-    def _read(self, st):
+    def _read(self, st, until=None):
+        """The rank's new records (those written before ``until`` only, a time.time())."""
         for rec in st.tail.poll():
+            if until is not None and rec.get("time", 0) >= until:
+                continue
             st.records.append(rec)
             st.tracker.observe(rec)
             if self.on_event:
@@ -385,9 +388,16 @@ class _AttemptRun:
         # for a stack first: whoever stopped the rank (a debugger, job control) meant it
         # not to run, a traced one (state t) would not run anyway, and its stack would only
         # show where it was stopped, not why; the report says it was stopped, the cause.
+        # What a rank still alive writes once envcheck begins to stop the ranks is its
+        # reaction to that, not its outcome: the peer whose SIGTERM came first exits,
+        # and a rank whose own SIGTERM has not come yet (this process descheduled
+        # between the two on a loaded node) fails its barrier with gloo's "Connection
+        # closed by peer" and records it, in place of where it was waiting (a CI run's
+        # straggler test read rank 2's record so).
+        stopping = time.time()
         self.kill_all(at_once=stopped)
         for st in self.ranks:
-            self._read(st)
+            self._read(st, until=stopping if st in alive else None)
             if st.exit_code is None:
                 st.exit_code = st.proc.returncode
         ranks = {st.rank: {
