@@ -184,16 +184,21 @@ def probe_stopped(ctx):
 '''
 
 
+def _run_straggler(tmp_path, probe, nproc=3, env=None):
+    """envcheck run of one of STRAGGLER's probes, --timeout 3: (result, checks by id)."""
+    path = tmp_path / "straggler.py"
+    path.write_text(STRAGGLER)
+    report = tmp_path / "r.json"
+    res = run_cli("run", "--nproc", str(nproc), "--probe-path", str(path), "-p", probe,
+                  "--timeout", "3", "--json", str(report), env=env)
+    assert res.code == 1, res.stderr
+    return res, checks_by_id(load_report(report))
+
+
 @pytest.mark.parametrize("stuck", [0, 1, 2])
 def test_the_straggler_is_named_whichever_rank_it_is(tmp_path, stuck):
-    probe = tmp_path / "straggler.py"
-    probe.write_text(STRAGGLER)
-    report = tmp_path / "r.json"
-    res = run_cli("run", "--nproc", "3", "--probe-path", str(probe), "-p", "straggler",
-                  "--timeout", "3", "--json", str(report),
-                  env={"ENVCHECK_TEST_STUCK": str(stuck)})
-    assert res.code == 1, res.stderr
-    wait = checks_by_id(load_report(report))["straggler.wait"]
+    res, checks = _run_straggler(tmp_path, "straggler", env={"ENVCHECK_TEST_STUCK": str(stuck)})
+    wait = checks["straggler.wait"]
     assert (wait["outcome"], wait["root_rank"]) == ("hang", stuck)
     assert re.fullmatch(r"rank %d: no progress for \d+\.\d s \(timeout 3 s\) in wait; "
                         r"at straggler\.py:11 probe_straggler" % stuck, wait["detail"])
@@ -211,13 +216,8 @@ def test_a_rank_that_outlives_its_sigterm_is_still_where_the_hang_found_it(tmp_p
     # peer", which it records. That is its reaction to the stop, not its outcome: the
     # report says where the hang found it, as when its own SIGTERM comes first (a CI
     # run read rank 2's record so, this process descheduled between the two SIGTERMs).
-    probe = tmp_path / "straggler.py"
-    probe.write_text(STRAGGLER)
-    report = tmp_path / "r.json"
-    res = run_cli("run", "--nproc", "3", "--probe-path", str(probe), "-p", "lingering",
-                  "--timeout", "3", "--json", str(report))
-    assert res.code == 1, res.stderr
-    wait = checks_by_id(load_report(report))["lingering.wait"]
+    res, checks = _run_straggler(tmp_path, "lingering")
+    wait = checks["lingering.wait"]
     assert (wait["outcome"], wait["root_rank"]) == ("hang", 0), wait
     assert wait["ranks"]["2"]["outcome"] == "hang", wait["ranks"]["2"]
     assert wait["ranks"]["2"]["where"]["waiting_in"] == "barrier", wait["ranks"]["2"]
@@ -227,13 +227,8 @@ def test_a_rank_that_outlives_its_sigterm_is_still_where_the_hang_found_it(tmp_p
 
 
 def test_a_stopped_rank_is_said_to_be_stopped(tmp_path):
-    probe = tmp_path / "straggler.py"
-    probe.write_text(STRAGGLER)
-    report = tmp_path / "r.json"
-    res = run_cli("run", "--nproc", "2", "--probe-path", str(probe), "-p", "stopped",
-                  "--timeout", "3", "--json", str(report))
-    assert res.code == 1, res.stderr
-    frozen = checks_by_id(load_report(report))["stopped.frozen"]
+    res, checks = _run_straggler(tmp_path, "stopped", nproc=2)
+    frozen = checks["stopped.frozen"]
     assert (frozen["outcome"], frozen["root_rank"]) == ("hang", 1)
     assert frozen["detail"].endswith(
         "in frozen; stopped (state T: SIGSTOP, Ctrl-Z or a debugger), so it showed no "
