@@ -191,6 +191,11 @@ def test_a_hang_on_one_host_is_blamed_on_its_rank_by_rank_0s_report(cluster):
     check = checks_by_id(report)["stuck.wait"]
     assert check["outcome"] == "hang" and check["root_rank"] == 2, check
     assert check["detail"].startswith("rank 2 on node2: no progress for"), check["detail"]
+    # the others were waiting for it in their barrier, on both hosts, as envcheck run
+    # reads them: not failed of its end, which the watcher's kill brought about
+    assert {r: e["detail"].split(" (")[0] for r, e in check["ranks"].items() if r != "2"} \
+        == dict.fromkeys("013", "stopped by the launcher while in wait after rank 2 hung; "
+                                "it was waiting in barrier"), check["ranks"]
     assert "rank 2 on node2" in res[0].stdout
     assert took < TIMEOUT + 30, took  # the import of torch, the deadline, the report
 

@@ -209,6 +209,35 @@ def test_hang_in_one_rank_ends_the_job_and_names_the_rank(tmp_path):
     assert (abort["kind"], abort["root_rank"], abort["phase"]) == ("hang", 1, "probe:stuck")
 
 
+def test_a_hang_under_torchrun_reads_as_envcheck_run_reads_it(tmp_path):
+    """The watcher kills the hung rank, and its peers' barrier fails at once (gloo's
+    'Connection closed by peer') before torchrun's SIGTERM comes: that failure is their
+    reaction to the kill. Under envcheck run's supervisor, which stops every rank
+    together, the same 4 ranks read as waiting in their barrier: both reports must say
+    the same of every rank."""
+    probe = tmp_path / "stuck.py"
+    probe.write_text(STUCK)
+    out = tmp_path / "out"
+    args = ["-p", "stuck", "--probe-path", str(probe), "--timeout", "3"]
+    agent = torchrun(sys.executable, 1, 0, 4, free_port(), ["--out", str(out), *args],
+                     str(tmp_path))
+    _, stderr = agent.communicate(timeout=120)
+    assert agent.returncode != 0, stderr
+    launched_run = run_cli("report", "--records", str(out), "--format", "json")
+    supervised = run_cli("run", "--nproc", "4", *args, "--format", "json")
+    assert (launched_run.code, supervised.code) == (1, 1), (launched_run, supervised)
+
+    def ranks(res):
+        check = checks_by_id(validate_report(json.loads(res.stdout)))["stuck.wait"]
+        return {r: (e["outcome"], e["detail"].replace("the launcher", "envcheck"))
+                for r, e in check["ranks"].items()}
+    assert ranks(launched_run) == ranks(supervised)
+    outcome, detail = ranks(supervised)["2"]
+    assert outcome == "hang" and detail.startswith(
+        "stopped by envcheck while in wait after rank 1 hung; it was waiting in barrier "
+        "(distributed_c10d.py:"), detail
+
+
 def test_a_rank_that_dies_is_the_crash_not_the_ranks_torn_down(tmp_path):
     probe = tmp_path / "die.py"
     probe.write_text(DIE)

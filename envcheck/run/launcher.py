@@ -149,17 +149,47 @@ def _current(per_rank, launch):
     return kept, stale
 
 
+# A peer's end as a rank's error shows it: gloo's 'Connection closed by peer [ADDR]:PORT'
+# and 'Read error [ADDR]:PORT: Connection reset by peer' (third_party/gloo/gloo/
+# transport/tcp/pair.cc; both seen here, torch 2.13, tests/test_cluster_torchrun.py).
+_PEER_ENDED = re.compile(r"(?:closed|reset) by peer", re.I)
+
+
+def _before_the_kill(per_rank, hosts):
+    """The ranks' records as the hang found them: what a rank wrote once a watcher had
+    killed a hung rank is its reaction to that end, not its outcome.
+
+    A hung rank's watcher kills it, and its peers' waits on it fail at once (gloo's
+    'Connection closed by peer'): they recorded that failure, and their teardown, before
+    torchrun's SIGTERM came, where ``envcheck run``'s supervisor stops every rank together
+    (its own reads stop at that moment, ``supervisor.stop``). From the first hang
+    record's ``killed_at`` on, a rank with no hang record of its own keeps nothing on the
+    killed rank's host (one clock), and on other hosts nothing from its first failure that
+    names a peer's end on (their clocks may be a little off: a failure of its own stays).
+    """
+    kills = [(rec.get("killed_at", rec["time"]), rank) for rank, recs in per_rank.items()
+             for rec in recs if rec["t"] == "hang"]
+    if not kills:
+        return per_rank
+    stop, killed = min(kills)
+    hung = {rank for _, rank in kills}
+    kept = {}
+    for rank, recs in per_rank.items():
+        cut = len(recs)
+        if rank not in hung:
+            same_clock = hosts.get(rank) == hosts.get(killed)
+            cut = next((i for i, rec in enumerate(recs) if rec.get("time", 0) >= stop and (
+                same_clock or _PEER_ENDED.search(
+                    (rec.get("error") or {}).get("message") or ""))), cut)
+        kept[rank] = recs[:cut]
+    return kept
+
+
 def _phase_of_hang(rec):
     phase, check = rec.get("phase"), rec.get("check")
     if phase in ("gather", "report"):
         return "teardown", "gather_records"
     return phase, check
-
-
-# A peer's end as a rank's error shows it: gloo's 'Connection closed by peer [ADDR]:PORT'
-# and 'Read error [ADDR]:PORT: Connection reset by peer' (third_party/gloo/gloo/
-# transport/tcp/pair.cc; both seen here, torch 2.13, tests/test_cluster_torchrun.py).
-_PEER_ENDED = re.compile(r"(?:closed|reset) by peer", re.I)
 
 
 def _vanished(per_rank, unfinished, reported, stacks):
@@ -304,8 +334,9 @@ def build(path):
     plan_in = launch.get("plan") or {}
     probes = list(plan_in.get("probes") or [])
     timeout = float(plan_in.get("timeout") or 60.0)
-    abort = _abort(per_rank, stacks, world, timeout)
     hosts = merge.hosts([Attempt([], 0, per_rank)])
+    per_rank = _before_the_kill(per_rank, hosts)
+    abort = _abort(per_rank, stacks, world, timeout)
     seconds, first = _duration(per_rank, hosts)
     start = launch.get("started") if isinstance(launch.get("started"), (int, float)) \
         else first

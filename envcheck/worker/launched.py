@@ -29,7 +29,8 @@ Who the rank is comes from ``identity.py``.
 
 Records this mode adds to ``records.py``'s: ``launch`` (every rank, first: launcher,
 world size, the plan), ``gather_start`` / ``report_start`` (after ``bye``) and ``hang``
-(the watcher: phase, check, waited_s, timeout, in_collective, stopped).
+(the watcher: phase, check, waited_s, timeout, in_collective, stopped, and killed_at:
+when it killed the rank).
 """
 
 import argparse

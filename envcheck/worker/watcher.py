@@ -187,11 +187,14 @@ class Watcher:
         line = ("envcheck: rank %d on %s: no progress for %.1f s in %s (timeout %g s)%s; "
                 "exiting with code %d\n" % (job.rank, printable(job.host), waited, where, job.timeout,
                                             why, RankExit.HANG))
+        # when the rank was killed: what its peers write from then on reacts to its end
+        # (gloo's 'Connection closed by peer'), not to where the hang found them
+        killed_at = time.time()
         self._kill()
         writer = RecordWriter(records_path(job.out, job.rank), job.rank)
         writer.write("hang", phase=t.phase, check=t.check, waited_s=round(waited, 3),
                      timeout=job.timeout, host=job.host, in_collective=in_collective,
-                     stopped=stopped)
+                     stopped=stopped, killed_at=killed_at)
         writer.close()
         with open(self.stacks, "a", encoding="utf-8") as f:
             f.write(line)
