@@ -892,6 +892,19 @@ BATCH24_MISSED = {
     "https://github.com/yoshitomo-matsubara/torchdistill/issues/122",  # library: a checkout of it
 }
 
+# Batch 25, measured once (77d5e8d, the rules of phase U with session 21's reading of
+# logs across hosts): 6 of 12, and that figure stays. Both its user-code logs got no
+# environment cause (one the program's error of its type, one nothing: torch's message
+# without its type).
+BATCH25_MISSED = {
+    "https://github.com/QwenLM/Qwen/issues/1125",  # nvcc's unsupported arch: new
+    "https://github.com/hiyouga/LlamaFactory/issues/140",  # user: a message without its type
+    "https://github.com/huggingface/accelerate/issues/3923",  # library: no frame of it
+    "https://github.com/hiyouga/LlamaFactory/issues/3634",  # library: cut in deepspeed's frame
+    "https://github.com/hiyouga/LlamaFactory/issues/2189",  # library: no exception line
+    "https://github.com/facebookresearch/dino/issues/88",  # no launcher: AttributeError
+}
+
 # A log its collector labelled the job's own code that got an environment cause, as
 # measured: gpt-neox's launch on one node with its Slurm/MPI launcher (DeepSpeed's runner
 # then starts plain python, and every rank starts the store's server), whose log holds
@@ -908,7 +921,7 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 19: BATCH19_MISSED, 20: BATCH20_MISSED, 21: BATCH21_MISSED,
                 22: BATCH22_MISSED, 23: BATCH23_MISSED, 24: BATCH24_MISSED}
 
-# Batches 8-24 as measured: logs, user-code logs among them, right at the first run, the
+# Batches 8-25 as measured: logs, user-code logs among them, right at the first run, the
 # misses, and those of the misses whose cause no signature named then (`new.*`, kept as
 # family_when_measured once a rule was written from it). A miss written from since is a
 # training log (split "train") and must get its cause now; one not yet written from is
@@ -968,6 +981,7 @@ MEASURED_BATCHES = {
     23: (23, 3, 10, BATCH23_MISSED, {"https://github.com/henrywoo/pyllama/issues/25",
                                      "https://github.com/meta-llama/llama/issues/415"}),
     24: (5, 1, 2, BATCH24_MISSED, set()),
+    25: (12, 2, 6, BATCH25_MISSED, {"https://github.com/QwenLM/Qwen/issues/1125"}),
 }
 
 
