@@ -237,6 +237,19 @@ NOT_IN_THE_TEXT = {
     # cannot tell from the job's own), torch's DDP assertion: the program's error
     "https://github.com/hpcaitech/ColossalAI/issues/2439": None,
     "https://github.com/yoshitomo-matsubara/torchdistill/issues/122": "program.exception",
+    # batch 25, after it was measured (phase V): torch's message without its type and no
+    # traceback (several GPUs used by one process started with plain python); a
+    # TypeError with no frame (accelerate's call, fixed there); a traceback cut in
+    # DeepSpeed's frame, and one pasted in two pieces without its exception line
+    # (LLaMA-Factory's code, fixed there: neither shows its frames and error together);
+    # an AttributeError of args.world_size in DINO's init_distributed_mode, which sets it
+    # only from a launcher's variables (the text does not say none were set): the
+    # program's error
+    "https://github.com/hiyouga/LlamaFactory/issues/140": None,
+    "https://github.com/huggingface/accelerate/issues/3923": "program.exception",
+    "https://github.com/hiyouga/LlamaFactory/issues/3634": None,
+    "https://github.com/hiyouga/LlamaFactory/issues/2189": None,
+    "https://github.com/facebookresearch/dino/issues/88": "program.exception",
 }
 
 
@@ -919,7 +932,8 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 12: BATCH12_MISSED, 14: BATCH14_MISSED, 15: BATCH15_MISSED,
                 16: BATCH16_MISSED, 17: BATCH17_MISSED, 18: BATCH18_MISSED,
                 19: BATCH19_MISSED, 20: BATCH20_MISSED, 21: BATCH21_MISSED,
-                22: BATCH22_MISSED, 23: BATCH23_MISSED, 24: BATCH24_MISSED}
+                22: BATCH22_MISSED, 23: BATCH23_MISSED, 24: BATCH24_MISSED,
+                25: BATCH25_MISSED}
 
 # Batches 8-25 as measured: logs, user-code logs among them, right at the first run, the
 # misses, and those of the misses whose cause no signature named then (`new.*`, kept as

@@ -144,3 +144,29 @@ def test_a_team_override_of_the_expected_failure_keeps_the_signatures_advice(tmp
     team = {s.id: s for s in matrix_load.load([str(tmp_path)]).signatures}
     assert team["torch.pickle_process_group"].advice == builtin["torch.pickle_process_group"].advice
     assert team["torch.pickle_process_group"].advice.startswith("do not deepcopy")
+
+
+def test_the_architectures_nvcc_refuses_are_said_as_the_toolkits_list_them():
+    """extension.arch_unsupported names when toolkits gained and dropped architectures:
+    each must be what cuda.toml's toolkits hold (the first that lists it, the first that
+    no longer does), so the words cannot drift from the facts."""
+    import re
+    m = matrix_load.load()
+    toolkits = [t for t in m.toolkits if "archs" not in t.unconfirmed]
+
+    def first(arch, listed):
+        return next(t.version for t in toolkits
+                    if (arch in t.archs) == listed and (listed or any(
+                        arch in u.archs for u in toolkits[:toolkits.index(t)])))
+    cause = next(s for s in m.signatures if s.id == "extension.arch_unsupported").cause
+    came = re.search(r"\((sm_89) and (sm_90) came with CUDA ([\d.]+), (sm_100) and (sm_120) "
+                     r"with ([\d.]+)\)", cause)
+    went = re.search(r"\((sm_35) and (sm_37) in CUDA ([\d.]+), (sm_50) to (sm_72) in "
+                     r"([\d.]+)\)", cause)
+    assert came and went, cause
+    for a, b, version in (came.group(1, 2, 3), came.group(4, 5, 6)):
+        assert first(a, True) == first(b, True) == version, (a, b)
+    assert first(went.group(1), False) == first(went.group(2), False) == went.group(3)
+    # "sm_50 to sm_72": every architecture between them went in the same release
+    between = ("sm_50", "sm_52", "sm_53", "sm_60", "sm_61", "sm_62", "sm_70", "sm_72")
+    assert {first(x, False) for x in between} == {went.group(6)}

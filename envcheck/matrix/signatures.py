@@ -121,7 +121,13 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # prints (torch/utils/checkpoint.py check_backward_validity, called by
               # CheckpointFunction.forward: 'None of the inputs have requires_grad=True.
               # Gradients will be None'; N is a first letter here already)
-              "None of the inputs have requires_grad")
+              "None of the inputs have requires_grad",
+              # phase V: nvcc's refusal of an architecture its CUDA toolkit does not know
+              # ('nvcc fatal   : Unsupported gpu architecture 'compute_89'', "Value
+              # 'sm_89' is not defined for option 'gpu-architecture'"): every other word
+              # of those lines starts lower-case; U and V are new first letters, rare
+              # capitals in a training log's progress lines (bench/explain.md)
+              "Unsupported gpu architecture", "Value 'sm_", "Value 'compute_")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
