@@ -918,6 +918,19 @@ BATCH25_MISSED = {
     "https://github.com/facebookresearch/dino/issues/88",  # no launcher: AttributeError
 }
 
+# Batch 26, measured once (425666d, the rules of phase V): 2 of 10, and that figure
+# stays. Its user-code log got the program's error of its type.
+BATCH26_MISSED = {
+    "https://github.com/hiyouga/LlamaFactory/issues/5252",  # DeepSpeed's config: pydantic
+    "https://github.com/hiyouga/LlamaFactory/issues/3853",  # library: no frame of it
+    "https://github.com/hiyouga/LlamaFactory/issues/5629",  # a framework's refusal: new
+    "https://github.com/OptimalScale/LMFlow/issues/686",  # library: a checkout of it
+    "https://github.com/pytorch/ignite/issues/1710",  # no nvcc where DeepSpeed looks
+    "https://github.com/Xirider/finetune-gpt2xl/issues/1",  # DeepSpeed's older wording
+    "https://github.com/facebookresearch/fairseq/issues/1096",  # no world size: new
+    "https://github.com/open-mmlab/mmcv/issues/636",  # library: the launcher's error only
+}
+
 # A log its collector labelled the job's own code that got an environment cause, as
 # measured: gpt-neox's launch on one node with its Slurm/MPI launcher (DeepSpeed's runner
 # then starts plain python, and every rank starts the store's server), whose log holds
@@ -935,7 +948,7 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 22: BATCH22_MISSED, 23: BATCH23_MISSED, 24: BATCH24_MISSED,
                 25: BATCH25_MISSED}
 
-# Batches 8-25 as measured: logs, user-code logs among them, right at the first run, the
+# Batches 8-26 as measured: logs, user-code logs among them, right at the first run, the
 # misses, and those of the misses whose cause no signature named then (`new.*`, kept as
 # family_when_measured once a rule was written from it). A miss written from since is a
 # training log (split "train") and must get its cause now; one not yet written from is
@@ -996,6 +1009,8 @@ MEASURED_BATCHES = {
                                      "https://github.com/meta-llama/llama/issues/415"}),
     24: (5, 1, 2, BATCH24_MISSED, set()),
     25: (12, 2, 6, BATCH25_MISSED, {"https://github.com/QwenLM/Qwen/issues/1125"}),
+    26: (10, 1, 2, BATCH26_MISSED, {"https://github.com/hiyouga/LlamaFactory/issues/5629",
+                                    "https://github.com/facebookresearch/fairseq/issues/1096"}),
 }
 
 
