@@ -69,3 +69,39 @@ def test_another_library_the_linker_cannot_find_is_no_cuda_cause(tmp_path, matri
     assert found[:1] == ["program.exception"]
     assert result.findings[0].exception.message == ("Command '['ninja', '-v']' returned "
                                                     "non-zero exit status 1.")
+
+
+# The nvcc version check apex's setup.py started and many builds copied (vLLM's,
+# flash-attn's, DeepSpeed's kernels), here as the copies that read CUDA_HOME themselves
+# do (torch's cpp_extension.CUDA_HOME is None in a CPU build of torch)
+NVCC_CHECK = '''
+import os
+import subprocess
+cuda_home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
+subprocess.check_output([cuda_home + "/bin/nvcc", "-V"], universal_newlines=True)
+'''
+
+
+def test_a_cuda_home_without_nvcc_is_the_missing_toolkit(tmp_path, matrix):
+    """CUDA_HOME names a directory that holds no bin/nvcc (a runtime image, nvcc
+    removed: pytorch/ignite#1710): the build takes it as the toolkit, its first call of
+    nvcc fails, and the log says so in CPython's words only."""
+    home = tmp_path / "cuda"
+    (home / "lib64").mkdir(parents=True)
+    proc = subprocess.run([sys.executable, "-c", NVCC_CHECK], cwd=tmp_path,
+                          env=dict(os.environ, CUDA_HOME=str(home)),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=120)
+    assert proc.returncode == 1, proc.stdout
+    last = proc.stdout.rstrip().splitlines()[-1]
+    assert last == "FileNotFoundError: [Errno 2] No such file or directory: '%s/bin/nvcc'" \
+        % home, proc.stdout
+    log = tmp_path / "job.log"
+    log.write_text(proc.stdout, encoding="utf-8")
+    result = command.explain([str(log)], matrix=matrix)
+    assert [f.signature.id for f in result.findings][:1] == ["extension.cuda_home"]
+    assert result.findings[0].line.shown == last
+    # another program the build cannot find is not the toolkit (nothing is named: the
+    # error is raised in the standard library, below a script given with -c)
+    log.write_text(proc.stdout.replace("/bin/nvcc'", "/bin/envcheck-absent'"), encoding="utf-8")
+    assert command.explain([str(log)], matrix=matrix).findings == []

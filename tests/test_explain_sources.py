@@ -2770,12 +2770,36 @@ def test_the_interface_line_still_needs_a_failure_and_a_loopback_connect_does_no
     assert found == ["nccl.socket_interface"] and not result.findings[0].conditional
 
 
-NEAR = [NEAR_M, NEAR_N, NEAR_O, NEAR_P, NEAR_Q, NEAR_S, NEAR_T, NEAR_U]
+# Texts close to phase V's (nvcc's refusal of an architecture), and the cause none of
+# them may get
+NEAR_V = ({"extension.arch_unsupported"}, [
+    # nvcc's other fatal errors
+    "nvcc fatal   : Unknown option '-fopenmp'\n",
+    "nvcc fatal   : Value 'c++20' is not defined for option 'std'\n",
+    # torch's own refusal of an architecture it does not know (cpp_extension)
+    "ValueError: Unknown CUDA arch (9.5) or GPU not supported\n",
+], ["unknown-option", "another-option", "torch-arch-list"])
+
+# Texts close to phase W's, and the causes none of them may get
+NEAR_W = ({"extension.cuda_home", "extension.cuda_mismatch"}, [
+    # another file of the toolkit, another program
+    "FileNotFoundError: [Errno 2] No such file or directory: '/usr/local/cuda/bin/nvcc.profile'\n",
+    "FileNotFoundError: [Errno 2] No such file or directory: '/usr/local/cuda/bin/ptxas'\n",
+    "FileNotFoundError: [Errno 2] No such file or directory: 'nvcc_wrapper'\n",
+    # DeepSpeed's warning, its versions written three ways: the build goes on
+    "Installed CUDA version 12.6 does not match the version torch was compiled with 12.4 but "
+    "since the APIs are compatible, accepting this combination\n",
+    "Installed CUDA version 12.6.1 does not match the version torch was compiled with 12.4.0 "
+    "but since the APIs are compatible, accepting this combination\n",
+], ["nvcc-profile", "ptxas", "nvcc-wrapper", "ds-warning", "ds-warning-patch"])
+
+
+NEAR = [NEAR_M, NEAR_N, NEAR_O, NEAR_P, NEAR_Q, NEAR_S, NEAR_T, NEAR_U, NEAR_V, NEAR_W]
 
 
 @pytest.mark.parametrize("text, forbidden", [
     (text, forbidden) for forbidden, texts, _ in NEAR for text in texts], ids=[
-    "%s-%s" % (phase, case) for phase, (_, _, ids) in zip("MNOPQSTU", NEAR) for case in ids])
+    "%s-%s" % (phase, case) for phase, (_, _, ids) in zip("MNOPQSTUVW", NEAR) for case in ids])
 def test_texts_close_to_a_phase_s_are_no_such_cause(text, forbidden, tmp_path, matrix):
     found, _ = _first(text, tmp_path, matrix)
     assert not forbidden & set(found), found
