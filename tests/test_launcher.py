@@ -249,9 +249,17 @@ def test_a_rank_that_dies_is_the_crash_not_the_ranks_torn_down(tmp_path):
     assert agent.returncode != 0
     res = run_cli("report", "--records", str(out), "--format", "json")
     assert res.code == 1, res.stderr
-    checks = checks_by_id(validate_report(json.loads(res.stdout)))
-    # (once, under CI's load, the report held no die.exit at all: say what it held)
-    assert "die.exit" in checks, {k: (c["outcome"], c["detail"]) for k, c in checks.items()}
+    report = validate_report(json.loads(res.stdout))
+    checks = checks_by_id(report)
+    # (twice, under CI's load, the report held no die.exit at all: say what it held and
+    # what each rank wrote, whole: a dict would be cut short in the failure's message)
+    assert "die.exit" in checks, json.dumps({
+        "checks": {k: [c["outcome"], c["detail"]] for k, c in checks.items()},
+        "abort": report["attempts"][0].get("abort"),
+        "records": {p.name: [(r["t"], r.get("probe"), r.get("check"), r.get("outcome"))
+                             for r in map(json.loads, p.read_text().splitlines())]
+                    for p in sorted(out.glob("records-rank*.jsonl"))},
+        "stacks": sorted(p.name for p in out.glob("stacks-rank*.txt"))})
     die = checks["die.exit"]
     assert die["outcome"] == "crash" and die["root_rank"] == 1
     assert die["detail"] == ("rank 1 stopped without a hang record or a SIGTERM stack dump: "
