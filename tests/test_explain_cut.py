@@ -10,6 +10,7 @@ warning that only reentrant activation checkpointing prints.
 
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -212,3 +213,36 @@ def test_torchs_reentrant_warning_before_a_cut_traceback_is_the_reentrant_guess(
     # with the job's error line in the log, the error is what the log states
     result, _ = _explain(warned + "\n".join(lines) + "\n", tmp_path, matrix)
     assert [f.signature.id for f in result.findings] == ["program.exception"]
+
+
+# A script started with plain python: init_process_group's env:// rendezvous finds no
+# launcher's variables
+NO_LAUNCHER = '''
+import torch.distributed as dist
+dist.init_process_group("gloo")
+'''
+
+
+@pytest.mark.parametrize("missing", ["RANK", "MASTER_ADDR"])
+def test_torchs_refusal_of_a_launchers_variable_cut_before_its_error_is_the_launcher_guess(
+        missing, tmp_path, matrix):
+    """torch 2.13 raises in _get_env_or_raise("VAR"), whose raise names no variable: the
+    caller's line does (hzwer/ECCV2022-RIFE#52 is torch 1.x's 'raise
+    _env_error("MASTER_ADDR")'). Whole, the error line says it; cut before it, the
+    traceback's last lines are the guess, worded as one."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK")}
+    if missing == "MASTER_ADDR":
+        env.update(RANK="0", WORLD_SIZE="1")
+    proc = subprocess.run([sys.executable, "-c", NO_LAUNCHER], capture_output=True,
+                          text=True, timeout=120, env=env)
+    lines = proc.stderr.rstrip().splitlines()
+    assert lines[-1].endswith("environment variable %s expected, but not set" % missing), \
+        proc.stderr
+    assert '_get_env_or_raise("%s")' % missing in proc.stderr
+    result, _ = _explain("\n".join(lines) + "\n", tmp_path, matrix)
+    assert [f.signature.id for f in result.findings] == ["launch.no_launcher_env"]
+    assert not result.findings[0].alone
+    result, _ = _explain("\n".join(lines[:-1]) + "\n", tmp_path, matrix)
+    assert [f.signature.id for f in result.findings] == ["launch.no_launcher_env"]
+    assert result.findings[0].alone and result.findings[0].cause.startswith("likely ")

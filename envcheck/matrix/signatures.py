@@ -127,7 +127,11 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # 'sm_89' is not defined for option 'gpu-architecture'"): every other word
               # of those lines starts lower-case; U and V are new first letters, rare
               # capitals in a training log's progress lines (bench/explain.md)
-              "Unsupported gpu architecture", "Value 'sm_", "Value 'compute_")
+              "Unsupported gpu architecture", "Value 'sm_", "Value 'compute_",
+              # phase X: torch's env:// rendezvous refusing a launcher's variable, as a
+              # traceback's source line shows it ('raise _env_error("MASTER_ADDR")',
+              # '_get_env_or_raise("RANK")'): R, W and M are first letters here already
+              "RANK\"", "WORLD_SIZE\"", "MASTER_ADDR\"", "MASTER_PORT\"")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
