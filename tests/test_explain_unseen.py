@@ -969,6 +969,21 @@ BATCH27_MISSED = {
     "https://github.com/modelscope/ms-swift/issues/1538",  # user: a message without type
 }
 
+# Batch 28, measured once (d589441, the rules of phase X): 2 of 11, and that figure
+# stays. Its three user-code logs got no environment cause (one the program's error of
+# its type, two no finding: messages without a traceback or a type).
+BATCH28_MISSED = {
+    "https://github.com/lm-sys/FastChat/issues/1235",  # user: one line, type Exception
+    "https://github.com/huggingface/trl/issues/722",  # user: a message without type
+    "https://github.com/kohya-ss/sd-scripts/issues/317",  # Windows: c10d's warnings only
+    "https://github.com/ultralytics/ultralytics/issues/918",  # torchrun's SIGHUP: new
+    "https://github.com/ymcui/Chinese-LLaMA-Alpaca-3/issues/47",  # torchrun's SIGHUP: new
+    "https://github.com/Lightning-AI/pytorch-lightning/issues/17436",  # library: no frame
+    "https://github.com/Lightning-AI/pytorch-lightning/issues/2683",  # library: a timeout
+    "https://github.com/pytorch/pytorch/pull/137745",  # library: c10d's retried connects
+    "https://github.com/pytorch/pytorch/issues/125990",  # library: a segfault under gdb
+}
+
 # A log its collector labelled the job's own code that got an environment cause, as
 # measured: gpt-neox's launch on one node with its Slurm/MPI launcher (DeepSpeed's runner
 # then starts plain python, and every rank starts the store's server), whose log holds
@@ -986,7 +1001,7 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 22: BATCH22_MISSED, 23: BATCH23_MISSED, 24: BATCH24_MISSED,
                 25: BATCH25_MISSED, 26: BATCH26_MISSED, 27: BATCH27_MISSED}
 
-# Batches 8-27 as measured: logs, user-code logs among them, right at the first run, the
+# Batches 8-28 as measured: logs, user-code logs among them, right at the first run, the
 # misses, and those of the misses whose cause no signature named then (`new.*`, kept as
 # family_when_measured once a rule was written from it). A miss written from since is a
 # training log (split "train") and must get its cause now; one not yet written from is
@@ -1050,6 +1065,8 @@ MEASURED_BATCHES = {
     26: (10, 1, 2, BATCH26_MISSED, {"https://github.com/hiyouga/LlamaFactory/issues/5629",
                                     "https://github.com/facebookresearch/fairseq/issues/1096"}),
     27: (12, 3, 6, BATCH27_MISSED, set()),
+    28: (11, 3, 2, BATCH28_MISSED, {"https://github.com/ultralytics/ultralytics/issues/918",
+                                    "https://github.com/ymcui/Chinese-LLaMA-Alpaca-3/issues/47"}),
 }
 
 
