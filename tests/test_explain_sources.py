@@ -2794,12 +2794,26 @@ NEAR_W = ({"extension.cuda_home", "extension.cuda_mismatch"}, [
 ], ["nvcc-profile", "ptxas", "nvcc-wrapper", "ds-warning", "ds-warning-patch"])
 
 
-NEAR = [NEAR_M, NEAR_N, NEAR_O, NEAR_P, NEAR_Q, NEAR_S, NEAR_T, NEAR_U, NEAR_V, NEAR_W]
+# Texts close to phase Y's (torch elastic's agent on the signal it got), and the causes
+# none of them may get: signals no hangup and no outside stop sends
+NEAR_Y = ({"launch.hangup", "launch.agent_signalled"}, [
+    # SIGUSR2, where TORCHELASTIC_SIGNALS_TO_HANDLE names it; the agent's own SIGKILL
+    "W1127 10:26:34.890000 1647 torch/distributed/elastic/agent/server/api.py:753] "
+    "Received 12 death signal, shutting down workers\n",
+    "W1127 10:26:34.891000 1647 torch/distributed/elastic/multiprocessing/api.py:1028] "
+    "Sending process 1652 closing signal SIGKILL\n",
+    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 1647 got "
+    "signal: 12\n",
+], ["sigusr2", "sigkill", "exception-sigusr2"])
+
+
+NEAR = [NEAR_M, NEAR_N, NEAR_O, NEAR_P, NEAR_Q, NEAR_S, NEAR_T, NEAR_U, NEAR_V, NEAR_W,
+        NEAR_Y]
 
 
 @pytest.mark.parametrize("text, forbidden", [
     (text, forbidden) for forbidden, texts, _ in NEAR for text in texts], ids=[
-    "%s-%s" % (phase, case) for phase, (_, _, ids) in zip("MNOPQSTUVW", NEAR) for case in ids])
+    "%s-%s" % (phase, case) for phase, (_, _, ids) in zip("MNOPQSTUVWY", NEAR) for case in ids])
 def test_texts_close_to_a_phase_s_are_no_such_cause(text, forbidden, tmp_path, matrix):
     found, _ = _first(text, tmp_path, matrix)
     assert not forbidden & set(found), found

@@ -276,6 +276,19 @@ NOT_IN_THE_TEXT = {
     "https://github.com/huggingface/transformers/issues/21736": None,
     "https://github.com/zai-org/VisualGLM-6B/issues/54": None,
     "https://github.com/modelscope/ms-swift/issues/1538": None,
+    # batch 28, after it was measured (phase Y): FastChat's FSDP wrap class (one line,
+    # type Exception: no traceback) and trl's example's device_map (a message without
+    # type), both the user's; Windows' torch without NCCL seen only as c10d's refused
+    # connects; Lightning's bugs: no frame of it, and ranks that each picked their own
+    # MASTER_PORT (the connect timed out); torch 2.5's c10d log call that failed every
+    # connect (retried); a segfault under gdb
+    "https://github.com/lm-sys/FastChat/issues/1235": None,
+    "https://github.com/huggingface/trl/issues/722": None,
+    "https://github.com/kohya-ss/sd-scripts/issues/317": "rendezvous.unreachable",
+    "https://github.com/Lightning-AI/pytorch-lightning/issues/17436": "program.exception",
+    "https://github.com/Lightning-AI/pytorch-lightning/issues/2683": "rendezvous.unreachable",
+    "https://github.com/pytorch/pytorch/pull/137745": "rendezvous.unreachable",
+    "https://github.com/pytorch/pytorch/issues/125990": None,
 }
 
 
@@ -999,7 +1012,8 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 16: BATCH16_MISSED, 17: BATCH17_MISSED, 18: BATCH18_MISSED,
                 19: BATCH19_MISSED, 20: BATCH20_MISSED, 21: BATCH21_MISSED,
                 22: BATCH22_MISSED, 23: BATCH23_MISSED, 24: BATCH24_MISSED,
-                25: BATCH25_MISSED, 26: BATCH26_MISSED, 27: BATCH27_MISSED}
+                25: BATCH25_MISSED, 26: BATCH26_MISSED, 27: BATCH27_MISSED,
+                28: BATCH28_MISSED}
 
 # Batches 8-28 as measured: logs, user-code logs among them, right at the first run, the
 # misses, and those of the misses whose cause no signature named then (`new.*`, kept as

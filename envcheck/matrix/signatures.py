@@ -131,7 +131,13 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # phase X: torch's env:// rendezvous refusing a launcher's variable, as a
               # traceback's source line shows it ('raise _env_error("MASTER_ADDR")',
               # '_get_env_or_raise("RANK")'): R, W and M are first letters here already
-              "RANK\"", "WORLD_SIZE\"", "MASTER_ADDR\"", "MASTER_PORT\"")
+              "RANK\"", "WORLD_SIZE\"", "MASTER_ADDR\"", "MASTER_PORT\"",
+              # phase Y: torch elastic's agent on the signal it got, its number as
+              # Python 3.11 formats it ('Received 15 death signal'; 'Signals.SIGTERM',
+              # 'closing signal SIGHUP' and the SignalException hold "SIG" or
+              # "Exception"): R is a first letter here already
+              "Received 1 death", "Received 15 death", "Received 2 death",
+              "Received 3 death")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
