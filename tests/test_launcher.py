@@ -236,6 +236,15 @@ def test_a_hang_under_torchrun_reads_as_envcheck_run_reads_it(tmp_path):
     assert outcome == "hang" and detail.startswith(
         "stopped by envcheck while in wait after rank 1 hung; it was waiting in barrier "
         "(distributed_c10d.py:"), detail
+    # a waiting rank whose watcher had not asked for its stacks when the kill came (its
+    # deadline a little after rank 1's, a watcher descheduled): no stack of rank 0, and
+    # its reaction alone says it waited on a peer; rank 1 is still the hang
+    (out / "stacks-rank0.txt").write_text("")
+    res = run_cli("report", "--records", str(out), "--format", "json")
+    check = checks_by_id(validate_report(json.loads(res.stdout)))["stuck.wait"]
+    assert check["root_rank"] == 1, check
+    assert check["ranks"]["0"]["detail"] == ("stopped by the launcher while in wait after "
+                                             "rank 1 hung"), check["ranks"]["0"]
 
 
 def test_a_rank_that_dies_is_the_crash_not_the_ranks_torn_down(tmp_path):

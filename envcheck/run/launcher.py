@@ -166,14 +166,18 @@ def _before_the_kill(per_rank, hosts):
     record's ``killed_at`` on, a rank with no hang record of its own keeps nothing on the
     killed rank's host (one clock), and on other hosts nothing from its first failure that
     names a peer's end on (their clocks may be a little off: a failure of its own stays).
+
+    Returns the records kept and the ranks that reacted (whose records were cut): each
+    was waiting on a peer when the kill came, though its watcher may not have dumped its
+    stacks before (its deadline a little after the hung rank's), and is blamed as one.
     """
     kills = [(rec.get("killed_at", rec["time"]), rank) for rank, recs in per_rank.items()
              for rec in recs if rec["t"] == "hang"]
     if not kills:
-        return per_rank
+        return per_rank, set()
     stop, killed = min(kills)
     hung = {rank for _, rank in kills}
-    kept = {}
+    kept, reacted = {}, set()
     for rank, recs in per_rank.items():
         cut = len(recs)
         if rank not in hung:
@@ -182,7 +186,9 @@ def _before_the_kill(per_rank, hosts):
                 same_clock or _PEER_ENDED.search(
                     (rec.get("error") or {}).get("message") or ""))), cut)
         kept[rank] = recs[:cut]
-    return kept
+        if cut < len(recs):
+            reacted.add(rank)
+    return kept, reacted
 
 
 def _phase_of_hang(rec):
@@ -192,7 +198,7 @@ def _phase_of_hang(rec):
     return phase, check
 
 
-def _vanished(per_rank, unfinished, reported, stacks):
+def _vanished(per_rank, unfinished, reported, stacks, reacted=()):
     """The ranks that died with their watchers, the host's whole tree killed or the host
     gone, where a peer's error shows it.
 
@@ -206,7 +212,8 @@ def _vanished(per_rank, unfinished, reported, stacks):
     is slow to leave waits out its deadline.
     """
     silent = [r for r in unfinished if per_rank.get(r) and r not in reported
-              and r not in stacks and not any(x["t"] == "teardown" for x in per_rank[r])]
+              and r not in stacks and r not in reacted
+              and not any(x["t"] == "teardown" for x in per_rank[r])]
     errors = [(rec.get("error") or {}).get("message") or "" for r, recs in per_rank.items()
               if r not in silent for rec in recs]
     errors = [e for e in errors if _PEER_ENDED.search(e)]
@@ -230,7 +237,7 @@ def _host_addresses(recs):
                    if not is_loopback(a)})
 
 
-def _abort(per_rank, stacks, world, timeout):
+def _abort(per_rank, stacks, world, timeout, reacted=()):
     hangs = [(rank, rec) for rank, recs in per_rank.items() for rec in recs
              if rec["t"] == "hang"]
     unfinished = [r for r in range(world)
@@ -260,7 +267,7 @@ def _abort(per_rank, stacks, world, timeout):
     for r, h in hangs:
         info[r]["phase"], info[r]["check"] = _phase_of_hang(h)
     reported = {r for r, _ in hangs}
-    vanished = _vanished(per_rank, unfinished, reported, stacks)
+    vanished = _vanished(per_rank, unfinished, reported, stacks, reacted)
     if failed:
         kind, rank = "setup_failed", min(failed)[2]
     elif hangs and vanished and all(h.get("in_collective") for _, h in hangs):
@@ -277,7 +284,7 @@ def _abort(per_rank, stacks, world, timeout):
         for r in unfinished:
             if r not in reported and per_rank.get(r):
                 suspects.append(blame.Suspect(
-                    r, blame.waiting_in_distributed(stacks.get(r)),
+                    r, r in reacted or blame.waiting_in_distributed(stacks.get(r)),
                     replay(per_rank[r]).started + timeout))
         rank = blame.hang_root(suspects)
         waited = next((h.get("waited_s") for r, h in hangs if r == rank), None)
@@ -335,8 +342,8 @@ def build(path):
     probes = list(plan_in.get("probes") or [])
     timeout = float(plan_in.get("timeout") or 60.0)
     hosts = merge.hosts([Attempt([], 0, per_rank)])
-    per_rank = _before_the_kill(per_rank, hosts)
-    abort = _abort(per_rank, stacks, world, timeout)
+    per_rank, reacted = _before_the_kill(per_rank, hosts)
+    abort = _abort(per_rank, stacks, world, timeout, reacted)
     seconds, first = _duration(per_rank, hosts)
     start = launch.get("started") if isinstance(launch.get("started"), (int, float)) \
         else first
