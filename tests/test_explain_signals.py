@@ -18,27 +18,24 @@ import pytest
 
 from conftest import launcher_env, starts_ranks
 from envcheck.explain import explainer as command
+from envcheck.launch import procs
 from envcheck.matrix import load as matrix_load
 from envcheck.run.supervisor import free_port
 
 pytestmark = pytest.mark.ranks
 
-# Each rank says it started, then trains (sleeps) until it is stopped
+# Each rank says it started (its pid, in a file renamed into place whole), then trains
+# (sleeps) until it is stopped
 TRAIN = '''
 import os
 import sys
 import time
-open(os.path.join(sys.argv[1], "rank%s" % os.environ["RANK"]), "w").write(str(os.getpid()))
+mark = os.path.join(sys.argv[1], "rank%s" % os.environ["RANK"])
+with open(mark + ".part", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(mark + ".part", mark)
 time.sleep(600)
 '''
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.mark.parametrize("sig, cause, says", [
@@ -57,23 +54,26 @@ def test_torchrun_ended_by_a_signal_is_named_by_it(sig, cause, says, tmp_path):
              str(script), str(tmp_path)],
             cwd=tmp_path, env=launcher_env(), stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL)
+    marks = [tmp_path / ("rank%d" % r) for r in (0, 1)]
     try:
         deadline = time.monotonic() + 120
-        while not all((tmp_path / ("rank%d" % r)).exists() for r in (0, 1)):
+        while not all(m.exists() for m in marks):
             assert job.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
-        time.sleep(0.5)  # both ranks past their marker (a rank may be writing its pid)
-        ranks = [int((tmp_path / ("rank%d" % r)).read_text()) for r in (0, 1)]
+        ranks = [int(m.read_text()) for m in marks]
         job.send_signal(sig)  # SIGHUP: what the terminal's end sends nohup's child
         assert job.wait(60) != 0, log.read_text()
-    finally:
+        deadline = time.monotonic() + 30
+        while any(procs.alive(pid) for pid in ranks) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(procs.alive(pid) for pid in ranks)  # nohup kept nothing running
+    finally:  # a failed test leaves no torchrun and no rank behind
         if job.poll() is None:
             job.kill()
             job.wait()
-    deadline = time.monotonic() + 30
-    while any(_alive(pid) for pid in ranks) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not any(_alive(pid) for pid in ranks)  # nohup kept nothing running
+        for m in marks:
+            if m.exists() and procs.alive(int(m.read_text())):
+                os.kill(int(m.read_text()), signal.SIGKILL)
     text = log.read_text()
     # the signal by its number: Python 3.11 formats signal.Signals so
     assert "Received %d death signal, shutting down workers" % sig in text, text
