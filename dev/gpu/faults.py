@@ -1,0 +1,69 @@
+"""Real failures made on a GPU, for `envcheck explain` (dev/gpu_check.sh runs each under
+torchrun and keeps its whole log): python faults.py MODE [PATH].
+
+  healthy   two NCCL all_reduces that pass (the log explain must find nothing in)
+  dup       every rank on cuda:0 (two ranks: NCCL's duplicate GPU)
+  ordinal   a rank asks for cuda:1 on a one-GPU machine
+  oom       an allocation larger than the GPU
+  assert    an embedding index out of range: a device-side assert
+  watchdog  an all_reduce queued behind a kernel that never ends, under a 5 s timeout
+  save      saves a CUDA tensor to PATH;  load: loads PATH (run it with no GPU visible)
+  ifname    init with NCCL_SOCKET_IFNAME naming no interface (set by the caller)
+"""
+import datetime
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+
+def _nccl(timeout=60):
+    dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=timeout))
+
+
+def main(mode, path=None):
+    if mode in ("healthy", "ifname"):
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        _nccl()
+        t = torch.ones(1 << 20, device="cuda")
+        dist.all_reduce(t)
+        dist.all_reduce(t)
+        torch.cuda.synchronize()
+        print("rank", dist.get_rank(), "sum", t[0].item(), flush=True)
+        dist.destroy_process_group()
+    elif mode in ("dup", "ordinal"):
+        _nccl()
+        t = torch.ones(4, device="cuda:%d" % (1 if mode == "ordinal" else 0))
+        dist.all_reduce(t)
+        torch.cuda.synchronize()
+        dist.destroy_process_group()
+    elif mode == "oom":
+        free, total = torch.cuda.mem_get_info()
+        keep = torch.empty(free // 2, dtype=torch.uint8, device="cuda")
+        more = torch.empty(total, dtype=torch.uint8, device="cuda")
+        print(keep.numel(), more.numel())
+    elif mode == "assert":
+        weight = torch.zeros(5, 3, device="cuda")
+        out = torch.nn.functional.embedding(torch.tensor([10], device="cuda"), weight)
+        torch.cuda.synchronize()
+        print(out)
+    elif mode == "watchdog":
+        torch.cuda.set_device(0)
+        _nccl(timeout=5)
+        t = torch.ones(4, device="cuda")
+        dist.all_reduce(t)
+        torch.cuda.synchronize()
+        torch.cuda._sleep(1 << 40)  # minutes of GPU cycles ahead of the collective
+        dist.all_reduce(t)
+        torch.cuda.synchronize()
+    elif mode == "save":
+        torch.save({"w": torch.ones(4, device="cuda")}, path)
+    elif mode == "load":
+        print(torch.load(path)["w"])
+    else:
+        raise SystemExit("unknown mode %r" % mode)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
