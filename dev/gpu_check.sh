@@ -41,11 +41,11 @@ ec="$py -m envcheck"
 probes=dev/gpu/probes.py
 faults=dev/gpu/faults.py
 
-# Lane B, beside lane A (the GPU is shared; neither times anything): real failure logs made
+# Lane B, beside lane A (the GPU is shared; neither times anything; torchrun --standalone takes a free port): real failure logs made
 # on this GPU, each read by explain. Its summary goes to $R/laneB.log, printed at the end.
 fault() {  # fault NAME NPROC [ENV=V...]: torchrun a mode of faults.py, then explain its log
     local name=$1 n=$2; shift 2
-    step "log_$name" 90 env "$@" torchrun --nproc-per-node "$n" "$faults" "$name"
+    step "log_$name" 90 env "$@" torchrun --standalone --nproc-per-node "$n" "$faults" "${name%_*}"
     step "explain_$name" 30 $ec explain "$R/log_$name.txt"
     sed -n 3p "$R/explain_$name.txt" 2>/dev/null
 }
@@ -57,6 +57,8 @@ fault() {  # fault NAME NPROC [ENV=V...]: torchrun a mode of faults.py, then exp
     fault assert 1
     fault watchdog 1
     fault ifname 1 NCCL_SOCKET_IFNAME=nosuchif0
+    fault illegal 1
+    fault healthy_all 1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ALL TORCH_CPP_LOG_LEVEL=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL
     step log_save 60 $py "$faults" save "$R/cuda.pt"
     step log_load 60 env CUDA_VISIBLE_DEVICES= $py "$faults" load "$R/cuda.pt"
     step explain_load 30 $ec explain "$R/log_load.txt"

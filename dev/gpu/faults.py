@@ -9,6 +9,7 @@ torchrun and keeps its whole log): python faults.py MODE [PATH].
   watchdog  an all_reduce queued behind a kernel that never ends, under a 5 s timeout
   save      saves a CUDA tensor to PATH;  load: loads PATH (run it with no GPU visible)
   ifname    init with NCCL_SOCKET_IFNAME naming no interface (set by the caller)
+  illegal   a kernel (CuPy's, in torch's CUDA context) writes to address 64
 """
 import datetime
 import os
@@ -56,6 +57,14 @@ def main(mode, path=None):
         torch.cuda.synchronize()
         torch.cuda._sleep(1 << 40)  # minutes of GPU cycles ahead of the collective
         dist.all_reduce(t)
+        torch.cuda.synchronize()
+    elif mode == "illegal":
+        import cupy
+        import numpy
+        poke = cupy.RawKernel(
+            r'extern "C" __global__ void poke(long long* p) { p[threadIdx.x] = 1; }', "poke")
+        torch.ones(1, device="cuda")
+        poke((1,), (32,), (numpy.uint64(64),))
         torch.cuda.synchronize()
     elif mode == "save":
         torch.save({"w": torch.ones(4, device="cuda")}, path)

@@ -15,17 +15,21 @@ def main(folder):
         except (OSError, ValueError) as exc:
             print("%s: unreadable (%s)" % (os.path.basename(path), exc))
             continue
-        if "answer" not in report:
+        answer = report.get("answer")
+        if not isinstance(answer, dict) or "text" not in answer:
+            if isinstance(answer, dict) and "works" in answer:  # envcheck check --json
+                print("== %s: %s works=%s, %s" % (os.path.basename(path), answer.get("build"),
+                      answer["works"], "; ".join(c["id"] + " " + c["status"]
+                                                 for c in answer.get("criteria", []))))
             continue
-        answer = report["answer"]
-        ranks = ",".join("%s:%s" % (r.get("rank"), r.get("device")) for r in report["ranks"])
-        forked = sorted({str(p.get("forked")) for a in report["attempts"]
+        ranks = ",".join("%s:%s" % (r.get("rank"), r.get("device")) for r in report.get("ranks", []))
+        forked = sorted({str(p.get("forked")) for a in report.get("attempts", [])
                          for phases in (a.get("timing") or {}).get("ranks", {}).values()
                          for p in phases if p.get("phase") == "start"})
         print("== %s exit=%s %s | ranks %s | forked %s | %.1fs" % (
-            os.path.basename(path), answer["exit_code"], answer["text"], ranks,
+            os.path.basename(path), answer.get("exit_code"), answer["text"], ranks,
             "/".join(forked), report.get("duration_s") or 0))
-        for check in report["checks"]:
+        for check in report.get("checks", []):
             if check.get("outcome") == "passed" and check.get("verdict") in ("ok", None):
                 continue
             print("   %s.%s %s/%s: %s" % (check.get("probe"), check.get("check"),

@@ -29,7 +29,9 @@ Some kinds of signature behave differently:
   finding, no symptom, no exception line at all (``structure.arrange``). The finding
   then says ``alone_cause``, a guess worded as one ("likely", "possibly"); a ``needs``
   signature whose needs did not fire is read the same way where it has an
-  ``alone_cause``.
+  ``alone_cause``. Its ``alone_unless`` lines show that the job went on past them (NCCL's
+  '- Destroy COMPLETE' of the communicator whose init lines they were): where one follows
+  the last of them in every file that has them, the guess is not made.
 - ``traceback``: patterns read only on an exception line, with its traceback's frames,
   which a rule of ``structure.TRACEBACK_RULES`` judges (a bare command name that
   subprocess did not find on PATH; one installed package calling another's API in a
@@ -84,6 +86,8 @@ class Matcher:
         self.traceback = [s for s in signatures if s.traceback]
         self.weak = [s for s in self.plain if s.weak]
         self.alone = [s for s in self.plain if s.alone]
+        # the signatures whose guess the log can take back (alone_unless)
+        self.unless = [s for s in self.plain if s.alone_unless]
         self.differ = [s for s in signatures if s.differ]
         self.rank_differ = [s for s in signatures if s.differ_patterns]
         # Which of them a line can match at all, from the words their patterns require
@@ -94,22 +98,29 @@ class Matcher:
         # each pattern's literal prefix, which re skips ahead on.
         self.entries = ([(0, s) for s in self.plain] + [(1, s) for s in self.weak]
                         + [(2, s) for s in self.alone] + [(3, s) for s in self.differ]
-                        + [(4, s) for s in self.rank_differ])
+                        + [(4, s) for s in self.rank_differ]
+                        + [(5, s) for s in self.unless])
         self.index = prefilter.Index([self.patterns(n) for n in range(len(self.entries))])
         self.every = list(range(len(self.entries)))
         self.found = {}  # signature id -> Finding
         self.weak_found = {}  # signature id -> Finding of its weak_match lines
         self.alone_found = {}  # signature id -> Finding of its alone_match lines
+        self.seen = 0  # lines fed so far
+        # signature id -> {file: the number of the line fed last} of the lines that make
+        # its guess (alone_match, or match where its needs may not fire), and of its
+        # alone_unless lines
+        self.guess_at, self.unless_at = {}, {}
         self.order = []  # ids in the order first seen
         self.values = {}  # differ signature id -> {who: (value, file, line)}
         self.rank_values = {}  # differ_match id -> {(scope, rank): (value, file, line)}
 
     def patterns(self, n):
         """The patterns entry ``n`` tries on a line: by its kind, 0 its match (a traceback
-        signature's line_match), 1 weak_match, 2 alone_match, 3 its differ, 4 differ_match."""
+        signature's line_match), 1 weak_match, 2 alone_match, 3 its differ, 4 differ_match,
+        5 alone_unless."""
         kind, s = self.entries[n]
         return (s.line_patterns if s.traceback else s.patterns, s.weak, s.alone, s.patterns,
-                s.differ_patterns)[kind]
+                s.differ_patterns, s.alone_unless)[kind]
 
     def feed(self, line, file):
         """Match one line; returns the signature that matched it, or None. Entries are
@@ -117,6 +128,7 @@ class Matcher:
         signature whose patterns hold it (else the first whose weak_match patterns do,
         else alone_match's) takes the line; every differ signature reads it."""
         text = line.text
+        self.seen += 1
         found = self.index.candidates(text)
         matched, taken = None, False
         for n in (self.every if found is None else sorted(found)):
@@ -134,7 +146,12 @@ class Matcher:
                     self._record(s, line, file, self.alone_found)
                 else:
                     continue
+                if kind != 1 and s.alone_unless:
+                    self.guess_at.setdefault(s.id, {})[file] = self.seen
                 taken = True
+            elif kind == 5:
+                if s.alone_unless_search(text):
+                    self.unless_at.setdefault(s.id, {})[file] = self.seen
             elif kind == 3:
                 m = s.search(text)
                 if m:
@@ -240,6 +257,7 @@ class Matcher:
             elif i in self.alone_found:
                 alone.append(self.alone_found[i])
         found += self._differences()
+        alone = [f for f in alone if not self._went_on(f.signature.id)]
         if not found and alone:
             lead = alone[0]
             lead.alone = lead.conditional = True
@@ -259,6 +277,15 @@ class Matcher:
         if causes:
             return causes, explained + symptoms
         return symptoms[:1], symptoms[1:]
+
+
+    def _went_on(self, sid):
+        """Whether, in every file with lines of a guess, one of its alone_unless lines
+        came after the last of them (the job went on past them)."""
+        unless = self.unless_at.get(sid)
+        if not unless:
+            return False
+        return all(unless.get(file, 0) > at for file, at in self.guess_at.get(sid, {}).items())
 
 
 def _same_failure(a, b):

@@ -142,7 +142,21 @@ TRUST_REMOTE_CODE = (r"requires you to execute (?:the (?:code in the )?[\w ]+? f
 # (issue #34, phase O: Project-MONAI/GenerativeModels#352)
 INPLACE = (r"^one of the variables needed for gradient computation has been modified by an "
            r"inplace operation")
+# A GPU kernel's own failure, reported by the CUDA runtime at the next call that waits for
+# it: a device-side assertion (cudaErrorAssert, 710; 59 in CUDA before 10.1, 'cuda
+# runtime error (59)' in torch 0.4-1.0's THC) and a load or store at an address no
+# buffer holds (cudaErrorIllegalAddress, 700; 77 before). Their words name CUDA, but it
+# is a kernel and what it was given that failed: the program's error, or its library's,
+# with what they mean (PROGRAM_MEANINGS). Made on an H100 with torch 2.11.0+cu130
+# (torch.AcceleratorError: 'CUDA error: device-side assert triggered' under Indexing.cu's
+# assertion, and 'CUDA error: an illegal memory access was encountered'):
+# tests/data/gpu/h100_device_assert.txt, h100_illegal_address.txt
+KERNEL_ASSERT = (r"^CUDA error: device-side assert triggered"
+                 r"|^cuda runtime error \(59\) : device-side assert triggered")
+KERNEL_ADDRESS = (r"^CUDA error: an illegal memory access was encountered"
+                  r"|^cuda runtime error \(77\) : an illegal memory access was encountered")
 PROGRAM_TEXTS = re.compile(INPLACE + r"|Tensors must be CUDA and dense"
+                           r"|" + KERNEL_ASSERT + r"|" + KERNEL_ADDRESS +
                            r"|Expected all tensors to be on the same device"
                            r"|^Expects tensor to be on the compute device \S+, was on \S+$"
                            r"|^can't convert (?:CUDA|\S+ device type) tensor to numpy\."
@@ -248,6 +262,48 @@ PROGRAM_MEANINGS = (
      "Slurm's sbatch(1) and srun(1), OUTPUT ENVIRONMENT VARIABLES: SLURM_TASKS_PER_NODE "
      "(a count that consecutive nodes share is followed by '(x#)', the number of nodes); "
      "https://github.com/sehoffmann/dmlcloud/issues/39 ('1(x2)' from srun -n 2 --nodes 2)"),
+    # a GPU kernel's device-side assertion (KERNEL_ASSERT): the kernel checked what it was
+    # given and refused it; the line CUDA prints above the traceback names the kernel's
+    # source, its function and the condition ('Indexing.cu:1515: indexSelectSmallIndex:
+    # block: [0,0,0], thread: [0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.')
+    (re.compile(KERNEL_ASSERT),
+     "a GPU kernel's own check of its inputs failed (a device-side assertion: the line "
+     "'FILE.cu:LINE: KERNEL: ... Assertion `CONDITION` failed.' above the traceback names "
+     "the kernel and what it checked); the usual ones are an index past the end of a tensor "
+     "(a token id at or above the embedding's rows after tokens were added to the "
+     "tokenizer, a class label outside [0, number of classes) in a loss, a gather or scatter "
+     "index) and a probability outside [0, 1]; CUDA reports it at the next call that waits "
+     "for the GPU, so the traceback's line may not be the call that failed, and the process "
+     "cannot use the GPU again",
+     "rerun with CUDA_LAUNCH_BLOCKING=1 (or the failing step on the CPU, where the same "
+     "check raises a plain IndexError with the values) to find the call; then check the "
+     "inputs the assertion names: input_ids.max() < model.get_input_embeddings().num_embeddings "
+     "(model.resize_token_embeddings(len(tokenizer)) after adding tokens), labels in range "
+     "or equal to the loss's ignore_index",
+     "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html "
+     "(cudaErrorAssert = 710: 'An assert triggered in device code during kernel execution. "
+     "The device cannot be used again.'); ATen's kernels' CUDA_KERNEL_ASSERT "
+     "(aten/src/ATen/native/cuda/Indexing.cu: 'srcIndex < srcSelectDimSize'), made on an "
+     "H100 with torch 2.11.0 (tests/data/gpu/h100_device_assert.txt)"),
+    # a load or store at an address no buffer of the process holds (KERNEL_ADDRESS)
+    (re.compile(KERNEL_ADDRESS),
+     "a GPU kernel read or wrote memory at an address outside every buffer it was given (an "
+     "illegal memory access): a bug in a kernel or in what it was handed, most often a "
+     "compiled extension or a custom kernel (flash-attn, xformers, apex, a Triton or CUDA "
+     "kernel of the job's own) given shapes, strides or dtypes it does not support, or an "
+     "op fed an index past a tensor's end; CUDA reports it at the next call that waits for "
+     "the GPU, so the traceback's line may not be the call that failed, and the process "
+     "cannot use the GPU again",
+     "rerun with CUDA_LAUNCH_BLOCKING=1 so that the traceback stops at the call that failed, "
+     "and under compute-sanitizer (its memcheck names the kernel and the address); if the "
+     "same job and data run on other nodes and this one fails alone, read its kernel log "
+     "(dmesg: 'NVRM: Xid' 31 is the page fault, 48, 63, 64, 94 or 95 are the GPU's memory "
+     "errors) and check the GPU (nvidia-smi -q -d ECC, dcgmi diag -r 3)",
+     "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html "
+     "(cudaErrorIllegalAddress = 700: 'The device encountered a load or store instruction on "
+     "an invalid memory address'); https://docs.nvidia.com/deploy/xid-errors/ (Xid 31, a GPU "
+     "memory page fault: debug the application first); made on an H100 with torch 2.11.0 "
+     "(tests/data/gpu/h100_illegal_address.txt)"),
     # transformers' refusal to run the code a model's repository ships (issue #34, phase N:
     # verl-project/verl#5200): dynamic_module_utils.py resolve_trust_remote_code, read in the
     # wheels of 4.26.1, 4.36.2 and 4.57.6 (TRUST_REMOTE_CODE above: 4.26.1's 'Loading X

@@ -143,7 +143,7 @@ PREINSTALL = "envcheck check"
 
 SIGNATURE_KEYS = {"id", "cause", "match", "advice", "advice_from", "framework_advice",
                   "source", "caught_by", "gpu", "symptom", "differ", "needs", "explains",
-                  "weak_match", "weak_needs", "alone_match", "alone_cause", "note",
+                  "weak_match", "weak_needs", "alone_match", "alone_cause", "alone_unless", "note",
                   "differ_match", "traceback", "line_match"}
 # The rules a signature's ``traceback`` may name: its exception line is the cause only
 # where the traceback's frames say so (explain/structure.py TRACEBACK_RULES holds them):
@@ -210,6 +210,10 @@ class Signature:
     # signature whose needs did not fire is read the same way where it has one
     alone: Tuple[re.Pattern, ...] = ()
     alone_cause: str = ""
+    # patterns of lines that show the job went on past what the ``alone_match`` lines
+    # would make a hang (NCCL's '- Destroy COMPLETE' of a communicator): where one follows
+    # the last of them in each file that has them, the guess is not made
+    alone_unless: Tuple[re.Pattern, ...] = ()
     # patterns that name this cause where two ranks' lines differ in their group
     # ``value`` (lines whose rank the log does not say are not compared; with a group
     # ``scope``, only lines of the same scope are: one process group's sequence numbers)
@@ -238,6 +242,10 @@ class Signature:
     def alone_search(self, text):
         """The first match of an ``alone_match`` pattern in ``text``, or None."""
         return _first(self.alone, text)
+
+    def alone_unless_search(self, text):
+        """The first match of an ``alone_unless`` pattern in ``text``, or None."""
+        return _first(self.alone_unless, text)
 
     def differ_search(self, text):
         """The first match of a ``differ_match`` pattern in ``text``, or None."""
@@ -342,6 +350,10 @@ def parse(errors, where, e, probes, framework_advice):
         errors.add(where, "%s: alone_cause must say how sure it is (%s): it is read from "
                    "lines a working job prints too" % (label, ", ".join(CONFIDENCE_WORDS)))
         alone_cause = ""
+    alone_unless = _optional_patterns(errors, where, label, e, "alone_unless")
+    if alone_unless and not alone_cause:
+        errors.add(where, "%s: alone_unless comes with alone_cause (it cancels that guess)"
+                   % label)
     differ_patterns = _optional_patterns(errors, where, label, e, "differ_match")
     if "differ_match" in e:
         for p in differ_patterns:
@@ -394,7 +406,8 @@ def parse(errors, where, e, probes, framework_advice):
     return Signature(sid, e.get("cause") or "", tuple(patterns), e.get("source") or "",
                      where, advice, advice_from, fw, caught_by, needs=needs,
                      explains=explains, weak=weak, weak_needs=weak_needs,
-                     alone=alone, alone_cause=alone_cause, differ_patterns=differ_patterns,
+                     alone=alone, alone_cause=alone_cause, alone_unless=alone_unless,
+                     differ_patterns=differ_patterns,
                      traceback=traceback, line_patterns=line_patterns,
                      note=e.get("note", ""), **flags)
 
