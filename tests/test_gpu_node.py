@@ -13,7 +13,8 @@ dev/gpu_check.sh) showed, kept so that it stays fixed on the CPU machines CI has
 
 The second run (an NVIDIA H100 80GB HBM3, driver 580.159.04, the same torch and NCCL)
 made real failures beside envcheck (dev/gpu/faults.py) and read each log with explain, on
-rules that had never seen them: 5 of 9 right. The four it got wrong are tests here:
+rules that had never seen them: 9 of 14 right (and 0 of 1 of a CPU build's, made here).
+The six it got wrong are tests here:
 
 - two healthy NCCL INFO logs (one rank, all_reduce passed, communicator destroyed) read as
   "possibly a hang in GPU peer-to-peer": a communicator of one rank has no peer, and one
@@ -22,7 +23,9 @@ rules that had never seen them: 5 of 9 right. The four it got wrong are tests he
   torch.AcceleratorError, read as torchrun's summary alone: they are a kernel's failure,
   the program's error (or its library's), with what each means;
 - torch.cuda.set_device on a CPU build (made here, torch 2.13.0+cpu under torchrun) read
-  as torchrun's summary: it is the CPU build.
+  as torchrun's summary: it is the CPU build;
+- NCCL_NET=IB on a host without InfiniBand (NCCL 2.28: 'Failed to initialize any NET
+  plugin') read as NCCL's invalid usage: it is the network NCCL was told to use.
 """
 
 import json
@@ -113,6 +116,8 @@ def test_a_check_that_raised_is_advised_by_the_cause_its_error_names(tmp_path):
 @pytest.mark.parametrize("log,cause", [
     ("dup_log.txt", "two ranks use the same GPU"),
     ("ordinal_log.txt", "a rank asked for a GPU index this process cannot see"),
+    ("h100_dup.txt", "two ranks use the same GPU"),
+    ("h100_ordinal.txt", "a rank asked for a GPU index this process cannot see"),
     ("h100_oom.txt", "a rank ran out of GPU memory"),
     ("h100_watchdog.txt", "a collective did not complete within the process group's timeout"),
     ("h100_no_socket_interface.txt", "NCCL found no network interface to bootstrap over"),
@@ -128,11 +133,17 @@ def test_a_check_that_raised_is_advised_by_the_cause_its_error_names(tmp_path):
                                  "job's own code, not in the environment: a GPU kernel read "
                                  "or wrote memory at an address outside every buffer"),
     ("cpu_build_set_device.txt", "the installed torch is a CPU-only build"),
+    ("h100_fork_after_cuda.txt", "CUDA was initialised in the parent process before it forked"),
+    ("h100_no_gpu_visible.txt", "this process sees no GPU"),
+    ("h100_nccl_oom.txt", "a rank ran out of GPU memory"),
+    ("h100_net_ib.txt", "NCCL could not find the network it was told to use"),
 ])
 def test_real_gpu_failure_logs_name_their_cause(tmp_path, log, cause):
     """Logs from the H200 and H100 nodes (and a CPU build's set_device, made here), never
-    seen when the signatures were written: 2 of 2 on the H200's; 5 of 8 on the H100's and
-    the CPU build's, the other 3 written from them (the last three)."""
+    seen when the signatures were written: 2 of 2 on the H200's; 9 of 14 on the H100's (the
+    two healthy logs below among them) and 0 of 1 of the CPU build's. The misses were
+    written from: the device assert, the illegal address, the CPU build's set_device and
+    NCCL_NET=IB's 'Failed to initialize any NET plugin' here, the healthy logs below."""
     copy = tmp_path / log
     shutil.copy(os.path.join(GPU_DATA, log), copy)
     result = run_cli("explain", str(copy))

@@ -10,6 +10,10 @@ torchrun and keeps its whole log): python faults.py MODE [PATH].
   save      saves a CUDA tensor to PATH;  load: loads PATH (run it with no GPU visible)
   ifname    init with NCCL_SOCKET_IFNAME naming no interface (set by the caller)
   illegal   a kernel (CuPy's, in torch's CUDA context) writes to address 64
+  fork      CUDA used, then a forked child (multiprocessing's default on Linux) uses it
+  nogpu     set_device(0) where CUDA_VISIBLE_DEVICES (set by the caller) hides every GPU
+  netib     an all_reduce with NCCL_NET=IB (set by the caller) on a host with no InfiniBand
+  nccloom   the GPU's memory taken by the program, then NCCL's first all_reduce
 """
 import datetime
 import os
@@ -23,8 +27,12 @@ def _nccl(timeout=60):
     dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=timeout))
 
 
+def _child():
+    torch.ones(1, device="cuda")
+
+
 def main(mode, path=None):
-    if mode in ("healthy", "ifname"):
+    if mode in ("healthy", "ifname", "netib", "nogpu"):
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         _nccl()
         t = torch.ones(1 << 20, device="cuda")
@@ -65,6 +73,25 @@ def main(mode, path=None):
             r'extern "C" __global__ void poke(long long* p) { p[threadIdx.x] = 1; }', "poke")
         torch.ones(1, device="cuda")
         poke((1,), (32,), (numpy.uint64(64),))
+        torch.cuda.synchronize()
+    elif mode == "fork":
+        import multiprocessing
+        torch.ones(1, device="cuda")
+        child = multiprocessing.get_context("fork").Process(target=_child)
+        child.start()
+        child.join()
+        raise SystemExit(child.exitcode)
+    elif mode == "nccloom":
+        torch.cuda.set_device(0)
+        _nccl()
+        t = torch.ones(4, device="cuda")
+        hold, block = [], 1 << 30
+        while block >= 1 << 20:  # every free byte, in smaller blocks as it runs out
+            try:
+                hold.append(torch.empty(block, dtype=torch.uint8, device="cuda"))
+            except torch.OutOfMemoryError:
+                block //= 2
+        dist.all_reduce(t)  # NCCL's communicator is made here, with no memory left
         torch.cuda.synchronize()
     elif mode == "save":
         torch.save({"w": torch.ones(4, device="cuda")}, path)
