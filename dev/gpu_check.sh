@@ -62,6 +62,8 @@ fault() {  # fault NAME NPROC [ENV=V...]: torchrun a mode of faults.py, then exp
     fault nogpu 1 CUDA_VISIBLE_DEVICES=1
     fault netib 1 NCCL_NET=IB
     fault nccloom 1
+    fault cublasoom 1
+    fault cudnnoom 1
     fault healthy_all 1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ALL TORCH_CPP_LOG_LEVEL=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL
     step log_save 60 $py "$faults" save "$R/cuda.pt"
     step log_load 60 env CUDA_VISIBLE_DEVICES= $py "$faults" load "$R/cuda.pt"

@@ -13,8 +13,8 @@ dev/gpu_check.sh) showed, kept so that it stays fixed on the CPU machines CI has
 
 The second run (an NVIDIA H100 80GB HBM3, driver 580.159.04, the same torch and NCCL)
 made real failures beside envcheck (dev/gpu/faults.py) and read each log with explain, on
-rules that had never seen them: 9 of 14 right (and 0 of 1 of a CPU build's, made here).
-The six it got wrong are tests here:
+rules that had never seen them: 10 of 16 right (and 0 of 1 of a CPU build's, made here).
+The seven it got wrong are tests here:
 
 - two healthy NCCL INFO logs (one rank, all_reduce passed, communicator destroyed) read as
   "possibly a hang in GPU peer-to-peer": a communicator of one rank has no peer, and one
@@ -25,7 +25,9 @@ The six it got wrong are tests here:
 - torch.cuda.set_device on a CPU build (made here, torch 2.13.0+cpu under torchrun) read
   as torchrun's summary: it is the CPU build;
 - NCCL_NET=IB on a host without InfiniBand (NCCL 2.28: 'Failed to initialize any NET
-  plugin') read as NCCL's invalid usage: it is the network NCCL was told to use.
+  plugin') read as NCCL's invalid usage: it is the network NCCL was told to use;
+- the first conv2d with the GPU full ('cuDNN error: CUDNN_STATUS_INTERNAL_ERROR') read as
+  torchrun's summary: cuDNN's internal error, most often memory (new signature).
 """
 
 import json
@@ -137,13 +139,17 @@ def test_a_check_that_raised_is_advised_by_the_cause_its_error_names(tmp_path):
     ("h100_no_gpu_visible.txt", "this process sees no GPU"),
     ("h100_nccl_oom.txt", "a rank ran out of GPU memory"),
     ("h100_net_ib.txt", "NCCL could not find the network it was told to use"),
+    ("h100_cublas_oom.txt", "a rank ran out of GPU memory"),
+    ("h100_cudnn_oom.txt", "cuDNN failed inside a call (CUDNN_STATUS_INTERNAL_ERROR): most "
+                           "often it could not get GPU memory"),
 ])
 def test_real_gpu_failure_logs_name_their_cause(tmp_path, log, cause):
     """Logs from the H200 and H100 nodes (and a CPU build's set_device, made here), never
-    seen when the signatures were written: 2 of 2 on the H200's; 9 of 14 on the H100's (the
-    two healthy logs below among them) and 0 of 1 of the CPU build's. The misses were
-    written from: the device assert, the illegal address, the CPU build's set_device and
-    NCCL_NET=IB's 'Failed to initialize any NET plugin' here, the healthy logs below."""
+    seen when the signatures were written: 2 of 2 on the H200's; 10 of 16 on the H100's
+    (the two healthy logs below among them) and 0 of 1 of the CPU build's. The misses were
+    written from: the device assert, the illegal address, the CPU build's set_device,
+    NCCL_NET=IB's 'Failed to initialize any NET plugin' and cuDNN's internal error with the
+    GPU full here, the healthy logs below."""
     copy = tmp_path / log
     shutil.copy(os.path.join(GPU_DATA, log), copy)
     result = run_cli("explain", str(copy))

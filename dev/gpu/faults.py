@@ -14,6 +14,8 @@ torchrun and keeps its whole log): python faults.py MODE [PATH].
   nogpu     set_device(0) where CUDA_VISIBLE_DEVICES (set by the caller) hides every GPU
   netib     an all_reduce with NCCL_NET=IB (set by the caller) on a host with no InfiniBand
   nccloom   the GPU's memory taken by the program, then NCCL's first all_reduce
+  cublasoom the GPU's memory taken, then the first matrix product (cuBLAS's handle)
+  cudnnoom  the GPU's memory taken, then the first convolution (cuDNN's handle)
 """
 import datetime
 import os
@@ -25,6 +27,19 @@ import torch.distributed as dist
 
 def _nccl(timeout=60):
     dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=timeout))
+
+
+def _fill():
+    """Every free byte of the GPU, in smaller blocks as it runs out; torch's cache emptied
+    so that what CUDA itself has left is nothing."""
+    hold, block = [], 1 << 30
+    while block >= 1 << 20:
+        try:
+            hold.append(torch.empty(block, dtype=torch.uint8, device="cuda"))
+        except torch.OutOfMemoryError:
+            block //= 2
+    torch.cuda.empty_cache()
+    return hold
 
 
 def _child():
@@ -85,14 +100,18 @@ def main(mode, path=None):
         torch.cuda.set_device(0)
         _nccl()
         t = torch.ones(4, device="cuda")
-        hold, block = [], 1 << 30
-        while block >= 1 << 20:  # every free byte, in smaller blocks as it runs out
-            try:
-                hold.append(torch.empty(block, dtype=torch.uint8, device="cuda"))
-            except torch.OutOfMemoryError:
-                block //= 2
+        hold = _fill()
         dist.all_reduce(t)  # NCCL's communicator is made here, with no memory left
         torch.cuda.synchronize()
+    elif mode in ("cublasoom", "cudnnoom"):
+        a = torch.ones(64, 64, device="cuda")
+        x = torch.ones(1, 3, 32, 32, device="cuda")
+        w = torch.ones(8, 3, 3, 3, device="cuda")
+        hold = _fill()
+        if mode == "cublasoom":
+            print((a @ a).sum().item(), len(hold))
+        else:
+            print(torch.nn.functional.conv2d(x, w).sum().item(), len(hold))
     elif mode == "save":
         torch.save({"w": torch.ones(4, device="cuda")}, path)
     elif mode == "load":
