@@ -45,7 +45,7 @@ faults=dev/gpu/faults.py
 # on this GPU, each read by explain. Its summary goes to $R/laneB.log, printed at the end.
 fault() {  # fault NAME NPROC [ENV=V...]: torchrun a mode of faults.py, then explain its log
     local name=$1 n=$2; shift 2
-    step "log_$name" 90 env "$@" torchrun --standalone --nproc-per-node "$n" "$faults" "${name%_*}"
+    step "log_$name" 150 env "$@" torchrun --standalone --nproc-per-node "$n" "$faults" "${name%_*}"
     step "explain_$name" 30 $ec explain "$R/log_$name.txt"
     sed -n 3p "$R/explain_$name.txt" 2>/dev/null
 }
@@ -64,6 +64,7 @@ fault() {  # fault NAME NPROC [ENV=V...]: torchrun a mode of faults.py, then exp
     fault nccloom 1
     fault cublasoom 1
     fault cudnnoom 1
+    fault noimage 1
     fault healthy_all 1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ALL TORCH_CPP_LOG_LEVEL=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL
     step log_save 60 $py "$faults" save "$R/cuda.pt"
     step log_load 60 env CUDA_VISIBLE_DEVICES= $py "$faults" load "$R/cuda.pt"

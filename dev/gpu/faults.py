@@ -16,6 +16,8 @@ torchrun and keeps its whole log): python faults.py MODE [PATH].
   nccloom   the GPU's memory taken by the program, then NCCL's first all_reduce
   cublasoom the GPU's memory taken, then the first matrix product (cuBLAS's handle)
   cudnnoom  the GPU's memory taken, then the first convolution (cuDNN's handle)
+  noimage   a CUDA extension built for sm_80 alone (TORCH_CUDA_ARCH_LIST=8.0), run on
+            a newer GPU: its kernel has no image for it
 """
 import datetime
 import os
@@ -112,6 +114,23 @@ def main(mode, path=None):
             print((a @ a).sum().item(), len(hold))
         else:
             print(torch.nn.functional.conv2d(x, w).sum().item(), len(hold))
+    elif mode == "noimage":
+        from torch.utils.cpp_extension import load_inline
+        os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0"
+        cuda = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAException.h>
+__global__ void bump_kernel(float* p) { p[threadIdx.x] += 1; }
+torch::Tensor bump(torch::Tensor t) {
+  bump_kernel<<<1, t.numel()>>>(t.data_ptr<float>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return t;
+}
+"""
+        ext = load_inline("ec_noimage", cpp_sources="torch::Tensor bump(torch::Tensor t);",
+                          cuda_sources=cuda, functions=["bump"])
+        print(ext.bump(torch.zeros(4, device="cuda")))
+        torch.cuda.synchronize()
     elif mode == "save":
         torch.save({"w": torch.ones(4, device="cuda")}, path)
     elif mode == "load":
