@@ -13,7 +13,7 @@ dev/gpu_check.sh) showed, kept so that it stays fixed on the CPU machines CI has
 
 The second run (an NVIDIA H100 80GB HBM3, driver 580.159.04, the same torch and NCCL)
 made real failures beside envcheck (dev/gpu/faults.py) and read each log with explain, on
-rules that had never seen them: 10 of 16 right (and 0 of 1 of a CPU build's, made here).
+rules that had never seen them: 11 of 17 right (and 0 of 1 of a CPU build's, made here).
 The seven it got wrong are tests here:
 
 - two healthy NCCL INFO logs (one rank, all_reduce passed, communicator destroyed) read as
@@ -140,12 +140,14 @@ def test_a_check_that_raised_is_advised_by_the_cause_its_error_names(tmp_path):
     ("h100_nccl_oom.txt", "a rank ran out of GPU memory"),
     ("h100_net_ib.txt", "NCCL could not find the network it was told to use"),
     ("h100_cublas_oom.txt", "a rank ran out of GPU memory"),
+    ("h100_no_kernel_image.txt", "this torch build (or the NCCL or CUDA extension it loads) has "
+                                 "no kernels for this GPU's architecture"),
     ("h100_cudnn_oom.txt", "cuDNN failed inside a call (CUDNN_STATUS_INTERNAL_ERROR): most "
                            "often it could not get GPU memory"),
 ])
 def test_real_gpu_failure_logs_name_their_cause(tmp_path, log, cause):
     """Logs from the H200 and H100 nodes (and a CPU build's set_device, made here), never
-    seen when the signatures were written: 2 of 2 on the H200's; 10 of 16 on the H100's
+    seen when the signatures were written: 2 of 2 on the H200's; 11 of 17 on the H100's
     (the two healthy logs below among them) and 0 of 1 of the CPU build's. The misses were
     written from: the device assert, the illegal address, the CPU build's set_device,
     NCCL_NET=IB's 'Failed to initialize any NET plugin' and cuDNN's internal error with the
@@ -239,3 +241,15 @@ def test_two_ranks_whose_communicators_were_destroyed_were_not_hung(tmp_path, cu
     assert result.code == (0 if expect else 1), result.stdout
     findings = json.loads(result.stdout)["findings"]
     assert [f["id"] for f in findings] == ([expect] if expect else []), findings
+
+
+def test_no_kernel_image_from_an_extension_says_how_to_rebuild_it(tmp_path):
+    """A CUDA extension built for sm_80 alone (TORCH_CUDA_ARCH_LIST=8.0) run on the H100,
+    whose torch has sm_90: the cause was right, but the fix said only to install another
+    torch, which would not help. It now says how to tell, and how to rebuild the extension."""
+    copy = tmp_path / "noimage.log"
+    shutil.copy(os.path.join(GPU_DATA, "h100_no_kernel_image.txt"), copy)
+    result = run_cli("explain", str(copy), "--format", "json")
+    finding = json.loads(result.stdout)["findings"][0]
+    assert finding["id"] == "cuda.no_kernel_image", finding
+    assert "rebuild it with TORCH_CUDA_ARCH_LIST naming this GPU's capability" in finding["advice"]
