@@ -1579,6 +1579,26 @@ PHASE_U = [
 ]
 LINES += PHASE_U
 
+# Phase Z (after batch 30 and the H100 run, issue #34): OpenMMLab's results collected
+# through files (mmengine/dist/dist.py collect_results_cpu; mmcv 1.x engine/test.py), and
+# NCCL 2.28's words for a network NCCL_NET asked for that did not start (made on the H100)
+PHASE_Z = [
+    ("mmengine 0.7.3 collect_results_cpu's own refusal",
+     "FileNotFoundError: .dist_test/tmpq1w2e3r4 is not an shared directory for rank 3, please "
+     "make sure .dist_test/tmpq1w2e3r4 is a shared directory for all ranks!",
+     "host.results_dir_not_shared"),
+    ("a later mmengine's wording of it",
+     "FileNotFoundError: /work/.dist_test/tmpab12 is not a shared directory for rank 1, please "
+     "make sure /work/.dist_test/tmpab12 is shared across all ranks!",
+     "host.results_dir_not_shared"),
+    ("mmengine before 0.7.3: open() of a part rank 0 cannot see",
+     "FileNotFoundError: [Errno 2] No such file or directory: '.dist_test/tmpq1w2e3r4/"
+     "part_1.pkl'", "host.results_dir_not_shared"),
+    ("NCCL 2.28 ncclInvalidUsage's last error, NCCL_NET naming no network that started",
+     "[rank0]: Failed to initialize any NET plugin", "nccl.net_not_found"),
+]
+LINES += PHASE_Z
+
 @pytest.fixture(scope="module")
 def matrix():
     return matrix_load.load()
@@ -2807,13 +2827,23 @@ NEAR_Y = ({"launch.hangup", "launch.agent_signalled"}, [
 ], ["sigusr2", "sigkill", "exception-sigusr2"])
 
 
+# Texts close to phase Z's: files that are not a rank's part of collected results, and a
+# part file another error kept from being read
+NEAR_Z = ({"host.results_dir_not_shared"}, [
+    "FileNotFoundError: [Errno 2] No such file or directory: 'data/train_part_1.pkl.gz'\n",
+    "FileNotFoundError: [Errno 2] No such file or directory: 'cache/part.pkl'\n",
+    "PermissionError: [Errno 13] Permission denied: '/shared/.dist_test/tmpab/part_0.pkl'\n",
+    "UnpicklingError: pickle data was truncated: work_dirs/.eval_hook/part_1.pkl\n",
+], ["dataset-part", "one-part", "permission", "truncated"])
+
+
 NEAR = [NEAR_M, NEAR_N, NEAR_O, NEAR_P, NEAR_Q, NEAR_S, NEAR_T, NEAR_U, NEAR_V, NEAR_W,
-        NEAR_Y]
+        NEAR_Y, NEAR_Z]
 
 
 @pytest.mark.parametrize("text, forbidden", [
     (text, forbidden) for forbidden, texts, _ in NEAR for text in texts], ids=[
-    "%s-%s" % (phase, case) for phase, (_, _, ids) in zip("MNOPQSTUVWY", NEAR) for case in ids])
+    "%s-%s" % (phase, case) for phase, (_, _, ids) in zip("MNOPQSTUVWYZ", NEAR) for case in ids])
 def test_texts_close_to_a_phase_s_are_no_such_cause(text, forbidden, tmp_path, matrix):
     found, _ = _first(text, tmp_path, matrix)
     assert not forbidden & set(found), found

@@ -5,6 +5,7 @@ stacks in the JSON for hangs, the exit code, a complete JSON report, and no proc
 the run left behind (found by a marker in the environment every child inherits).
 """
 
+import json
 import os
 import re
 import signal
@@ -560,3 +561,28 @@ def test_an_error_without_a_message_is_named_by_its_type(write_probes, tmp_path)
     assert res.code == 1
     alloc = checks_by_id(load_report(report))["memory.alloc"]
     assert alloc["detail"] == "rank 1: MemoryError"
+
+
+TORCH_WAIT = '''
+def probe_torchwait(ctx):
+    """the rank waits in a torch call that is no collective and never returns"""
+    import torch
+    with ctx.check("wait"):
+        torch.futures.Future().wait()
+'''
+
+
+def test_a_hang_in_a_torch_call_names_the_job_s_line_and_the_call(write_probes):
+    """A rank stuck in torch's own Python code outside torch.distributed (on a GPU,
+    torch.cuda.synchronize behind a kernel that never ends: the H100 run said "at
+    __init__.py:1162 synchronize", which names no file a user knows): the hang names the
+    line of the job's code that called torch, and the call by its module's name."""
+    path = write_probes(TORCH_WAIT, "torchwait.py")
+    result = run_cli("run", "--nproc", "1", "-p", "torchwait", "--probe-path", path,
+                     "--timeout", "3", "--format", "json")
+    assert result.code == 1, result.stderr
+    check = checks_by_id(json.loads(result.stdout))["torchwait.wait"]
+    assert check["outcome"] == "hang", check
+    assert re.fullmatch(r"rank 0: no progress for \d+\.\d s \(timeout 3 s\) in wait; at "
+                        r"torchwait\.py:6 probe_torchwait, in torch\.futures\.wait",
+                        check["detail"]), check["detail"]

@@ -28,6 +28,11 @@ Frame = collections.namedtuple("Frame", "path line function")
 Casualty = collections.namedtuple("Casualty", "rank consequence when")
 
 _DIST_FRAME = os.sep + os.path.join("torch", "distributed") + os.sep
+# a frame of torch's own Python code (an installed wheel, or a checkout named pytorch): the
+# module path after it names the function the job called (torch/cuda/__init__.py ->
+# torch.cuda)
+_TORCH_FRAME = re.compile(r"[/\\](?:(?:site|dist)-packages|pytorch)[/\\](torch(?:[/\\]\w+)*)"
+                          r"[/\\](\w+)\.py$")
 _THREAD_HEADER = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+", re.M)
 _FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (\S+)', re.M)
 # Frames that say nothing of where a rank is: the interpreter's own modules (a wait in
@@ -145,7 +150,21 @@ def whereabouts(dump):
             and not f.function.startswith("_") and f.function != "wrapper"]
     if not dist and _in_rendezvous(stack):
         inner = stack[0]
-    return {"at": "%s:%d %s" % (os.path.basename(inner.path), inner.line, inner.function),
+    at = "%s:%d %s" % (os.path.basename(inner.path), inner.line, inner.function)
+    torch_call = _TORCH_FRAME.search(inner.path)
+    if torch_call and not dist and not _in_rendezvous(stack):
+        # stuck in a torch call that is no collective (torch.cuda.synchronize behind a
+        # kernel that never ends, a Future's wait): the job's own line that made it, and
+        # the call by its name, say more than torch's file (a GPU run's
+        # "__init__.py:1162 synchronize")
+        caller = next((f for f in useful if not _TORCH_FRAME.search(f.path)), None)
+        package, module = torch_call.groups()
+        name = ".".join(package.replace("\\", "/").split("/")
+                        + ([] if module == "__init__" else [module]) + [inner.function])
+        if caller is not None:
+            at = "%s:%d %s, in %s" % (os.path.basename(caller.path), caller.line,
+                                      caller.function, name)
+    return {"at": at,
             "waiting_in": dist[-1].function if dist else
             "init_process_group" if _in_rendezvous(stack) else None}
 
