@@ -253,3 +253,33 @@ def test_no_kernel_image_from_an_extension_says_how_to_rebuild_it(tmp_path):
     finding = json.loads(result.stdout)["findings"][0]
     assert finding["id"] == "cuda.no_kernel_image", finding
     assert "rebuild it with TORCH_CUDA_ARCH_LIST naming this GPU's capability" in finding["advice"]
+
+
+# torch 0.3's THC words for the same failure, from a thread the reporter settled ("I
+# define --nclass 23 for minc-2500 dataset": a label past the classes):
+# https://github.com/zhanghang1989/PyTorch-Encoding/issues/23
+THC_ASSERT = """\
+THCudaCheck FAIL file=/pytorch/torch/lib/THC/generic/THCStorage.cu line=58 error=59 : device-side assert triggered
+Traceback (most recent call last):
+  File "main.py", line 171, in <module>
+    main()
+  File "main.py", line 157, in main
+    train(epoch)
+  File "main.py", line 92, in train
+    loss.backward()
+  File "/usr/local/lib/python3.6/site-packages/torch/autograd/variable.py", line 167, in backward
+    torch.autograd.backward(self, gradient, retain_graph, create_graph, retain_variables)
+  File "/usr/local/lib/python3.6/site-packages/torch/autograd/__init__.py", line 99, in backward
+    variables, grad_variables, retain_graph)
+RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/torch/lib/THC/generic/THCStorage.cu:58
+"""
+
+
+def test_a_device_side_assert_in_torch_0_3_s_words_is_the_program_s_error(tmp_path):
+    log = tmp_path / "thc.log"
+    log.write_text(THC_ASSERT)
+    result = run_cli("explain", str(log), "--format", "json")
+    finding = json.loads(result.stdout)["findings"][0]
+    assert finding["id"] == "program.exception", finding
+    assert "main.py:92 (in train): an error in the job's own code, not in the environment: a " \
+        "GPU kernel's own check of its inputs failed" in finding["cause"], finding["cause"]
