@@ -1009,6 +1009,21 @@ BATCH30_MISSED = {
 # families' definitions: the batch's header in explain_unseen.toml).
 BATCH31_MISSED = set()
 
+# Batch 32, measured once (a14e830, the rules of phase Z): 1 of 9, and that figure stays.
+# Megatron-style stacks and PyTorch on AMD GPUs: the families' words there (ROCm's 'No HIP
+# GPUs', slurmstepd's execve, a removed torch module in a Megatron checkout) and three
+# causes no signature named then.
+BATCH32_MISSED = {
+    "https://github.com/alibaba/Pai-Megatron-Patch/issues/183",  # library: type glued
+    "https://github.com/NVIDIA-NeMo/Megatron-Bridge/issues/650",  # new: CUDA Multicast
+    "https://github.com/deepspeedai/Megatron-DeepSpeed/issues/117",  # torch._six removed
+    "https://github.com/NVIDIA/TransformerEngine/issues/1365",  # pybind11's refusal alone
+    "https://github.com/NVIDIA-NeMo/Speech/issues/14829",  # new: srun's launch, pmix
+    "https://github.com/Parsl/parsl/issues/3858",  # ROCm's 'No HIP GPUs are available'
+    "https://github.com/ROCm/pytorch/issues/453",  # new: MPI without CUDA-aware support
+    "https://github.com/CSCfi/pytorch-ddp-examples/issues/1",  # slurmstepd's execve
+}
+
 # A log its collector labelled the job's own code that got an environment cause, as
 # measured: gpt-neox's launch on one node with its Slurm/MPI launcher (DeepSpeed's runner
 # then starts plain python, and every rank starts the store's server), whose log holds
@@ -1027,7 +1042,7 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 25: BATCH25_MISSED, 26: BATCH26_MISSED, 27: BATCH27_MISSED,
                 28: BATCH28_MISSED, 30: BATCH30_MISSED}
 
-# Batches 8-31 as measured (no batch 29 was collected): logs, user-code logs among them,
+# Batches 8-32 as measured (no batch 29 was collected): logs, user-code logs among them,
 # right at the first run, the misses, and those of the misses whose cause no signature
 # named then (`new.*`, kept as family_when_measured once a rule was written from it). A
 # miss written from since is a training log (split "train") and must get its cause now;
@@ -1095,6 +1110,9 @@ MEASURED_BATCHES = {
                                     "https://github.com/ymcui/Chinese-LLaMA-Alpaca-3/issues/47"}),
     30: (6, 0, 5, BATCH30_MISSED, BATCH30_MISSED),
     31: (5, 2, 5, BATCH31_MISSED, set()),
+    32: (9, 0, 1, BATCH32_MISSED, {"https://github.com/NVIDIA-NeMo/Megatron-Bridge/issues/650",
+                                   "https://github.com/NVIDIA-NeMo/Speech/issues/14829",
+                                   "https://github.com/ROCm/pytorch/issues/453"}),
 }
 
 
