@@ -1599,6 +1599,29 @@ PHASE_Z = [
 ]
 LINES += PHASE_Z
 
+# Phase AA (after batch 32: Megatron-style stacks, PyTorch on AMD GPUs): ROCm's words for
+# no GPU, TransformerEngine's refusal of CUDA Multicast (its JAX wording), torch's MPI
+# backend given a GPU tensor, slurmstepd's exec of a command the node lacks, srun's step
+# that did not launch
+PHASE_AA = [
+    ("torch's ROCm build (c10's hipified 'No CUDA GPUs are available')",
+     "RuntimeError: No HIP GPUs are available", "device.no_gpu"),
+    ("TransformerEngine's JAX initialize: 'Launch with', not 'Launch app with'",
+     "AssertionError: CUDA device, driver and/or toolkit version does not support "
+     "comm+GEMM overlap with CUDA Multicast. Launch with UB_SKIPMC=1 to try CUDA IPC "
+     "instead.", "cuda.multicast_unsupported"),
+    ("ProcessGroupMPI.cpp's check of a CUDA tensor",
+     "RuntimeError: CUDA tensor detected and the MPI used doesn't have CUDA-aware MPI "
+     "support", "env.mpi_not_cuda_aware"),
+    ("slurmstepd's execve of srun's command",
+     "slurmstepd: error: execve(): python3: No such file or directory",
+     "host.command_missing"),
+    ("srun's step that did not launch (Slurm 20.11 on: %ps)",
+     "srun: StepId=4242.0 aborted before step completely launched.",
+     "launch.slurm_step_launch"),
+]
+LINES += PHASE_AA
+
 @pytest.fixture(scope="module")
 def matrix():
     return matrix_load.load()
@@ -2837,13 +2860,29 @@ NEAR_Z = ({"host.results_dir_not_shared"}, [
 ], ["dataset-part", "one-part", "permission", "truncated"])
 
 
+# Texts close to phase AA's: a path execve did not find (not a command looked up on
+# PATH), a step that ran, modules that are not torch's own, the job's own import of a
+# removed torch module, and an error word after blanks on a line that is no traceback's
+NEAR_AA = ({"host.command_missing", "launch.slurm_step_launch", "env.package_version",
+            "program.exception"}, [
+    "slurmstepd: error: execve(): /opt/venv/bin/torchrun: No such file or directory\n",
+    "srun: launch/slurm: _step_signal: Terminating StepId=3022331.0\n",
+    "ModuleNotFoundError: No module named 'torchvision'\n",
+    "ModuleNotFoundError: No module named 'torch'\n",
+    "Traceback (most recent call last):\n  File \"/home/u/train.py\", line 3, in <module>\n"
+    "    from torch._six import inf\nModuleNotFoundError: No module named 'torch._six'\n",
+    "step 10 loss 0.51     ValueError: bad batch\n",
+], ["a-path", "step-signal", "torchvision", "torch-itself", "own-import", "no-frame"])
+
+
 NEAR = [NEAR_M, NEAR_N, NEAR_O, NEAR_P, NEAR_Q, NEAR_S, NEAR_T, NEAR_U, NEAR_V, NEAR_W,
-        NEAR_Y, NEAR_Z]
+        NEAR_Y, NEAR_Z, NEAR_AA]
 
 
 @pytest.mark.parametrize("text, forbidden", [
     (text, forbidden) for forbidden, texts, _ in NEAR for text in texts], ids=[
-    "%s-%s" % (phase, case) for phase, (_, _, ids) in zip("MNOPQSTUVWYZ", NEAR) for case in ids])
+    "%s-%s" % (phase, case) for phase, (_, _, ids) in zip(list("MNOPQSTUVWYZ") + ["AA"], NEAR)
+    for case in ids])
 def test_texts_close_to_a_phase_s_are_no_such_cause(text, forbidden, tmp_path, matrix):
     found, _ = _first(text, tmp_path, matrix)
     assert not forbidden & set(found), found

@@ -60,6 +60,13 @@ BUILTIN_TYPES = sorted((n for n, v in vars(builtins).items()
                         and n.endswith(("Error", "Exception"))), key=len, reverse=True)
 GLUED_TYPE = re.compile(r"^(%s)[ \t]*[a-z_][\w.]*\(.*?[ \t]*:$" % "|".join(BUILTIN_TYPES))
 GLUED = 8  # the shortest source line taken for one glued to an exception's message
+# A traceback's last source line and its exception line on one line, the exception after a
+# run of blanks (a terminal's wrapped line copied with the padding that filled it; issue
+# #34, phase AA: alibaba/Pai-Megatron-Patch#183, '...dtype=inputs_embeds.dtype    ...
+# AttributeError: 'NoneType' object has no attribute 'dtype''). Read only right below a
+# frame's 'File "...", line N, in F' line, and only with the type's colon and message.
+PADDED = re.compile(r"^\S.*?[ \t]{3,}(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)"
+                    r"[ \t]*:.*)$")
 
 
 def _stdlib_names():
@@ -100,7 +107,7 @@ TORCH_TREE = re.compile(
 # installed one is under site-packages, where its directory names it). Ray's temporary
 # directory (/tmp/ray/session_...) and a home directory of that name (/home/ray/, Ray's
 # images' user) are not its code.
-STACKS = ("deepspeed", "megatron", "transformers", "accelerate", "lightning",
+STACKS = ("deepspeed", "megatron", "megatron_patch", "transformers", "accelerate", "lightning",
           "pytorch_lightning", "lightning_fabric", "peft", "trl", "vllm", "sglang", "verl",
           "torchtitan", "torchtnt", "torchrec", "torchx", "fairseq", "fairscale", "apex",
           "colossalai", "nemo", "ray", "openrlhf", "nanotron", "composer", "mmengine", "mmcv",
@@ -420,7 +427,10 @@ def _two_packages(m, frames, whole, source):
       entry point: a launcher) whose frames show another installed package B (a
       subclass or a plugin of A's, overriding what A calls)."""
     inner = frames[-1]
-    a = _package(inner[0])
+    missing = m.groupdict().get("imported") == "ModuleNotFoundError"
+    # a torch module the installed torch lacks, imported by a package or by a checkout of
+    # a training stack (Megatron's, issue #34 phase AA: 'No module named 'torch._six'')
+    a = library(inner[0]) if missing else _package(inner[0])
     if a is None:
         return None
     packages = [_package(f[0]) for f in frames]
@@ -429,6 +439,9 @@ def _two_packages(m, frames, whole, source):
         b = module.split(".")[0]
         if b == a or (b != "torch" and b not in packages):
             return None
+        if missing:
+            return ("%s imports %s, a module the installed %s does not have (removed, or "
+                    "not yet added), at %s" % (a, module, b, _at(inner)))
         if m.groupdict().get("imported"):
             return "%s imports %s from %s, which the installed %s lacks, at %s" % (
                 a, m.group("attribute"), module, b, _at(inner))
@@ -746,7 +759,12 @@ class Structure:
         m = EXCEPTION.match(text)
         glued = GLUED_TYPE.match(text) if m is None else None
         if m is None and glued is None:
-            return
+            padded = PADDED.match(text)
+            if padded is None or not _below_a_frame(hit, ln):
+                return
+            m = EXCEPTION.match(padded.group("exc"))
+            if m is None:
+                return
         frames, sources, whole, source = None, (), False, ""
         if len(self.exceptions) < EXCEPTIONS_READ:
             frames, sources, whole, source = _traceback(hit, ln)
@@ -1013,6 +1031,16 @@ def _traceback(hit, ln):
     if not frames:
         return _frames_below(hit, ln), sources, whole, ""
     return frames, sources, whole, source
+
+
+def _below_a_frame(hit, ln):
+    """Whether the line above ``ln`` (of its own rank) is a traceback's frame line."""
+    for raw in reversed(hit.lookback()):
+        prev = line_mod.parse(0, raw)
+        if ln.rank is not None and prev.rank is not None and prev.rank != ln.rank:
+            continue
+        return bool(FRAME.match(prev.text))
+    return False
 
 
 def _indented(line):

@@ -137,7 +137,12 @@ SCAN_WORDS = ("Error", "ERROR", "NCCL", "NET/IB", "CUDA", "NVIDIA", "Nvidia", "D
               # 'closing signal SIGHUP' and the SignalException hold "SIG" or
               # "Exception"): R is a first letter here already
               "Received 1 death", "Received 15 death", "Received 2 death",
-              "Received 3 death")
+              "Received 3 death",
+              # phase AA of issue #34: Slurm's step that did not launch ('srun: StepId=N.0
+              # aborted before step completely launched.') and slurmstepd's exec of a
+              # command the node lacks ('execve(): torchrun: No such file or directory'):
+              # S and N are first letters already
+              "StepId=", "No such file or directory")
 # caught_by may name the pre-install command instead of a check of envcheck run
 PREINSTALL = "envcheck check"
 
