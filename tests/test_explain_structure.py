@@ -4,6 +4,7 @@ all_reduce die of gloo's "Connection closed by peer", comes out as rank 2's own 
 first (its file and line), and the other ranks' errors and torchrun's summary as
 consequences. Plus input that is not a log, and the screen's width."""
 
+import json
 import os
 import subprocess
 import sys
@@ -521,3 +522,32 @@ def test_three_ranks_writing_one_type_at_once_are_read_as_one_type(tmp_path):
     assert (exc.type, exc.message) == (
         "AttributeError", "'DistributedDataParallel' object has no attribute "
         "'set_grad_checkpointing'")
+
+
+# VS Code's debugger's exception popup, copied whole (NVIDIA/NeMo-Aligner#153, batch 33):
+# the type on the first line with the debugger's note, the message below it, then the
+# frames innermost first. Read as the program's error raised in NeMo's code; the same
+# words without frames below are no exception.
+VSCODE_POPUP = """\
+Exception has occurred: RuntimeError       (note: full exception trace is shown but execution is paused at: _run_module_as_main)
+shape '[1]' is invalid for input of size 2
+  File "/opt/NeMo/nemo/collections/nlp/modules/common/megatron/utils.py", line 183, in <listcomp>
+    averaged_losses = torch.cat([loss.clone().detach().view(1) for loss in losses])
+  File "/home/u/src/nemo-rlhf/nemo_aligner/models/nlp/gpt/megatron_gpt_dpo_model.py", line 164, in loss_func
+    reduced_loss = average_losses_across_data_parallel_group([loss])
+"""
+
+
+def test_vs_code_s_exception_popup_is_the_program_s_error(tmp_path):
+    log = tmp_path / "vscode.log"
+    log.write_text(VSCODE_POPUP)
+    result = run_cli("explain", str(log), "--format", "json")
+    finding = json.loads(result.stdout)["findings"][0]
+    assert (finding["id"], finding["exception"]["type"],
+            finding["exception"]["message"]) == (
+        "program.exception", "RuntimeError", "shape '[1]' is invalid for input of size 2")
+    assert finding["exception"]["frame"]["library"] == "nemo", finding["exception"]
+    alone = tmp_path / "alone.log"
+    alone.write_text(VSCODE_POPUP.splitlines()[0] + "\nshape mismatch\nstep 3 done\n")
+    assert json.loads(run_cli("explain", str(alone), "--format", "json").stdout)[
+        "findings"] == []

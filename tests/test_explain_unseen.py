@@ -74,6 +74,12 @@ BATCH4_MISSED = {
 # Training logs whose thread's cause the log itself does not show: the right answer is
 # the best the text allows (that family), not the thread's.
 NOT_IN_THE_TEXT = {
+    # batch 33, after it was measured (phase AB): vLLM's 'NCCL error: unhandled system
+    # error' alone (NeMo-RL's NCCL_CUMEM_ENABLE=0, found in the thread with
+    # NCCL_DEBUG=TRACE); NeMo's view() refusing a shape, called from NeMo-Aligner's loss
+    # (the fix was NeMo-Aligner's): the text shows NeMo's frame raise it
+    "https://github.com/NVIDIA-NeMo/RL/issues/564": "nccl.system_error",
+    "https://github.com/NVIDIA/NeMo-Aligner/issues/153": "program.exception",
     # batch 32, after it was measured (phase AA): pybind11's 'UbufP2PCommOverlap():
     # incompatible function arguments' alone, with no traceback: an application written
     # for an older TransformerEngine (the maintainer's answer), but the text names neither
@@ -1029,7 +1035,7 @@ BATCH32_MISSED = {
     "https://github.com/CSCfi/pytorch-ddp-examples/issues/1",  # slurmstepd's execve
 }
 
-# Batch 33, measured once (the commit after 5c638e0, phase AA's rules): 0 of 4, and that
+# Batch 33, measured once (8f11122, phase AA's rules): 0 of 4, and that
 # figure stays: TransformerEngine's multicast refusal in other words than phase AA read,
 # a library's refusal of several GPUs, and two libraries' bugs (one only as vLLM's NCCL
 # error, one in VS Code's exception format).
@@ -1056,7 +1062,8 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 19: BATCH19_MISSED, 20: BATCH20_MISSED, 21: BATCH21_MISSED,
                 22: BATCH22_MISSED, 23: BATCH23_MISSED, 24: BATCH24_MISSED,
                 25: BATCH25_MISSED, 26: BATCH26_MISSED, 27: BATCH27_MISSED,
-                28: BATCH28_MISSED, 30: BATCH30_MISSED, 32: BATCH32_MISSED}
+                28: BATCH28_MISSED, 30: BATCH30_MISSED, 32: BATCH32_MISSED,
+                33: BATCH33_MISSED}
 
 # Batches 8-33 as measured (no batch 29 was collected): logs, user-code logs among them,
 # right at the first run, the misses, and those of the misses whose cause no signature

@@ -65,6 +65,12 @@ GLUED = 8  # the shortest source line taken for one glued to an exception's mess
 # #34, phase AA: alibaba/Pai-Megatron-Patch#183, '...dtype=inputs_embeds.dtype    ...
 # AttributeError: 'NoneType' object has no attribute 'dtype''). Read only right below a
 # frame's 'File "...", line N, in F' line, and only with the type's colon and message.
+# VS Code's debugger, copied from its exception popup (issue #34, phase AB:
+# NVIDIA/NeMo-Aligner#153): 'Exception has occurred: RuntimeError' (and its note on the
+# same line), the message on the next line, then the frames innermost first, each
+# 'File "...", line N, in F' above its source line
+VSCODE = re.compile(r"^Exception has occurred: ((?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception)))"
+                    r"(?:\s|$)")
 PADDED = re.compile(r"^\S.*?[ \t]{3,}(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)"
                     r"[ \t]*:.*)$")
 
@@ -758,7 +764,10 @@ class Structure:
                 self.work.setdefault(ln.rank, (int(w.group(1)), w.group(2)))
         m = EXCEPTION.match(text)
         glued = GLUED_TYPE.match(text) if m is None else None
-        if m is None and glued is None:
+        vscode = VSCODE.match(text) if m is None and glued is None else None
+        if vscode is not None:
+            glued = vscode
+        elif m is None and glued is None:
             padded = PADDED.match(text)
             if padded is None or not _below_a_frame(hit, ln):
                 return
@@ -768,7 +777,12 @@ class Structure:
         frames, sources, whole, source = None, (), False, ""
         if len(self.exceptions) < EXCEPTIONS_READ:
             frames, sources, whole, source = _traceback(hit, ln)
-        if glued is not None:
+        if vscode is not None:
+            message, frames = _vscode_below(hit, ln)
+            if message is None or not frames:
+                return
+            full, name = vscode.group(1), vscode.group(2)
+        elif glued is not None:
             message = _message_below(hit, ln) if frames else None
             if message is None:
                 return
@@ -1069,6 +1083,31 @@ def _frames_below(hit, ln):
             break  # not a traceback
     frames.reverse()
     return frames
+
+
+def _vscode_below(hit, ln):
+    """(message, frames outermost first) below VS Code's 'Exception has occurred: T'
+    line: the next non-blank line, then frame lines each above its source line, read
+    innermost first; (None, []) where the lines below are not that."""
+    message, frames = None, []
+    for raw in hit.following(FRAMES_BELOW):
+        nxt = line_mod.parse(0, raw)
+        text = nxt.text
+        if message is None:
+            if text:
+                if FRAME.match(text) or EXCEPTION.match(text) or text.startswith(TRACEBACK):
+                    return None, []
+                message = text
+            continue
+        f = FRAME.match(text)
+        if f:
+            frames.append((f.group(1), int(f.group(2)), f.group(3)))
+        elif not text or (frames and raw[:1] in (b" ", b"\t")):
+            continue  # a frame's source line, indented below it
+        else:
+            break
+    frames.reverse()
+    return message, frames
 
 
 def _message_below(hit, ln):
