@@ -278,7 +278,6 @@ class Matcher:
             return causes, explained + symptoms
         return symptoms[:1], symptoms[1:]
 
-
     def _went_on(self, sid):
         """Whether, in every file with lines of a guess, one of its alone_unless lines
         came after the last of them (the job went on past them)."""

@@ -765,9 +765,7 @@ class Structure:
         m = EXCEPTION.match(text)
         glued = GLUED_TYPE.match(text) if m is None else None
         vscode = VSCODE.match(text) if m is None and glued is None else None
-        if vscode is not None:
-            glued = vscode
-        elif m is None and glued is None:
+        if m is None and glued is None and vscode is None:
             padded = PADDED.match(text)
             if padded is None or not _below_a_frame(hit, ln):
                 return
@@ -775,7 +773,7 @@ class Structure:
             if m is None:
                 return
         frames, sources, whole, source = None, (), False, ""
-        if len(self.exceptions) < EXCEPTIONS_READ:
+        if len(self.exceptions) < EXCEPTIONS_READ and vscode is None:
             frames, sources, whole, source = _traceback(hit, ln)
         if vscode is not None:
             message, frames = _vscode_below(hit, ln)
