@@ -3,6 +3,7 @@ schema), stdin, several files, secrets, framework words, version judgements."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -277,3 +278,18 @@ def test_a_launcher_is_kept_with_its_options_not_the_prose_after_them(text, comm
     from envcheck.render.explanation import COMMAND
 
     assert COMMAND.search(text).group(0) == command
+
+
+def test_collect_next_does_not_ask_for_the_nccl_info_the_log_holds(tmp_path):
+    """The H100 run's healthy NCCL_DEBUG=INFO log (no cause in it) was told to rerun with
+    NCCL_DEBUG=INFO. Where the log holds NCCL's INFO lines, the first step says what they
+    do not show; a log without them keeps the step that asks for them."""
+    log = tmp_path / "info.log"
+    shutil.copy(os.path.join(ROOT, "tests", "data", "gpu", "h100_healthy_nccl_info.txt"), log)
+    steps = json.loads(run_cli("explain", str(log), "--format", "json").stdout)["next_steps"]
+    assert steps[0].startswith("the log holds NCCL's INFO lines already"), steps
+    assert not any("rerun with NCCL_DEBUG=INFO" in s for s in steps), steps
+    plain = tmp_path / "plain.log"
+    plain.write_text("step 1 loss 2.3\nstep 2 loss 2.1\n")
+    steps = json.loads(run_cli("explain", str(plain), "--format", "json").stdout)["next_steps"]
+    assert steps[0].startswith("rerun with NCCL_DEBUG=INFO"), steps

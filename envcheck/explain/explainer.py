@@ -30,6 +30,14 @@ NEXT_STEPS = (
     "run 'envcheck check' for the torch you install, on each node: driver, GPU arch, "
     "Python and glibc, before installing",
 )
+# The first of them where the log holds NCCL_DEBUG=INFO output already (the H100 run's
+# healthy logs were told to rerun with it): what NCCL's INFO lines do not show
+WITH_NCCL_INFO = (
+    "the log holds NCCL's INFO lines already, and none names a failure: rerun with "
+    "TORCH_DISTRIBUTED_DEBUG=DETAIL (torch checks that the ranks call the same "
+    "collectives) and, for a hang, TORCH_NCCL_TRACE_BUFFER_SIZE=2000 with "
+    "TORCH_NCCL_DUMP_ON_TIMEOUT=1 (torch's Flight Recorder writes what each rank was "
+    "running when the timeout came)")
 
 # NCCL's "Using" INFO lines list the interfaces it chose (" [0]eth0:10.0.0.1<0> [1]...");
 # a log pasted into a thread (or a terminal of fixed width) often breaks that list onto

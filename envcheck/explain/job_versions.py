@@ -59,8 +59,11 @@ class Facts:
 
     def __init__(self):
         self.seen = {}
+        self.nccl_info = False  # the log holds NCCL_DEBUG=INFO output
 
     def feed(self, line, file):
+        if not self.nccl_info and "NCCL INFO" in line.text:
+            self.nccl_info = True
         if not any(w in line.text for w in _WORTH):
             return
         for name, pattern in PATTERNS:

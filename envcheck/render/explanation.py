@@ -14,7 +14,7 @@ from ..core import redact
 from ..core.frameworks import FRAMEWORKS
 from ..core.text import printable, rank_set, shorten
 from ..matrix.framework_advice import phrase
-from ..explain.explainer import NEXT_STEPS
+from ..explain.explainer import NEXT_STEPS, WITH_NCCL_INFO
 from ..explain.structure import exception_dict
 
 SCHEMA_VERSION = 1
@@ -94,7 +94,10 @@ def to_dict(x):
 def _next_steps(x):
     """What to collect when nothing was recognised: first the lines a log cut inside a
     traceback lacks."""
-    return [cut.next_step() for cut in x.cut] + list(NEXT_STEPS)
+    steps = list(NEXT_STEPS)
+    if x.facts.nccl_info:
+        steps[0] = WITH_NCCL_INFO
+    return [cut.next_step() for cut in x.cut] + steps
 
 
 def to_json(x):
