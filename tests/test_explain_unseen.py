@@ -1046,6 +1046,20 @@ BATCH33_MISSED = {
     "https://github.com/NVIDIA/NeMo-Aligner/issues/153",  # library: VS Code's format
 }
 
+# Batch 34, measured once (44f3342, phase AB's rules): 1 of 8, and that figure stays.
+# NeMo RL and TransformerEngine/Megatron-LM: short quotes (a vLLM worker's pidfd_getfd,
+# vLLM's CuMem OOM without its line number), libraries' bugs seen only as NCCL's or
+# Userbuffers' words, and a cross-rack NCCL hang seen only as Ray's dead worker.
+BATCH34_MISSED = {
+    "https://github.com/NVIDIA-NeMo/RL/issues/595",  # library: NCCL's system error only
+    "https://github.com/NVIDIA-NeMo/RL/issues/522",  # pidfd_getfd in a vLLM worker's words
+    "https://github.com/NVIDIA-NeMo/RL/issues/2937",  # new: Ray's dead worker only
+    "https://github.com/NVIDIA-NeMo/RL/pull/3280",  # CuMem's OOM, no line number
+    "https://github.com/NVIDIA/TransformerEngine/issues/994",  # library: UB's NCCL error
+    "https://github.com/NVIDIA/Megatron-LM/issues/7",  # torch._C's removed name, 2019
+    "https://github.com/NVIDIA/TransformerEngine/issues/1473",  # a cut frame, 'no arguments'
+}
+
 # A log its collector labelled the job's own code that got an environment cause, as
 # measured: gpt-neox's launch on one node with its Slurm/MPI launcher (DeepSpeed's runner
 # then starts plain python, and every rank starts the store's server), whose log holds
@@ -1065,7 +1079,7 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 28: BATCH28_MISSED, 30: BATCH30_MISSED, 32: BATCH32_MISSED,
                 33: BATCH33_MISSED}
 
-# Batches 8-33 as measured (no batch 29 was collected): logs, user-code logs among them,
+# Batches 8-34 as measured (no batch 29 was collected): logs, user-code logs among them,
 # right at the first run, the misses, and those of the misses whose cause no signature
 # named then (`new.*`, kept as family_when_measured once a rule was written from it). A
 # miss written from since is a training log (split "train") and must get its cause now;
@@ -1137,6 +1151,7 @@ MEASURED_BATCHES = {
                                    "https://github.com/NVIDIA-NeMo/Speech/issues/14829",
                                    "https://github.com/ROCm/pytorch/issues/453"}),
     33: (4, 0, 0, BATCH33_MISSED, {"https://github.com/unslothai/unsloth/issues/724"}),
+    34: (8, 0, 1, BATCH34_MISSED, {"https://github.com/NVIDIA-NeMo/RL/issues/2937"}),
 }
 
 
