@@ -1636,6 +1636,14 @@ PHASE_AB = [
      "RuntimeError: /opt/TransformerEngine/transformer_engine/pytorch/csrc/userbuffers/"
      "userbuffers-host.cpp:208 in function create_communicator_grouped2: CUDA Error: "
      "operation not supported", "cuda.multicast_unsupported"),
+    # after batch 34: a Ray worker's report of torch's refusal, and vLLM's CuMem message
+    # quoted without its line number
+    ("a Ray worker's 'Error in F: ' before torch's pidfd_getfd refusal",
+     "(VllmGenerationWorker pid=36530) Error in VllmInternalWorkerExtension."
+     "update_weights_from_ipc_handles: pidfd_getfd: Operation not permitted",
+     "cuda.ipc_expandable_segments"),
+    ("vLLM csrc/cumem_allocator.cpp CUDA_CHECK, quoted without the line",
+     "CUDA Error: out of memory at csrc/cumem_allocator.cpp", "cuda.out_of_memory"),
 ]
 LINES += PHASE_AB
 
@@ -2892,11 +2900,13 @@ NEAR_AA = ({"host.command_missing", "launch.slurm_step_launch", "env.package_ver
 ], ["a-path", "step-signal", "torchvision", "torch-itself", "own-import", "no-frame"])
 
 # Texts close to phase AB's: userbuffers' other CUDA errors, and another library's words
-NEAR_AB = ({"cuda.multicast_unsupported", "env.library_single_gpu"}, [
+NEAR_AB = ({"cuda.multicast_unsupported", "env.library_single_gpu",
+            "cuda.ipc_expandable_segments"}, [
     "RuntimeError: /opt/te/userbuffers/userbuffers-host.cpp:208 in function "
     "create_communicator_grouped2: CUDA Error: out of memory\n",
     "RuntimeError: MyTrainer currently does not support multi GPU setups\n",
-], ["ub-oom", "other-library"])
+    "(Worker pid=1) Error in Worker.update: pidfd_getfd: Bad file descriptor\n",
+], ["ub-oom", "other-library", "pidfd-ebadf"])
 
 
 NEAR = [NEAR_M, NEAR_N, NEAR_O, NEAR_P, NEAR_Q, NEAR_S, NEAR_T, NEAR_U, NEAR_V, NEAR_W,

@@ -74,6 +74,18 @@ BATCH4_MISSED = {
 # Training logs whose thread's cause the log itself does not show: the right answer is
 # the best the text allows (that family), not the thread's.
 NOT_IN_THE_TEXT = {
+    # batch 34, after it was measured: NeMo RL's NCCL environment not set on vLLM's
+    # non-leader workers, seen only as vLLM's 'NCCL error: unhandled system error'; a
+    # cross-rack NCCL hang seen only as Ray's 'A worker died ... unexpected system error';
+    # TransformerEngine's Userbuffers bug seen only as its 'Failed, NCCL error' line;
+    # Megatron-LM's 2019 checkout (its 'mpu' package, no 'megatron' directory) calling a
+    # name torch 1.2 removed from torch._C; TE calling torch 2.4's is_autocast_enabled on
+    # 2.1 in a traceback cut inside its last frame: the text names neither package whole
+    "https://github.com/NVIDIA-NeMo/RL/issues/595": "nccl.system_error",
+    "https://github.com/NVIDIA-NeMo/RL/issues/2937": None,
+    "https://github.com/NVIDIA/TransformerEngine/issues/994": None,
+    "https://github.com/NVIDIA/Megatron-LM/issues/7": None,
+    "https://github.com/NVIDIA/TransformerEngine/issues/1473": "program.exception",
     # batch 33, after it was measured (phase AB): vLLM's 'NCCL error: unhandled system
     # error' alone (NeMo-RL's NCCL_CUMEM_ENABLE=0, found in the thread with
     # NCCL_DEBUG=TRACE); NeMo's view() refusing a shape, called from NeMo-Aligner's loss
@@ -1077,7 +1089,7 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 22: BATCH22_MISSED, 23: BATCH23_MISSED, 24: BATCH24_MISSED,
                 25: BATCH25_MISSED, 26: BATCH26_MISSED, 27: BATCH27_MISSED,
                 28: BATCH28_MISSED, 30: BATCH30_MISSED, 32: BATCH32_MISSED,
-                33: BATCH33_MISSED}
+                33: BATCH33_MISSED, 34: BATCH34_MISSED}
 
 # Batches 8-34 as measured (no batch 29 was collected): logs, user-code logs among them,
 # right at the first run, the misses, and those of the misses whose cause no signature
