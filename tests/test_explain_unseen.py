@@ -1072,6 +1072,14 @@ BATCH34_MISSED = {
     "https://github.com/NVIDIA/TransformerEngine/issues/1473",  # a cut frame, 'no arguments'
 }
 
+BATCH35_MISSED = {
+    "https://github.com/ultralytics/ultralytics/issues/9103",  # new: ranks can't import it
+    "https://github.com/huggingface/lerobot/pull/2270",  # library: accelerate's device_map
+    "https://github.com/unslothai/unsloth/issues/362",  # cut before its error line
+    "https://github.com/unslothai/unsloth/issues/1933",  # library: Unsloth's own guard
+    "https://github.com/determined-ai/determined/issues/8915",  # P2P: a watchdog timeout
+}
+
 # A log its collector labelled the job's own code that got an environment cause, as
 # measured: gpt-neox's launch on one node with its Slurm/MPI launcher (DeepSpeed's runner
 # then starts plain python, and every rank starts the store's server), whose log holds
@@ -1091,7 +1099,7 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 28: BATCH28_MISSED, 30: BATCH30_MISSED, 32: BATCH32_MISSED,
                 33: BATCH33_MISSED, 34: BATCH34_MISSED}
 
-# Batches 8-34 as measured (no batch 29 was collected): logs, user-code logs among them,
+# Batches 8-35 as measured (no batch 29 was collected): logs, user-code logs among them,
 # right at the first run, the misses, and those of the misses whose cause no signature
 # named then (`new.*`, kept as family_when_measured once a rule was written from it). A
 # miss written from since is a training log (split "train") and must get its cause now;
@@ -1164,6 +1172,7 @@ MEASURED_BATCHES = {
                                    "https://github.com/ROCm/pytorch/issues/453"}),
     33: (4, 0, 0, BATCH33_MISSED, {"https://github.com/unslothai/unsloth/issues/724"}),
     34: (8, 0, 1, BATCH34_MISSED, {"https://github.com/NVIDIA-NeMo/RL/issues/2937"}),
+    35: (9, 0, 4, BATCH35_MISSED, {"https://github.com/ultralytics/ultralytics/issues/9103"}),
 }
 
 
