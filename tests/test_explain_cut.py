@@ -48,15 +48,22 @@ def matrix():
     return matrix_load.load()
 
 
-@pytest.fixture(scope="module")
-def job(tmp_path_factory):
-    """(the job's stderr lines as Python printed them, train.py, the library's file)."""
-    root = tmp_path_factory.mktemp("job")
+def _installed(root, source):
+    """somelib, its core.py ``source``, under a site-packages in ``root``: (that
+    site-packages, core.py)."""
     site = root / "lib" / "python3.11" / "site-packages"
     (site / "somelib").mkdir(parents=True)
     (site / "somelib" / "__init__.py").write_text("")
     core = site / "somelib" / "core.py"
-    core.write_text(LIBRARY)
+    core.write_text(source)
+    return site, core
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    """(the job's stderr lines as Python printed them, train.py, the library's file)."""
+    root = tmp_path_factory.mktemp("job")
+    site, core = _installed(root, LIBRARY)
     train = root / "train.py"
     train.write_text(TRAIN)
     proc = subprocess.run([sys.executable, str(train), str(site)], capture_output=True,
@@ -246,3 +253,66 @@ def test_torchs_refusal_of_a_launchers_variable_cut_before_its_error_is_the_laun
     result, _ = _explain("\n".join(lines[:-1]) + "\n", tmp_path, matrix)
     assert [f.signature.id for f in result.findings] == ["launch.no_launcher_env"]
     assert result.findings[0].alone and result.findings[0].cause.startswith("likely ")
+
+
+# A library whose code raises with a literal message, and one whose message is built (an
+# f-string): the statement shown last says the first's words, not the second's
+RAISES = '''
+def step(batch):
+    if not batch:
+        raise RuntimeError('somelib does not support an empty batch - see its docs')
+    raise ValueError(f"somelib cannot read {len(batch)} items")
+'''
+
+
+@pytest.fixture(scope="module")
+def raising(tmp_path_factory):
+    """{batch given: the job's stderr lines}, from a real run of each."""
+    root = tmp_path_factory.mktemp("raising")
+    site, _ = _installed(root, RAISES)
+    out = {}
+    for batch in ("{}", "{'a': 1}"):
+        train = root / "train.py"
+        train.write_text(TRAIN.replace("core.step({})", "core.step(%s)" % batch))
+        proc = subprocess.run([sys.executable, str(train), str(site)], capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 1
+        out[batch] = proc.stderr.splitlines()
+    return out
+
+
+def _said(result):
+    return [(f.signature.id, f.exception.type, f.exception.message, f.exception.library)
+            for f in result.findings]
+
+
+def test_a_cut_whose_last_statement_raises_a_literal_message_reads_as_its_error_line(
+        raising, tmp_path, matrix):
+    """Cut before its error line, the traceback's last source line is the statement that
+    raised: explain's answer is the one it gives the whole traceback (issue #34, phase AC:
+    unslothai/unsloth#1933's log ends at Unsloth's raise)."""
+    lines = raising["{}"]
+    assert lines[-1] == "RuntimeError: somelib does not support an empty batch - see its docs"
+    whole, _ = _explain("\n".join(lines) + "\n", tmp_path, matrix)
+    cut, log = _explain("\n".join("[rank3]: " + ln for ln in lines[:-1]) + "\n", tmp_path,
+                        matrix)
+    assert _said(cut) == _said(whole) == [
+        ("program.exception", "RuntimeError",
+         "somelib does not support an empty batch - see its docs", "somelib")]
+    assert cut.findings[0].ranks == {3}
+    assert cut.findings[0].line.number == len(lines) - 1  # the statement's line
+    assert cut.structure[0].endswith("(in step), called from the job's own code at %s:%d "
+                                     "(in main), raises RuntimeError there, read as that "
+                                     "line" % (lines[1].split('"')[1], 8))
+    assert "cut before its error line; its last frame" in cut.structure[0]
+
+
+def test_a_cut_whose_last_statement_builds_its_message_stays_without_an_error(
+        raising, tmp_path, matrix):
+    """An f-string's words are not the statement's: the cut says where the job was, and
+    names no error."""
+    lines = raising["{'a': 1}"]
+    assert lines[-1] == "ValueError: somelib cannot read 1 items"
+    assert lines[-2].strip().startswith('raise ValueError(f"somelib')
+    result, _ = _explain("\n".join(lines[:-1]) + "\n", tmp_path, matrix)
+    assert result.findings == [] and len(result.cut) == 1 and result.cut[0].raised is None

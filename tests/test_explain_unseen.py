@@ -74,6 +74,18 @@ BATCH4_MISSED = {
 # Training logs whose thread's cause the log itself does not show: the right answer is
 # the best the text allows (that family), not the thread's.
 NOT_IN_THE_TEXT = {
+    # batch 35, after it was measured (phase AC): Unsloth's multi-GPU refusal of a job
+    # shown one GPU (its check misjudged a shared node: the thread's finding), read from
+    # the raising statement the log ends at; DataParallel's replica error in Unsloth's
+    # code, cut before its error line; accelerate's refusal of a model loaded with
+    # device_map='auto', called from LeRobot's training script (a checkout, not an
+    # installed package: the policy's loading, which the fix changed, is not in the
+    # traceback); NCCL's watchdog timeout of the first ALLGATHER alone (the GPU pair whose
+    # P2P hung was found by the reporter's runs)
+    "https://github.com/unslothai/unsloth/issues/1933": "env.library_single_gpu",
+    "https://github.com/unslothai/unsloth/issues/362": "program.exception",
+    "https://github.com/huggingface/lerobot/pull/2270": "program.exception",
+    "https://github.com/determined-ai/determined/issues/8915": "nccl.watchdog_timeout",
     # batch 34, after it was measured: NeMo RL's NCCL environment not set on vLLM's
     # non-leader workers, seen only as vLLM's 'NCCL error: unhandled system error'; a
     # cross-rack NCCL hang seen only as Ray's 'A worker died ... unexpected system error';
@@ -1097,7 +1109,7 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 22: BATCH22_MISSED, 23: BATCH23_MISSED, 24: BATCH24_MISSED,
                 25: BATCH25_MISSED, 26: BATCH26_MISSED, 27: BATCH27_MISSED,
                 28: BATCH28_MISSED, 30: BATCH30_MISSED, 32: BATCH32_MISSED,
-                33: BATCH33_MISSED, 34: BATCH34_MISSED}
+                33: BATCH33_MISSED, 34: BATCH34_MISSED, 35: BATCH35_MISSED}
 
 # Batches 8-35 as measured (no batch 29 was collected): logs, user-code logs among them,
 # right at the first run, the misses, and those of the misses whose cause no signature

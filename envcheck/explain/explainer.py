@@ -308,7 +308,16 @@ def _scan(name, stream, scan, logs, matcher, structure, facts, frameworks):
     finally:
         if name != "<stdin>":
             stream.close()
-    structure.ended(name, scan.tail(), scan.lines)
+    tail = scan.tail()
+    structure.ended(name, tail, scan.lines)
+    cut = structure.cut[-1] if structure.cut and structure.cut[-1].file == name else None
+    if cut is not None and cut.raised:
+        # the statement that raised, where the log is cut before the exception line
+        # (structure.RAISE): read as that line, in the statement's place
+        number, index, said = cut.raised
+        hit = read.hit_in(tail, index, number)
+        ln = dataclasses.replace(line_mod.parse(number, tail[index], hit.before), text=said)
+        structure.feed(hit, ln, name, matcher.feed(ln, name))
 
 
 def explain(paths, matrix_dirs=(), matrix=None):

@@ -186,6 +186,15 @@ def _context(buf, start):
     return buf[lo:start].split(b"\n")[:-1]
 
 
+def hit_in(lines, index, number):
+    """A ``Hit`` for ``lines[index]`` (bytes, oldest first: a log's last lines, which the
+    scan did not take for a hit) numbered ``number``, with the lines above it to look
+    back through."""
+    buf = b"\n".join(lines[:index + 1]) + b"\n"
+    start = len(buf) - len(lines[index]) - 1
+    return Hit(number, lines[index], _context(buf, start), (), buf, start)
+
+
 def _hits(buf, first_number, size, begin=0):
     """The hits in ``buf[begin:size]``, whole lines; returns (hits, the next line's
     number)."""

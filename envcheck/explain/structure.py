@@ -29,6 +29,7 @@ that the log shows later are listed after it, the symptoms on other ranks as
 consequences.
 """
 
+import ast
 import builtins
 import dataclasses
 import re
@@ -654,10 +655,25 @@ def _own_module(m, frames, whole, source):
         missing, missing.split(".")[0], _at(importer))
 
 
+def _missing_module(m, frames, whole, source):
+    """A top-level module that an import statement asked for and this interpreter does
+    not find: CPython's 'No module named 'X'' raised in the importing frame (importlib's
+    own frames left out). Its package is not installed for the Python that ran this
+    process, or (a source checkout, the job's own module) not on its path from where the
+    process started. Only in a traceback: an optional import's error printed on the way
+    is a warning, and a dotted name is another rule's (own_module, two_packages)."""
+    callers = [f for f in frames if not INTERNAL.search(f[0])
+               or (LIBRARY.search(f[0]) and not f[0].startswith("<"))]
+    if not callers or "." in m.group("module"):
+        return None
+    return "%s, imported at %s" % (m.group("module"), _at(callers[-1]))
+
+
 TRACEBACK_RULES = {"command_lookup": _command_lookup, "two_packages": _two_packages,
                    "launcher_summary": _launcher_summary, "fork": _fork,
                    "rendezvous_url": _rendezvous_url, "torch_keyword": _torch_keyword,
-                   "fsdp_intra_node": _fsdp_intra_node, "own_module": _own_module}
+                   "fsdp_intra_node": _fsdp_intra_node, "own_module": _own_module,
+                   "missing_module": _missing_module}
 assert set(TRACEBACK_RULES) == set(RULE_NAMES)
 
 # An environment cause this close below a program error is the same failure told twice
@@ -906,6 +922,10 @@ class Cut(Frames):
     frames: list  # [(path, line number, function)], outermost first
     rank: object  # the rank whose lines they are, or None
     whole: bool  # its first line ('Traceback (most recent call last):') is in the log
+    # the innermost frame's statement raising an exception of a literal message, read as
+    # the missing exception line: (its line's number, its index in the tail given to
+    # cut_traceback, 'Type: message'), or None
+    raised: object = None
 
     @property
     def last(self):
@@ -924,11 +944,20 @@ class Cut(Frames):
             at = "at %s:%d (in %s)" % last
         else:
             at = "in the job's own code at %s:%d (in %s)" % last
+        if self.raised:
+            return ("the log ends inside %s (%s:%d), cut before its error line; its last "
+                    "frame, %s, raises %s there, read as that line" % (
+                        who, self.file, self.line_number, at,
+                        self.raised[2].split(":", 1)[0]))
         return ("the log ends inside %s (%s:%d), cut before its error line, which says "
                 "what failed: its last frame is %s" % (who, self.file, self.line_number, at))
 
     def next_step(self):
         """What to collect: the lines the log lacks."""
+        if self.raised:
+            return ("the rest of the log, after line %d of %s: it ends inside a traceback "
+                    "whose last statement says what was raised, and the lines after it "
+                    "say what came of it on the other ranks" % (self.line_number, self.file))
         return ("the rest of the log, after line %d of %s: it ends inside a traceback, and "
                 "the line below the traceback's last frame (the exception) names what failed"
                 % (self.line_number, self.file))
@@ -953,12 +982,15 @@ def cut_traceback(file, tail, lines=None):
     if not parsed:
         return None
     rank = parsed[-1].rank
-    frames, whole = [], False
-    for prev in reversed(parsed):
+    frames, whole, statement = [], False, None
+    for at in range(len(parsed) - 1, -1, -1):
+        prev = parsed[at]
         if rank is not None and prev.rank is not None and prev.rank != rank:
             continue  # another rank's line, interleaved
         text = prev.text
         f = FRAME.match(text)
+        if not frames and not f and _indented(prev) and text.strip("^~ "):
+            statement = at  # below the innermost frame: its source line (not the carets)
         if f:
             frame = (f.group(1), int(f.group(2)), f.group(3))
             if not frames or frames[-1] != frame:
@@ -974,7 +1006,39 @@ def cut_traceback(file, tail, lines=None):
     if not frames:
         return None
     frames.reverse()
-    return Cut(file, lines if lines is not None else len(parsed), frames, rank, whole)
+    last = lines if lines is not None else len(parsed)
+    raised = None
+    if statement is not None:
+        said = _raise_statement(parsed[statement].text)
+        if said is not None:
+            raised = (last - (len(parsed) - 1 - statement), statement, said)
+    return Cut(file, last, frames, rank, whole, raised)
+
+
+# A traceback cut before its exception line, whose innermost frame's source line raises
+# an exception built from one literal message ("raise RuntimeError('Unsloth currently
+# does not support multi GPU setups - but we are working on it!')"): the statement says
+# what was raised, its type and its words, and is read as the exception line the log
+# lacks (issue #34, phase AC: batch 35's unslothai/unsloth#1933). An f-string, a name,
+# a concatenation or a call's several arguments is not read: the words printed are not
+# the statement's. The type is as written (CPython prints a class outside builtins with
+# its module: 'mypkg.errors.MyError', where the statement may say 'MyError').
+RAISE = re.compile(r"^raise ((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))\(\s*"
+                   r"""('(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")\s*\)\s*$""")
+
+
+def _raise_statement(text):
+    """'Type: message' of a source line ``raise Type('literal message')``, else None."""
+    m = RAISE.match(text.strip())
+    if m is None:
+        return None
+    try:
+        message = ast.literal_eval(m.group(2))
+    except (ValueError, SyntaxError):
+        return None
+    if not isinstance(message, str) or not message.strip():
+        return None
+    return "%s: %s" % (m.group(1), message)
 
 
 def exception_dict(exc):

@@ -162,9 +162,11 @@ SIGNATURE_KEYS = {"id", "cause", "match", "advice", "advice_from", "framework_ad
 # release added; "fsdp_intra_node", torch's refusal of a subgroup larger than the world
 # where FSDP's hybrid sharding asked for one of a node's GPUs (phase M); "own_module", an
 # installed package's module importing a module of its own package that is not installed
-# (phase N)
+# (phase N); "missing_module", an import of a top-level module this interpreter does not
+# find (phase AC)
 TRACEBACK_RULES = ("command_lookup", "two_packages", "launcher_summary", "fork",
-                   "rendezvous_url", "torch_keyword", "fsdp_intra_node", "own_module")
+                   "rendezvous_url", "torch_keyword", "fsdp_intra_node", "own_module",
+                   "missing_module")
 
 # A cause read from lines a working job prints too, where the log shows nothing else, is a
 # guess: its wording must say so (issue #34, phase D)
