@@ -74,6 +74,12 @@ BATCH4_MISSED = {
 # Training logs whose thread's cause the log itself does not show: the right answer is
 # the best the text allows (that family), not the thread's.
 NOT_IN_THE_TEXT = {
+    # batch 36, after it was measured: anemoi's sharded loss scaler refused as a ValueError
+    # alone, with no frame to say whose (the fix was anemoi's); MACE's ranks out of step
+    # (rank 0 alone left training early), its traceback cut inside torch's DDP check of
+    # the parameters' shapes, before its error line
+    "https://github.com/ecmwf/anemoi-core/issues/383": "program.exception",
+    "https://github.com/ACEsuit/mace/issues/1215": None,
     # batch 35, after it was measured (phase AC): Unsloth's multi-GPU refusal of a job
     # shown one GPU (its check misjudged a shared node: the thread's finding), read from
     # the raising statement the log ends at; DataParallel's replica error in Unsloth's
@@ -1084,6 +1090,11 @@ BATCH34_MISSED = {
     "https://github.com/NVIDIA/TransformerEngine/issues/1473",  # a cut frame, 'no arguments'
 }
 
+BATCH36_MISSED = {
+    "https://github.com/ecmwf/anemoi-core/issues/383",  # library: its ValueError alone
+    "https://github.com/ACEsuit/mace/issues/1215",  # library: cut inside torch's frame
+}
+
 BATCH35_MISSED = {
     "https://github.com/ultralytics/ultralytics/issues/9103",  # new: ranks can't import it
     "https://github.com/huggingface/lerobot/pull/2270",  # library: accelerate's device_map
@@ -1109,9 +1120,10 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 22: BATCH22_MISSED, 23: BATCH23_MISSED, 24: BATCH24_MISSED,
                 25: BATCH25_MISSED, 26: BATCH26_MISSED, 27: BATCH27_MISSED,
                 28: BATCH28_MISSED, 30: BATCH30_MISSED, 32: BATCH32_MISSED,
-                33: BATCH33_MISSED, 34: BATCH34_MISSED, 35: BATCH35_MISSED}
+                33: BATCH33_MISSED, 34: BATCH34_MISSED, 35: BATCH35_MISSED,
+                36: BATCH36_MISSED}
 
-# Batches 8-35 as measured (no batch 29 was collected): logs, user-code logs among them,
+# Batches 8-36 as measured (no batch 29 was collected): logs, user-code logs among them,
 # right at the first run, the misses, and those of the misses whose cause no signature
 # named then (`new.*`, kept as family_when_measured once a rule was written from it). A
 # miss written from since is a training log (split "train") and must get its cause now;
@@ -1185,6 +1197,7 @@ MEASURED_BATCHES = {
     33: (4, 0, 0, BATCH33_MISSED, {"https://github.com/unslothai/unsloth/issues/724"}),
     34: (8, 0, 1, BATCH34_MISSED, {"https://github.com/NVIDIA-NeMo/RL/issues/2937"}),
     35: (9, 0, 4, BATCH35_MISSED, {"https://github.com/ultralytics/ultralytics/issues/9103"}),
+    36: (8, 0, 6, BATCH36_MISSED, set()),
 }
 
 
