@@ -74,6 +74,21 @@ BATCH4_MISSED = {
 # Training logs whose thread's cause the log itself does not show: the right answer is
 # the best the text allows (that family), not the thread's.
 NOT_IN_THE_TEXT = {
+    # batch 37, after it was measured (phase AD): a transformers dev build passing torch
+    # 1.13's forward_prefetch to torch 1.12's FSDP, its one frame cut at its start (no
+    # 'File "'), so the text names no caller; torchtune's failed Gemma save and a driver
+    # too old for torch 2.8, each seen only as NCCL's watchdog timeouts; trl's upcast
+    # parameters (the fix was axolotl's) seen only as FSDP's mixed-dtype refusal; a
+    # rank's CUDA assertion (the user's sequences too long) seen only as the other ranks'
+    # timeouts at two collectives, out of step
+    "https://github.com/tatsu-lab/stanford_alpaca/pull/131": "program.exception",
+    "https://github.com/meta-pytorch/torchtune/issues/1165": "nccl.watchdog_timeout",
+    "https://github.com/zjysteven/lmms-finetune/issues/79": "nccl.watchdog_timeout",
+    "https://github.com/axolotl-ai-cloud/axolotl/pull/1559": "torch.fsdp_mixed_dtype",
+    "https://github.com/haotian-liu/LLaVA/issues/447": "torch.collective_mismatch",
+    # LLaMA-Factory's own refusal of ZeRO-3 or FSDP with a PTQ-quantized model (an FP8
+    # checkpoint): the program's error says it; no rule for one library's refusal
+    "https://github.com/hiyouga/LlamaFactory/issues/6898": "program.exception",
     # batch 36, after it was measured: anemoi's sharded loss scaler refused as a ValueError
     # alone, with no frame to say whose (the fix was anemoi's); MACE's ranks out of step
     # (rank 0 alone left training early), its traceback cut inside torch's DDP check of
@@ -300,7 +315,9 @@ NOT_IN_THE_TEXT = {
     # size given: the log shows only the refusal); torch.distributed.launch's
     # CalledProcessError, the rank's error (mmcv's DDP under torch 1.7) not shown
     "https://github.com/hiyouga/LlamaFactory/issues/5252": None,
-    "https://github.com/hiyouga/LlamaFactory/issues/3853": "program.exception",
+    # (LLaMA-Factory#3853's FSDP dtype line reads since phase AD as FSDP's mixed-dtype
+    # refusal: its cause, whoever loaded the model in two dtypes)
+    "https://github.com/hiyouga/LlamaFactory/issues/3853": "torch.fsdp_mixed_dtype",
     "https://github.com/hiyouga/LlamaFactory/issues/5629": None,
     "https://github.com/OptimalScale/LMFlow/issues/686": "program.exception",
     "https://github.com/facebookresearch/fairseq/issues/1096": "network.peer_connect",
@@ -1090,6 +1107,16 @@ BATCH34_MISSED = {
     "https://github.com/NVIDIA/TransformerEngine/issues/1473",  # a cut frame, 'no arguments'
 }
 
+BATCH37_MISSED = {
+    "https://github.com/facebookresearch/dinov2/issues/134",  # new: FSDP unsharded
+    "https://github.com/hiyouga/LlamaFactory/issues/6898",  # new: ZeRO-3 and an FP8 model
+    "https://github.com/tatsu-lab/stanford_alpaca/pull/131",  # a frame cut at its start
+    "https://github.com/meta-pytorch/torchtune/issues/1165",  # library: timeouts only
+    "https://github.com/axolotl-ai-cloud/axolotl/pull/1559",  # library: FSDP's dtype line
+    "https://github.com/zjysteven/lmms-finetune/issues/79",  # driver: a timeout only
+    "https://github.com/haotian-liu/LLaVA/issues/447",  # user: timeouts out of step
+}
+
 BATCH36_MISSED = {
     "https://github.com/ecmwf/anemoi-core/issues/383",  # library: its ValueError alone
     "https://github.com/ACEsuit/mace/issues/1215",  # library: cut inside torch's frame
@@ -1107,9 +1134,15 @@ BATCH35_MISSED = {
 # measured: gpt-neox's launch on one node with its Slurm/MPI launcher (DeepSpeed's runner
 # then starts plain python, and every rank starts the store's server), whose log holds
 # torch's 'RuntimeError: Address already in use' alone, read as the port taken by another
-# job. The list is exact: a new one fails the batch's test.
+# job. Batch 37's LLaVA#447: one rank's CUDA assertion (its sequences too long, the
+# user's data) seen only as the other ranks' watchdog timeouts at two collectives, read
+# as ranks out of step (a cause in the program's code, not the environment's, but a
+# signature's, not the program's error). The list is exact: a new one fails the batch's
+# test.
 USER_GOT_ENVIRONMENT = {"https://github.com/EleutherAI/gpt-neox/issues/849":
-                        "rendezvous.port_in_use"}
+                        "rendezvous.port_in_use",
+                        "https://github.com/haotian-liu/LLaVA/issues/447":
+                        "torch.collective_mismatch"}
 
 # The batches rules were written from after their measurement, and their misses.
 WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_MISSED,
@@ -1121,9 +1154,9 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 25: BATCH25_MISSED, 26: BATCH26_MISSED, 27: BATCH27_MISSED,
                 28: BATCH28_MISSED, 30: BATCH30_MISSED, 32: BATCH32_MISSED,
                 33: BATCH33_MISSED, 34: BATCH34_MISSED, 35: BATCH35_MISSED,
-                36: BATCH36_MISSED}
+                36: BATCH36_MISSED, 37: BATCH37_MISSED}
 
-# Batches 8-36 as measured (no batch 29 was collected): logs, user-code logs among them,
+# Batches 8-37 as measured (no batch 29 was collected): logs, user-code logs among them,
 # right at the first run, the misses, and those of the misses whose cause no signature
 # named then (`new.*`, kept as family_when_measured once a rule was written from it). A
 # miss written from since is a training log (split "train") and must get its cause now;
@@ -1198,6 +1231,8 @@ MEASURED_BATCHES = {
     34: (8, 0, 1, BATCH34_MISSED, {"https://github.com/NVIDIA-NeMo/RL/issues/2937"}),
     35: (9, 0, 4, BATCH35_MISSED, {"https://github.com/ultralytics/ultralytics/issues/9103"}),
     36: (8, 0, 6, BATCH36_MISSED, set()),
+    37: (14, 2, 7, BATCH37_MISSED, {"https://github.com/facebookresearch/dinov2/issues/134",
+                                    "https://github.com/hiyouga/LlamaFactory/issues/6898"}),
 }
 
 
