@@ -1107,6 +1107,11 @@ BATCH34_MISSED = {
     "https://github.com/NVIDIA/TransformerEngine/issues/1473",  # a cut frame, 'no arguments'
 }
 
+BATCH39_MISSED = {
+    "https://github.com/huggingface/accelerate/issues/190",  # RNG state: the program's
+    "https://github.com/deepspeedai/DeepSpeedExamples/issues/845",  # NCCL's remote error
+}
+
 BATCH38_MISSED = {
     "https://github.com/Lightning-AI/pytorch-lightning/issues/7491",  # library: a checkout
     "https://github.com/Lightning-AI/pytorch-lightning/issues/8634",  # NCCL's invalid usage
@@ -1165,7 +1170,7 @@ WRITTEN_FROM = {4: BATCH4_MISSED, 5: BATCH5_MISSED, 6: BATCH6_MISSED, 7: BATCH7_
                 33: BATCH33_MISSED, 34: BATCH34_MISSED, 35: BATCH35_MISSED,
                 36: BATCH36_MISSED, 37: BATCH37_MISSED}
 
-# Batches 8-38 as measured (no batch 29 was collected): logs, user-code logs among them,
+# Batches 8-39 as measured (no batch 29 was collected): logs, user-code logs among them,
 # right at the first run, the misses, and those of the misses whose cause no signature
 # named then (`new.*`, kept as family_when_measured once a rule was written from it). A
 # miss written from since is a training log (split "train") and must get its cause now;
@@ -1243,6 +1248,7 @@ MEASURED_BATCHES = {
     37: (14, 2, 7, BATCH37_MISSED, {"https://github.com/facebookresearch/dinov2/issues/134",
                                     "https://github.com/hiyouga/LlamaFactory/issues/6898"}),
     38: (14, 2, 8, BATCH38_MISSED, set()),
+    39: (4, 0, 2, BATCH39_MISSED, set()),
 }
 
 
