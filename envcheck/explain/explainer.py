@@ -309,8 +309,7 @@ def _scan(name, stream, scan, logs, matcher, structure, facts, frameworks):
         if name != "<stdin>":
             stream.close()
     tail = scan.tail()
-    structure.ended(name, tail, scan.lines)
-    cut = structure.cut[-1] if structure.cut and structure.cut[-1].file == name else None
+    cut = structure.ended(name, tail, scan.lines)
     if cut is not None and cut.raised:
         # the statement that raised, where the log is cut before the exception line
         # (structure.RAISE): read as that line, in the statement's place

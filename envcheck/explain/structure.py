@@ -630,6 +630,13 @@ def _fsdp_intra_node(m, frames, whole, source):
 INSTALLED = re.compile(r"[/\\](?:site|dist)-packages[/\\](?:[^/\\]+\.egg[/\\])?(.+)$")
 
 
+def _importers(frames):
+    """The frames that may have made an import: importlib's and the standard library's
+    own left out, installed packages' kept."""
+    return [f for f in frames if not INTERNAL.search(f[0])
+            or (LIBRARY.search(f[0]) and not f[0].startswith("<"))]
+
+
 def _own_module(m, frames, whole, source):
     """An installed package's module importing a module of its own package that is not
     there: CPython's 'No module named 'A.b.c'' raised in the importing frame (an import
@@ -639,8 +646,7 @@ def _own_module(m, frames, whole, source):
     release was packaged without it, or the install is partial. The job's own import, an
     import of another package's or of a parent package's module (a namespace package such
     as google.cloud shares its directory between distributions) is not read."""
-    callers = [f for f in frames if not INTERNAL.search(f[0])
-               or (LIBRARY.search(f[0]) and not f[0].startswith("<"))]
+    callers = _importers(frames)
     if not callers:
         return None
     importer = callers[-1]
@@ -662,8 +668,7 @@ def _missing_module(m, frames, whole, source):
     process, or (a source checkout, the job's own module) not on its path from where the
     process started. Only in a traceback: an optional import's error printed on the way
     is a warning, and a dotted name is another rule's (own_module, two_packages)."""
-    callers = [f for f in frames if not INTERNAL.search(f[0])
-               or (LIBRARY.search(f[0]) and not f[0].startswith("<"))]
+    callers = _importers(frames)
     if not callers or "." in m.group("module"):
         return None
     return "%s, imported at %s" % (m.group("module"), _at(callers[-1]))
@@ -831,10 +836,11 @@ class Structure:
 
     def ended(self, file, tail, lines):
         """One input read to its end: ``tail``, its last lines (bytes, read.Scan.tail);
-        ``lines``, how many it has."""
+        ``lines``, how many it has. Returns its Cut, where it ends inside a traceback."""
         cut = cut_traceback(file, tail, lines)
         if cut is not None:
             self.cut.append(cut)
+        return cut
 
     @property
     def root(self):
@@ -989,8 +995,8 @@ def cut_traceback(file, tail, lines=None):
             continue  # another rank's line, interleaved
         text = prev.text
         f = FRAME.match(text)
-        if not frames and not f and _indented(prev) and text.strip("^~ "):
-            statement = at  # below the innermost frame: its source line (not the carets)
+        if not frames and not f and _source_line(prev):
+            statement = at  # below the innermost frame: its source line
         if f:
             frame = (f.group(1), int(f.group(2)), f.group(3))
             if not frames or frames[-1] != frame:
@@ -1101,7 +1107,7 @@ def _traceback(hit, ln):
             break  # the previous exception: its frames are not this one's
         elif len(text) >= GLUED and _indented(prev):
             sources.append(text)
-        if not frames and not f and _indented(prev) and text.strip("^~ "):
+        if not frames and not f and _source_line(prev):
             source = text  # below the innermost frame: its source line (not the carets)
     frames.reverse()
     if not frames:
@@ -1117,6 +1123,12 @@ def _below_a_frame(hit, ln):
             continue
         return bool(FRAME.match(prev.text))
     return False
+
+
+def _source_line(line):
+    """Whether ``line`` is a traceback's source line: indented, and not the carets under
+    one."""
+    return _indented(line) and bool(line.text.strip("^~ "))
 
 
 def _indented(line):
