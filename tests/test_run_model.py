@@ -1,12 +1,13 @@
 """The run model both drivers share (envcheck.core), and the proof that they share it:
 one scenario run by ``envcheck run`` and by ranks under torchrun gives the same report."""
 
+import os
 import re
 import sys
 
 import pytest
 
-from conftest import STUCK, checks_by_id, load_report, run_cli, torchrun
+from conftest import ROOT, STUCK, checks_by_id, load_report, run_cli, torchrun
 from envcheck.core import blame, records
 from envcheck.core.phases import PhaseTracker, replay
 from envcheck.run.supervisor import free_port
@@ -90,6 +91,36 @@ def test_the_main_thread_of_a_faulthandler_dump_decides_waiting():
     assert blame.waiting_in_distributed(waiting) is True
     assert blame.waiting_in_distributed(sleeping) is False
     assert blame.waiting_in_distributed("") is False
+
+
+TORN_WHILE_UNWINDING = os.path.join(ROOT, "tests", "data", "launcher-torn-while-unwinding")
+
+
+def test_a_rank_torn_down_while_it_unwound_is_judged_by_its_first_dump(tmp_path):
+    """A full suite's run of test_launcher's hang test (its --out, kept as it was): rank
+    1 sleeps in its check, rank 0 waits in barrier. Rank 0's watcher asked for its stacks
+    at its deadline (in barrier: a grace), rank 1's wrote its hang record and ended,
+    rank 0's barrier then failed, and torchrun's SIGTERM came while rank 0 formatted that
+    error: its stacks file holds both dumps, and no hang record. The first dump is where
+    it waited; the second, read before, made rank 0 the root, 'at linecache.py'."""
+    with open(os.path.join(TORN_WHILE_UNWINDING, "stacks-rank0.txt")) as f:
+        dumps = f.read()
+    first = blame.first_dump(dumps)
+    assert len(first) < len(dumps) and dumps.startswith(first)
+    assert blame.waiting_in_distributed(first) is True
+    assert blame.waiting_in_distributed(dumps[len(first):]) is False  # the unwinding
+    assert blame.waiting_in_distributed(dumps) is True
+    assert [f.function for f in blame.frames(dumps)][:2] == ["barrier", "wrapper"]
+    path = tmp_path / "r.json"
+    res = run_cli("report", "--records", TORN_WHILE_UNWINDING, "--json", str(path),
+                  "--no-color")
+    assert res.code == 1, res.stderr
+    wait = checks_by_id(load_report(str(path)))["stuck.wait"]
+    assert (wait["outcome"], wait["root_rank"]) == ("hang", 1), wait["detail"]
+    screen = " ".join(res.stdout.split())
+    assert "rank 1: no progress for 3.0 s (timeout 3 s) in wait; at stuck.py:8 " \
+           "probe_stuck rank 0: waiting in barrier (distributed_c10d.py:5356 barrier)" \
+           in screen, res.stdout
 
 
 def _normal(text):

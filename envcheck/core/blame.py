@@ -33,7 +33,7 @@ _DIST_FRAME = os.sep + os.path.join("torch", "distributed") + os.sep
 # torch.cuda)
 _TORCH_FRAME = re.compile(r"[/\\](?:(?:site|dist)-packages|pytorch)[/\\](torch(?:[/\\]\w+)*)"
                           r"[/\\](\w+)\.py$")
-_THREAD_HEADER = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+", re.M)
+_THREAD_HEADER = re.compile(r"^(?:Current thread|Thread) 0x([0-9a-fA-F]+)", re.M)
 _FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (\S+)', re.M)
 # Frames that say nothing of where a rank is: the interpreter's own modules (a wait in
 # threading.py) and envcheck's rank driver around every probe.
@@ -50,10 +50,29 @@ _RENDEZVOUS = ("_init_process_group", "_await_listener")
 def main_thread_stack(dump):
     """The main thread's part of a faulthandler dump of all threads.
 
-    faulthandler lists threads newest first, so the main thread is the last block.
+    faulthandler lists threads newest first, so the main thread is the last block of a
+    dump. A launcher-mode rank's stacks file may hold several dumps: its watcher's request
+    at the deadline, then torchrun's SIGTERM, then another while the rank unwinds (a
+    collective that failed when the peer died, its exception being formatted). The first
+    is where the rank was when the first of them came, before the teardown moved it: that
+    dump's main thread is the one read (a CI run blamed a rank that had waited in
+    barrier, from its second dump, in the error the peer's death raised).
     """
-    starts = [m.start() for m in _THREAD_HEADER.finditer(dump or "")]
-    return dump[starts[-1]:] if starts else (dump or "")
+    dump = first_dump(dump or "")
+    starts = [m.start() for m in _THREAD_HEADER.finditer(dump)]
+    return dump[starts[-1]:] if starts else dump
+
+
+def first_dump(text):
+    """The first faulthandler dump of ``text``: a dump lists each thread once, so the
+    next begins at the first thread named again."""
+    seen = set()
+    for m in _THREAD_HEADER.finditer(text):
+        thread = int(m.group(1), 16)
+        if thread in seen:
+            return text[:m.start()]
+        seen.add(thread)
+    return text
 
 
 def waiting_in_distributed(dump):
