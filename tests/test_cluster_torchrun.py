@@ -118,22 +118,30 @@ def probe_loop(ctx):
                 open(os.environ["LOOP_MARK"], "w").close()
                 n = -10 ** 9
 '''
-# Every rank all_reduces in a loop. Once node2 is gone, rank 1 records its error (a
-# connection to node2 closed or reset) and then waits for rank 0; rank 0 does not raise,
-# it waits for rank 1 in turn: two live ranks waiting on each other past the deadline,
-# as a rank slow to leave a failed collective leaves its peers.
+# Rank 2 (node2) sends to every other rank in a loop, each receiving from rank 2 itself
+# (not a collective's tree or ring, where a rank may be waiting on a live peer alone when
+# node2 dies, and never err: a full suite's run). Once node2 is gone, rank 1 records its
+# error (a connection to node2 closed or reset) and then waits for rank 0; rank 0 does
+# not raise, it waits for rank 1 in turn: two live ranks waiting on each other past the
+# deadline, as a rank slow to leave a failed collective leaves its peers.
 WAIT_ON_A_LIVE_PEER = '''
 def probe_loop(ctx):
-    """all_reduce in a loop; when it fails, ranks 0 and 1 wait on each other"""
+    """rank 2 sends to every rank in a loop; when a recv fails, ranks 0 and 1 wait on
+    each other"""
     import os, time
     import torch, torch.distributed as dist
     word = torch.ones(1)
-    with ctx.check("all_reduce"):
+    with ctx.check("recv"):
         t = torch.ones(1 << 16)
         begun, n = time.monotonic(), 0
         while True:
             try:
-                dist.all_reduce(t)
+                if ctx.rank == 2:
+                    for dst in range(dist.get_world_size()):
+                        if dst != 2:
+                            dist.send(t, dst)
+                else:
+                    dist.recv(t, src=2)
             except RuntimeError:
                 if ctx.rank == 0:
                     dist.recv(word, src=1)
@@ -342,7 +350,8 @@ def test_a_host_killed_mid_collective_is_named_in_rank_0s_report(cluster):
 
 def test_a_host_killed_while_the_others_wait_on_a_live_peer_is_still_the_crash(cluster):
     # Rank 0 outlives node2 waiting in a collective on rank 1 (alive, itself waiting on
-    # rank 0 after its error): their watchers' deadlines fall together (each counts from
+    # rank 0 after its error): both receive from node2's rank 2 itself, so both see its
+    # connection close. Their watchers' deadlines fall together (each counts from
     # its probe's start), and whichever comes first writes a hang record (waiting inside
     # torch.distributed), often both; the other may be torn down first (a loaded CI
     # node). node2's ranks said nothing at all, and rank 1's error names node2's address. The
@@ -360,11 +369,11 @@ def test_a_host_killed_while_the_others_wait_on_a_live_peer_is_still_the_crash(c
     os.remove(mark)
     assert res[0].code == 1 and res[1].code == -9, _where(res)
     checks = checks_by_id(_report(cluster.hosts[0], path))
-    check = checks["loop.all_reduce"]
+    check = checks["loop.recv"]
     # the shape: a survivor's watcher wrote its hang record, waiting on its live peer
-    # (rank 0 in all_reduce, its check's entry; rank 1 in recv after its check, the
-    # probe's); node2's ranks left none
-    hung = {r: e["last_record"] for c in ("loop.all_reduce", "loop.run") if c in checks
+    # (rank 0 in recv, in its check; rank 1 in recv after its check, the probe's);
+    # node2's ranks left none
+    hung = {r: e["last_record"] for c in ("loop.recv", "loop.run") if c in checks
             for r, e in checks[c]["ranks"].items()
             if (e.get("last_record") or {}).get("t") == "hang"}
     assert hung and set(hung) <= {"0", "1"}, hung
