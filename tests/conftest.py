@@ -6,6 +6,7 @@ process groups on CPU.
 
 import dataclasses
 import fcntl
+import functools
 import importlib.metadata
 import json
 import os
@@ -73,11 +74,26 @@ def run_cli(*args, timeout=180, env=None, cwd=None):
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
-def validate_report(data):
+@functools.lru_cache(maxsize=None)
+def _report_validator():
+    """The report schema's validator, its schema checked once: jsonschema.validate checks
+    the schema and builds a validator again at every call (60 ms each, over 8 times the
+    validation itself, in hundreds of tests)."""
     import jsonschema
 
     with open(SCHEMA, encoding="utf-8") as f:
-        jsonschema.validate(data, json.load(f))
+        schema = json.load(f)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def validate_report(data):
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(_report_validator().iter_errors(data))
+    if error is not None:
+        raise error
     return data
 
 
