@@ -123,6 +123,37 @@ def test_a_rank_torn_down_while_it_unwound_is_judged_by_its_first_dump(tmp_path)
            in screen, res.stdout
 
 
+INIT_CLOSED_BY_A_DEAD_PEER = os.path.join(ROOT, "tests", "data",
+                                          "launcher-init-closed-by-a-peer-that-died")
+
+
+def test_an_init_closed_by_a_peer_that_passed_its_own_and_died_is_that_peers_crash(
+        tmp_path):
+    """A full suite's run (-n 3) of test_launcher's DIE job (its records, kept as they
+    were): rank 1's init_process_group passed, it started its check and os._exit'ed there,
+    while rank 0's gloo init was still connecting, and failed: 'Connection closed by peer
+    ... typically caused by a remote worker crashing'. The report named rank 0's setup as
+    the root and held no die.exit (twice in CI before, unexplained); the root is rank 1's
+    death."""
+    path = tmp_path / "r.json"
+    res = run_cli("report", "--records", INIT_CLOSED_BY_A_DEAD_PEER, "--json", str(path),
+                  "--no-color")
+    assert res.code == 1, res.stderr
+    report = load_report(str(path))
+    abort = report["attempts"][0]["abort"]
+    assert (abort["kind"], abort["root_rank"], abort["phase"]) == ("crash", 1, "probe:die")
+    die = checks_by_id(report)["die.exit"]
+    assert (die["outcome"], die["root_rank"]) == ("crash", 1)
+    assert die["detail"] == ("rank 1 stopped without a hang record or a SIGTERM stack "
+                             "dump: it crashed or was killed (its exit code is in the "
+                             "launcher's log) in exit")
+    # rank 0's own error stays, with the advice that reads it as a peer's end
+    init = checks_by_id(report)["setup.init_process_group"]
+    assert init["ranks"]["0"]["outcome"] == "failed"
+    assert init["advice"].startswith("a rank's connection to another rank was closed: "
+                                     "that peer exited or crashed first")
+
+
 def _normal(text):
     """Timings vary run to run (which rank was slowest too), and so does the free space
     of the temporary directory (other tests write there); the words must not."""

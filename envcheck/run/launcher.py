@@ -237,6 +237,27 @@ def _host_addresses(recs):
                    if not is_loopback(a)})
 
 
+def _died_after_setup(per_rank, unfinished, stacks, failed):
+    """Did every setup that failed fail of a peer's connection closed or reset, after a
+    rank whose setup had passed then died silent (no hang record, no SIGTERM stack dump,
+    no teardown record)? gloo's init on a loaded host can still be connecting when a
+    peer that finished its own has got into its first check and died there: the init
+    fails with 'Connection closed by peer ... typically caused by a remote worker
+    crashing' (a full suite's run blamed that setup, rank 0's, for rank 1's os._exit)."""
+    errors = {r: ((rec.get("error") or {}).get("message") or "", rec["time"])
+              for r in unfinished for rec in per_rank.get(r, [])
+              if rec["t"] == "setup" and rec.get("outcome") == "failed"}
+    if not all(_PEER_ENDED.search(message) for message, _ in errors.values()):
+        return False
+    first = min(when for _, when, _ in failed)
+    return any(
+        r not in errors and r not in stacks
+        and any(x["t"] == "setup" and x.get("outcome") == "passed" and x["time"] <= first
+                for x in per_rank.get(r, []))
+        and not any(x["t"] in ("hang", "teardown") for x in per_rank.get(r, []))
+        for r in unfinished)
+
+
 def _abort(per_rank, stacks, world, timeout, reacted=()):
     hangs = [(rank, rec) for rank, recs in per_rank.items() for rec in recs
              if rec["t"] == "hang"]
@@ -264,6 +285,8 @@ def _abort(per_rank, stacks, world, timeout, reacted=()):
     failed = [((rec.get("error") or {}).get("type") == PEER_PRECHECK_FAILED, rec["time"], r)
               for r in unfinished for rec in per_rank.get(r, [])
               if rec["t"] == "setup" and rec.get("outcome") == "failed"]
+    if failed and _died_after_setup(per_rank, unfinished, stacks, failed):
+        failed = []  # consequences of a peer's death: a crash (below)
     for r, h in hangs:
         info[r]["phase"], info[r]["check"] = _phase_of_hang(h)
     reported = {r for r, _ in hangs}
