@@ -237,7 +237,7 @@ def _host_addresses(recs):
                    if not is_loopback(a)})
 
 
-def _died_after_setup(per_rank, unfinished, stacks, failed):
+def _died_after_setup(per_rank, unfinished, stacks):
     """Did every setup that failed fail of a peer's connection closed or reset, after a
     rank whose setup had passed then died silent (no hang record, no SIGTERM stack dump,
     no teardown record)? gloo's init on a loaded host can still be connecting when a
@@ -249,7 +249,7 @@ def _died_after_setup(per_rank, unfinished, stacks, failed):
               if rec["t"] == "setup" and rec.get("outcome") == "failed"}
     if not all(_PEER_ENDED.search(message) for message, _ in errors.values()):
         return False
-    first = min(when for _, when, _ in failed)
+    first = min(when for _, when in errors.values())
     return any(
         r not in errors and r not in stacks
         and any(x["t"] == "setup" and x.get("outcome") == "passed" and x["time"] <= first
@@ -285,7 +285,7 @@ def _abort(per_rank, stacks, world, timeout, reacted=()):
     failed = [((rec.get("error") or {}).get("type") == PEER_PRECHECK_FAILED, rec["time"], r)
               for r in unfinished for rec in per_rank.get(r, [])
               if rec["t"] == "setup" and rec.get("outcome") == "failed"]
-    if failed and _died_after_setup(per_rank, unfinished, stacks, failed):
+    if failed and _died_after_setup(per_rank, unfinished, stacks):
         failed = []  # consequences of a peer's death: a crash (below)
     for r, h in hangs:
         info[r]["phase"], info[r]["check"] = _phase_of_hang(h)
